@@ -1,0 +1,90 @@
+"""rxllm: LLM responses as ReactiveX Observables, on ADK Java's model contract.
+
+>>> import rxllm
+>>> from reactivex import operators as ops
+>>> from rxllm.testing import ScriptedLlm, scripted_turn
+>>> llm = ScriptedLlm([scripted_turn(rxllm.Chunk(text_delta="Hello"), rxllm.Chunk(text_delta=" world"))])
+>>> responses = llm.generate_content(rxllm.LlmRequest(), stream=True).pipe(ops.to_list()).run()
+>>> [(r.text(), r.partial) for r in responses]
+[('Hello', True), (' world', True), ('Hello world', None)]
+"""
+
+from ._aggregation import StreamAggregator
+from ._base_llm import BaseLlm, BaseLlmConnection
+from ._chunk import Chunk, InBandError, ToolCallFragment
+from ._errors import (
+    BufferOverflowError,
+    ConfigurationError,
+    GuardrailError,
+    HttpStatusError,
+    LimitExceededError,
+    LineTooLongError,
+    MalformedFunctionCallError,
+    ProtocolError,
+    ProviderError,
+    RxLlmError,
+    StreamInterruptedError,
+    ToolError,
+    TransportError,
+    UnsupportedOperationError,
+)
+from ._provider import ChunkParser, HttpRequest, RequestMapper
+from ._sse import SseDecoder, SseEvent
+from ._types import (
+    Blob,
+    Content,
+    FinishReason,
+    FunctionCall,
+    FunctionDeclaration,
+    FunctionResponse,
+    GenerateContentConfig,
+    LlmRequest,
+    LlmResponse,
+    Part,
+    ThinkingConfig,
+    Tool,
+    UsageMetadata,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BaseLlm",
+    "BaseLlmConnection",
+    "Blob",
+    "BufferOverflowError",
+    "Chunk",
+    "ChunkParser",
+    "ConfigurationError",
+    "Content",
+    "FinishReason",
+    "FunctionCall",
+    "FunctionDeclaration",
+    "FunctionResponse",
+    "GenerateContentConfig",
+    "GuardrailError",
+    "HttpRequest",
+    "HttpStatusError",
+    "InBandError",
+    "LimitExceededError",
+    "LineTooLongError",
+    "LlmRequest",
+    "LlmResponse",
+    "MalformedFunctionCallError",
+    "Part",
+    "ProtocolError",
+    "ProviderError",
+    "RequestMapper",
+    "RxLlmError",
+    "SseDecoder",
+    "SseEvent",
+    "StreamAggregator",
+    "StreamInterruptedError",
+    "ThinkingConfig",
+    "Tool",
+    "ToolCallFragment",
+    "ToolError",
+    "TransportError",
+    "UnsupportedOperationError",
+    "UsageMetadata",
+]

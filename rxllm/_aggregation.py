@@ -1,0 +1,280 @@
+"""The stream aggregator: where the streaming contract lives, and the only place merge rules do.
+
+Merge rules (each has a test in ``tests/test_aggregation.py``):
+
+1. Each chunk yields at most one partial. A partial carries only the chunk's new answer text
+   and/or new thought text (thought first), role ``model``, ``partial=True`` -- never function
+   calls, usage or finish data. A chunk with neither yields nothing.
+2. Answer text concatenates into one text part of the final; thought text concatenates into
+   thought parts, one per reasoning block (a ``thought_signature`` closes the block it signs;
+   a ``redacted_thought`` is a block of its own with no text). Thought parts come first, then
+   the text part, then function calls. Text is built with a list and one join: linear.
+3. Tool-call fragments are buffered per provider index. ``id`` and ``name`` are the first
+   non-empty values seen (never concatenated); argument pieces concatenate and are parsed only
+   in :meth:`StreamAggregator.finish`: empty means ``{}``, anything but a JSON object raises
+   :class:`~rxllm.MalformedFunctionCallError` naming the tool -- unless the turn already ended
+   in error (an in-band error or a non-STOP finish such as MAX_TOKENS), where the cut-off call
+   is left out and named in ``error_message`` rather than run with guessed arguments. A call
+   without a provider id gets a generated ``adk-`` id, the same for the whole stream. Calls
+   appear in provider-index order.
+4. Finish reason, raw finish reason and model version: the last one reported wins. Usage: the
+   last one reported wins, and a later chunk without usage does not clear it. All of them ride
+   on the final only.
+5. A non-STOP finish reason sets ``error_code`` (the reason's name) and ``error_message``, as ADK
+   does. An in-band provider error sets them instead (it wins over the finish reason). A refusal
+   (``refusal_delta``) becomes ``error_code="REFUSAL"`` with the refusal text as message when
+   nothing else is wrong, so it always reaches the user.
+6. An in-band error that arrives before any partial was emitted is raised as
+   :class:`~rxllm.ProviderError` (so the retry policy may retry it: nothing has been shown);
+   after the first partial it is recorded and reported on the final.
+
+The aggregator is pure: no I/O, no Rx, no clock. One per subscription (``defer``), so a retry
+never inherits a half-filled buffer.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from ._chunk import Chunk, InBandError, ToolCallFragment
+from ._errors import MalformedFunctionCallError, ProviderError
+from ._types import Content, FinishReason, FunctionCall, LlmResponse, Part, UsageMetadata
+
+__all__ = ["GENERATED_ID_PREFIX", "StreamAggregator", "generate_function_call_id"]
+
+GENERATED_ID_PREFIX = "adk-"
+"""Prefix of function-call ids rxllm generates (as ADK does); mappers never send these to a provider
+that did not issue them."""
+
+_FINISH_MESSAGES = {
+    FinishReason.MAX_TOKENS: "the model stopped at the output token limit",
+    FinishReason.SAFETY: "the model stopped: content was blocked for safety",
+    FinishReason.RECITATION: "the model stopped: recitation",
+    FinishReason.MALFORMED_FUNCTION_CALL: "the model produced a malformed function call",
+}
+
+
+def generate_function_call_id() -> str:
+    """A fresh client-side function-call id (``adk-`` + a UUID4)."""
+    return GENERATED_ID_PREFIX + str(uuid.uuid4())
+
+
+class _ToolCallBuffer:
+    __slots__ = ("arguments", "generated_id", "name", "provider_id", "thought_signature")
+
+    def __init__(self) -> None:
+        self.provider_id: str | None = None
+        self.generated_id: str | None = None
+        self.name: str | None = None
+        self.arguments: list[str] = []
+        self.thought_signature: bytes | None = None
+
+    def add(self, fragment: ToolCallFragment) -> None:
+        if self.provider_id is None and fragment.id:
+            self.provider_id = fragment.id
+        if self.name is None and fragment.name:
+            self.name = fragment.name
+        if fragment.arguments_delta:
+            self.arguments.append(fragment.arguments_delta)
+        if self.thought_signature is None and fragment.thought_signature is not None:
+            self.thought_signature = fragment.thought_signature
+
+    @property
+    def id(self) -> str:
+        if self.provider_id is not None:
+            return self.provider_id
+        if self.generated_id is None:
+            self.generated_id = generate_function_call_id()
+        return self.generated_id
+
+
+class _ThoughtBlock:
+    __slots__ = ("closed", "pieces", "signature")
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+        self.signature: bytes | None = None
+        self.closed = False
+
+    def to_part(self) -> Part:
+        text = "".join(self.pieces) if self.pieces else None
+        return Part(text=text, thought=True, thought_signature=self.signature)
+
+
+class StreamAggregator:
+    """Turns one stream of :class:`~rxllm.Chunk` into partials and exactly one final.
+
+    >>> from rxllm import Chunk, StreamAggregator
+    >>> agg = StreamAggregator()
+    >>> [r.text() for r in agg.accept(Chunk(text_delta="The order"))]
+    ['The order']
+    >>> agg.accept(Chunk(text_delta=" ships Tuesday", usage=None))[0].partial
+    True
+    >>> final = agg.finish()
+    >>> final.text(), final.partial
+    ('The order ships Tuesday', None)
+    """
+
+    __slots__ = (
+        "_calls",
+        "_error",
+        "_finish_reason",
+        "_has_emitted",
+        "_model_version",
+        "_provider",
+        "_raw_finish_reason",
+        "_refusal",
+        "_saw_end",
+        "_text",
+        "_text_signature",
+        "_thoughts",
+        "_usage",
+    )
+
+    def __init__(self, *, provider: str | None = None) -> None:
+        self._provider = provider
+        self._text: list[str] = []
+        self._text_signature: bytes | None = None
+        self._thoughts: list[_ThoughtBlock] = []
+        self._calls: dict[int, _ToolCallBuffer] = {}
+        self._refusal: list[str] = []
+        self._finish_reason: FinishReason | None = None
+        self._raw_finish_reason: str | None = None
+        self._usage: UsageMetadata | None = None
+        self._error: InBandError | None = None
+        self._model_version: str | None = None
+        self._has_emitted = False
+        self._saw_end = False
+
+    @property
+    def has_emitted(self) -> bool:
+        """Whether any partial was returned yet (after that, nothing may be retried)."""
+        return self._has_emitted
+
+    @property
+    def is_complete(self) -> bool:
+        """Whether the provider said the turn is over (end marker, finish reason or error)."""
+        return self._saw_end or self._finish_reason is not None or self._error is not None
+
+    def tool_call_id(self, index: int) -> str:
+        """The id the final will give the call at ``index`` (the provider's, or a generated one)."""
+        return self._calls[index].id
+
+    def accept(self, chunk: Chunk) -> list[LlmResponse]:
+        """Take one chunk; return the partial it yields (zero or one)."""
+        for fragment in chunk.tool_call_fragments:
+            buffer = self._calls.get(fragment.index)
+            if buffer is None:
+                buffer = self._calls[fragment.index] = _ToolCallBuffer()
+            buffer.add(fragment)
+        if chunk.finish_reason is not None:
+            self._finish_reason = chunk.finish_reason
+        if chunk.raw_finish_reason is not None:
+            self._raw_finish_reason = chunk.raw_finish_reason
+        if chunk.usage is not None:
+            self._usage = chunk.usage
+        if chunk.model_version is not None:
+            self._model_version = chunk.model_version
+        if chunk.refusal_delta:
+            self._refusal.append(chunk.refusal_delta)
+        if chunk.text_signature is not None:
+            self._text_signature = chunk.text_signature
+        if chunk.end_of_stream:
+            self._saw_end = True
+        if chunk.error is not None:
+            self._take_error(chunk.error)
+
+        parts: list[Part] = []
+        thought = chunk.thought_delta
+        if thought:
+            block = self._thoughts[-1] if self._thoughts and not self._thoughts[-1].closed else None
+            if block is None:
+                block = _ThoughtBlock()
+                self._thoughts.append(block)
+            block.pieces.append(thought)
+            parts.append(Part(text=thought, thought=True))
+        if chunk.thought_signature is not None:
+            self._sign_thought(chunk.thought_signature)
+        if chunk.redacted_thought is not None:
+            redacted = _ThoughtBlock()
+            redacted.signature = chunk.redacted_thought
+            redacted.closed = True
+            self._thoughts.append(redacted)
+        text = chunk.text_delta
+        if text:
+            self._text.append(text)
+            parts.append(Part(text=text))
+        if not parts:
+            return []
+        self._has_emitted = True
+        return [LlmResponse(content=Content(role="model", parts=tuple(parts)), partial=True)]
+
+    def finish(self) -> LlmResponse:
+        """Build the one final response: the whole turn, ``partial`` unset."""
+        parts: list[Part] = [block.to_part() for block in self._thoughts]
+        if self._text or self._text_signature is not None:
+            parts.append(Part(text="".join(self._text), thought_signature=self._text_signature))
+        error_code, error_message = self._error_fields()
+        dropped: list[str] = []
+        for index in sorted(self._calls):
+            buffer = self._calls[index]
+            call = self._parse_call(buffer, tolerate=error_code is not None)
+            if call is None:
+                dropped.append(buffer.name or f"#{index}")
+                continue
+            parts.append(Part(function_call=call, thought_signature=buffer.thought_signature))
+        if dropped:
+            error_message = f"{error_message}; incomplete tool call(s) left out: {', '.join(dropped)}"
+        metadata = {"finish_reason": self._raw_finish_reason} if self._raw_finish_reason is not None else None
+        return LlmResponse(
+            content=Content(role="model", parts=tuple(parts)),
+            finish_reason=self._finish_reason,
+            usage_metadata=self._usage,
+            error_code=error_code,
+            error_message=error_message,
+            model_version=self._model_version,
+            custom_metadata=metadata,
+        )
+
+    def _take_error(self, error: InBandError) -> None:
+        if not self._has_emitted:
+            raise ProviderError(
+                error.message, code=error.code, retryable=error.retryable, provider=self._provider
+            )
+        if self._error is None:
+            self._error = error
+
+    def _sign_thought(self, signature: bytes) -> None:
+        block = self._thoughts[-1] if self._thoughts and not self._thoughts[-1].closed else None
+        if block is None:
+            block = _ThoughtBlock()
+            self._thoughts.append(block)
+        block.signature = signature
+        block.closed = True
+
+    def _error_fields(self) -> tuple[str | None, str | None]:
+        if self._error is not None:
+            return self._error.code or "PROVIDER_ERROR", self._error.message
+        reason = self._finish_reason
+        if reason is not None and reason is not FinishReason.STOP:
+            return reason.value, _FINISH_MESSAGES.get(reason, f"the model stopped: {reason.value}")
+        if self._refusal:
+            return "REFUSAL", "".join(self._refusal)
+        return None, None
+
+    def _parse_call(self, buffer: _ToolCallBuffer, *, tolerate: bool) -> FunctionCall | None:
+        name = buffer.name or ""
+        raw = "".join(buffer.arguments)
+        try:
+            args = json.loads(raw) if raw.strip() else {}
+            reason = None if isinstance(args, dict) else f"expected a JSON object, got {type(args).__name__}"
+        except ValueError as exc:
+            reason = str(exc)
+        if reason is None and not name:
+            reason = "the provider never sent the function name"
+        if reason is not None:
+            if tolerate:
+                return None
+            raise MalformedFunctionCallError(name or "<unnamed>", raw, reason, provider=self._provider)
+        return FunctionCall(id=buffer.id, name=name, args=args)

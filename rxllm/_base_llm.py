@@ -1,0 +1,81 @@
+"""``BaseLlm`` and ``BaseLlmConnection``: ADK Java's model interface, in Python."""
+
+from __future__ import annotations
+
+import abc
+
+import reactivex
+
+from ._errors import UnsupportedOperationError
+from ._types import Content, LlmRequest, LlmResponse
+
+__all__ = ["BaseLlm", "BaseLlmConnection"]
+
+
+class BaseLlmConnection(abc.ABC):
+    """A live (BIDI) session with a model, as ADK Java's ``BaseLlmConnection``."""
+
+    @abc.abstractmethod
+    def send_history(self, history: list[Content]) -> reactivex.Observable[None]:
+        """Send the conversation so far. Completes when sent."""
+
+    @abc.abstractmethod
+    def send_content(self, content: Content) -> reactivex.Observable[None]:
+        """Send one user turn. Completes when sent."""
+
+    @abc.abstractmethod
+    def send_realtime(self, blob: bytes, mime_type: str) -> reactivex.Observable[None]:
+        """Send a piece of real-time media (audio, video). Completes when sent."""
+
+    @abc.abstractmethod
+    def receive(self) -> reactivex.Observable[LlmResponse]:
+        """The model's responses, as they come."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """End the session and release its connection."""
+
+
+class BaseLlm(abc.ABC):
+    """A model. Subclasses implement :meth:`generate_content`; ``connect`` is optional.
+
+    Args:
+        model: the model's name, e.g. ``"gpt-4o-mini"``. A request's own ``model``, when set,
+            wins over it.
+
+    The stream contract of ``generate_content(request, stream=True)``: zero or more partials
+    (``partial=True``, only new text, no function calls, no usage), then exactly one final
+    (``partial`` unset) with the whole turn. ``rxllm.testing.assert_stream_protocol`` checks it.
+    """
+
+    def __init__(self, *, model: str) -> None:
+        self._model = model
+
+    @property
+    def model(self) -> str:
+        """The model's name."""
+        return self._model
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self._model!r})"
+
+    @abc.abstractmethod
+    def generate_content(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> reactivex.Observable[LlmResponse]:
+        """Ask the model.
+
+        Returns a cold Observable: subscribing sends the request; disposing cancels it.
+        With ``stream=False`` it emits exactly one response (``partial`` unset); with
+        ``stream=True`` it emits partials, then exactly one final.
+        """
+
+    def connect(self, llm_request: LlmRequest) -> BaseLlmConnection:
+        """Open a live (BIDI) session. The default refuses at once.
+
+        Raises:
+            UnsupportedOperationError: always, naming the model, unless a subclass overrides.
+        """
+        raise UnsupportedOperationError(
+            f"live (BIDI) sessions are not supported by {type(self).__name__} for model {self._model!r}"
+        )

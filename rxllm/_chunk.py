@@ -1,0 +1,84 @@
+"""The normalized provider chunk: what a :class:`~rxllm.ChunkParser` turns one SSE event into.
+
+Chunks translate; they never accumulate. Everything that needs memory of earlier chunks
+(text so far, tool-call buffers, the last usage) lives in :class:`~rxllm.StreamAggregator`.
+Plain slotted dataclasses, not pydantic: one is built per network event on the hot path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._types import FinishReason, UsageMetadata
+
+__all__ = ["Chunk", "InBandError", "ToolCallFragment"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallFragment:
+    """A piece of one streamed tool call, keyed by the provider's ``index``.
+
+    ``id`` and ``name`` may arrive on the first fragment only, or be repeated on every
+    fragment; the aggregator keeps the first non-empty value. ``arguments_delta`` is a piece
+    of the JSON arguments text; pieces concatenate. A provider that sends a call whole sends
+    one fragment with ``complete=True`` (so the call is known complete without waiting).
+    ``thought_signature`` is an opaque provider signature attached to the call (Gemini).
+    """
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments_delta: str = ""
+    complete: bool = False
+    thought_signature: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InBandError:
+    """An error the provider reported inside the stream (an ``error`` object or event).
+
+    ``retryable`` is the parser's judgement of whether a fresh attempt may succeed; it only
+    matters before the first partial was emitted.
+    """
+
+    message: str
+    code: str | None = None
+    retryable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One provider event, normalized.
+
+    The five core fields are the seed's; the rest carry what real providers send:
+
+    Attributes:
+        text_delta: new answer text.
+        thought_delta: new reasoning text (kept apart from answer text).
+        tool_call_fragments: pieces of tool calls, by provider index.
+        finish_reason: the provider's finish reason, mapped to :class:`FinishReason`.
+        usage: token usage; the aggregator keeps the last one reported.
+        raw_finish_reason: the provider's own finish value (kept in the final's metadata).
+        error: an in-band provider error.
+        refusal_delta: new refusal text (OpenAI ``delta.refusal``), surfaced on the final.
+        thought_signature: signs and closes the reasoning block in progress.
+        redacted_thought: an opaque reasoning block (Anthropic ``redacted_thinking``).
+        text_signature: a signature the provider attached to answer text (Gemini).
+        model_version: the model that actually answered.
+        end_of_stream: the provider said the stream is complete (``[DONE]``,
+            ``message_stop``); nothing after it is read.
+    """
+
+    text_delta: str | None = None
+    thought_delta: str | None = None
+    tool_call_fragments: tuple[ToolCallFragment, ...] = ()
+    finish_reason: FinishReason | None = None
+    usage: UsageMetadata | None = None
+    raw_finish_reason: str | None = None
+    error: InBandError | None = None
+    refusal_delta: str | None = None
+    thought_signature: bytes | None = None
+    redacted_thought: bytes | None = None
+    text_signature: bytes | None = None
+    model_version: str | None = None
+    end_of_stream: bool = False

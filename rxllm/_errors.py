@@ -1,0 +1,188 @@
+"""rxllm's one exception tree.
+
+Every error rxllm raises or emits through ``on_error`` is an :class:`RxLlmError`.
+Foreign exceptions (httpx, json, pydantic) are mapped where they enter, with the
+original chained as ``__cause__``. Errors carry context (provider, HTTP status,
+request id, ``Retry-After``) and never secrets. Misuse errors also subclass the
+matching built-in, so ``except ValueError`` keeps working for callers who expect it::
+
+    RxLlmError
+    ├── ConfigurationError (ValueError)          bad arguments, missing API key
+    ├── UnsupportedOperationError (NotImplementedError)
+    │                                            connect() on a model without live sessions
+    ├── TransportError                           connection failed, reset, timed out
+    │   └── StreamInterruptedError               body ended before the provider said it was done
+    ├── HttpStatusError                          non-2xx answer: status, message, request id
+    ├── ProviderError                            the provider reported an error inside the body
+    ├── ProtocolError (ValueError)               bytes/JSON/shape the protocol does not allow
+    │   ├── LineTooLongError                     an SSE line longer than the decoder's cap
+    │   └── MalformedFunctionCallError           tool-call arguments that are not a JSON object
+    ├── BufferOverflowError                      a subscriber fell further behind than its buffer
+    ├── LimitExceededError                       a run exceeded a configured limit (max_llm_calls)
+    ├── ToolError                                a tool could not be found, validated or run
+    └── GuardrailError                           an output guardrail rejected the answer
+
+``retryable`` says whether the error may be retried *before the first item was emitted*;
+nothing is ever retried after it (see :class:`rxllm.RetryPolicy`).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BufferOverflowError",
+    "ConfigurationError",
+    "GuardrailError",
+    "HttpStatusError",
+    "LimitExceededError",
+    "LineTooLongError",
+    "MalformedFunctionCallError",
+    "ProtocolError",
+    "ProviderError",
+    "RxLlmError",
+    "StreamInterruptedError",
+    "ToolError",
+    "TransportError",
+    "UnsupportedOperationError",
+]
+
+
+class RxLlmError(Exception):
+    """Root of every error rxllm raises.
+
+    Attributes:
+        provider: the provider's short name (``"openai"``, ``"anthropic"``, ...) when known.
+        retryable: whether a retry *before the first emitted item* may succeed.
+    """
+
+    retryable: bool = False
+
+    def __init__(self, message: str, *, provider: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.provider = provider
+
+    def __str__(self) -> str:
+        return f"[{self.provider}] {self.message}" if self.provider else self.message
+
+
+class ConfigurationError(RxLlmError, ValueError):
+    """A constructor or call got arguments it cannot work with (e.g. no API key)."""
+
+
+class UnsupportedOperationError(RxLlmError, NotImplementedError):
+    """The operation is not offered by this object, e.g. ``connect()`` on an SSE-only model."""
+
+
+class TransportError(RxLlmError):
+    """The connection could not be made, was reset, or timed out.
+
+    Retryable by default: before the first emitted item a fresh attempt may succeed.
+    """
+
+    retryable = True
+
+
+class StreamInterruptedError(TransportError):
+    """The body ended (EOF or reset) before the provider said the stream was complete."""
+
+
+class HttpStatusError(RxLlmError):
+    """The provider answered with a non-2xx status.
+
+    Attributes:
+        status_code: the HTTP status.
+        provider_message: the error message from the provider's error body, if any.
+        request_id: the provider's request id header, if any (quote it to support).
+        retry_after: seconds from a ``Retry-After`` header, if any.
+    """
+
+    RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+
+    def __init__(
+        self,
+        status_code: int,
+        *,
+        provider_message: str | None = None,
+        request_id: str | None = None,
+        retry_after: float | None = None,
+        provider: str | None = None,
+    ) -> None:
+        detail = f"HTTP {status_code}"
+        if provider_message:
+            detail += f": {provider_message}"
+        if request_id:
+            detail += f" (request id {request_id})"
+        super().__init__(detail, provider=provider)
+        self.status_code = status_code
+        self.provider_message = provider_message
+        self.request_id = request_id
+        self.retry_after = retry_after
+        self.retryable = status_code in self.RETRYABLE_STATUSES or status_code >= 500
+
+
+class ProviderError(RxLlmError):
+    """The provider reported an error inside the response body (an ``error`` frame).
+
+    Raised only when it arrives before the first emitted item; after that it becomes the
+    final response's ``error_code`` / ``error_message`` instead.
+
+    Attributes:
+        code: the provider's error type or code (``"overloaded_error"``, ``"tool_use_failed"``...).
+        retry_after: seconds to wait, when the provider said.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
+        provider: str | None = None,
+    ) -> None:
+        super().__init__(f"{code}: {message}" if code else message, provider=provider)
+        self.code = code
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class ProtocolError(RxLlmError, ValueError):
+    """Bytes, JSON or a message shape that the provider's protocol does not allow."""
+
+
+class LineTooLongError(ProtocolError):
+    """An SSE line grew past the decoder's cap without a line end."""
+
+
+class MalformedFunctionCallError(ProtocolError):
+    """A streamed tool call's arguments did not parse as a JSON object.
+
+    Attributes:
+        tool_name: the function the model tried to call.
+        arguments: the raw argument text, as received.
+    """
+
+    def __init__(self, tool_name: str, arguments: str, reason: str, *, provider: str | None = None) -> None:
+        shown = arguments if len(arguments) <= 200 else arguments[:200] + "…"
+        super().__init__(
+            f"malformed arguments for tool call {tool_name!r}: {reason}; arguments were {shown!r}",
+            provider=provider,
+        )
+        self.tool_name = tool_name
+        self.arguments = arguments
+
+
+class BufferOverflowError(RxLlmError):
+    """A subscriber fell further behind than the bounded buffer allows; nothing was dropped."""
+
+
+class LimitExceededError(RxLlmError):
+    """A run went past a configured limit (for example ``RunConfig.max_llm_calls``)."""
+
+
+class ToolError(RxLlmError):
+    """A tool was not found, its arguments failed validation, or it raised."""
+
+
+class GuardrailError(RxLlmError):
+    """An output guardrail rejected the final answer."""

@@ -1,0 +1,84 @@
+"""What a provider plugs into :class:`~rxllm.SseChatModel`: a request mapper and a chunk parser.
+
+Both are public protocols: write your own pair to stream from any SSE provider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ._chunk import Chunk
+from ._sse import SseEvent
+from ._types import LlmRequest
+
+__all__ = ["ChunkParser", "HttpRequest", "RequestMapper", "redact_headers"]
+
+_SECRET_HEADERS = frozenset({"authorization", "x-api-key", "x-goog-api-key", "api-key", "proxy-authorization"})
+
+
+def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """A copy of ``headers`` safe to show: credential headers' values replaced by ``"***"``."""
+    return {k: ("***" if k.lower() in _SECRET_HEADERS else v) for k, v in headers.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRequest:
+    """One HTTP request as a mapper builds it. Its repr never shows credential headers.
+
+    Attributes:
+        url: the full URL (never carries an API key: keys go in headers).
+        body: the JSON body, already encoded.
+        headers: request headers, credentials included.
+        method: the HTTP method.
+    """
+
+    url: str
+    body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
+    method: str = "POST"
+
+    def __repr__(self) -> str:
+        return (
+            f"HttpRequest(method={self.method!r}, url={self.url!r}, "
+            f"headers={redact_headers(self.headers)!r}, body=<{len(self.body)} bytes>)"
+        )
+
+
+class RequestMapper(Protocol):
+    """Maps an :class:`~rxllm.LlmRequest` to the provider's HTTP request."""
+
+    @property
+    def provider(self) -> str:
+        """The provider's short name, used in errors and logs (``"openai"``)."""
+        ...
+
+    def to_http_request(self, llm_request: LlmRequest, *, model: str, stream: bool) -> HttpRequest:
+        """Build the request for ``model`` (the request's own model when set, else the model's).
+
+        Raises:
+            ConfigurationError: for a request the provider cannot express.
+        """
+        ...
+
+
+class ChunkParser(Protocol):
+    """Turns one provider SSE event into one normalized :class:`~rxllm.Chunk`.
+
+    A parser translates and never accumulates; it may keep the little per-stream state its
+    protocol needs (Anthropic's block types, Gemini's call count). A fresh parser is made for
+    every subscription, so state never leaks across retries.
+    """
+
+    def parse(self, event: SseEvent) -> Chunk | None:
+        """The chunk for ``event``, or ``None`` for events that carry nothing (``ping``).
+
+        Raises:
+            ProtocolError: for data the protocol does not allow (bad JSON, wrong shape).
+        """
+        ...
+
+    def parse_response(self, body: bytes) -> Sequence[Chunk]:
+        """The chunks of a complete, non-streamed response body (``stream=False``)."""
+        ...

@@ -1,0 +1,131 @@
+"""A pure, incremental Server-Sent Events decoder (the WHATWG ``text/event-stream`` rules).
+
+``feed(bytes)`` returns the events completed by those bytes; ``flush()`` ends the stream.
+Lines end at CRLF, LF or CR (also when the CR and LF arrive in different reads); a line
+starting with ``:`` is a comment; ``field: value`` strips one optional space after the colon;
+``data`` lines join with ``\\n``; a blank line dispatches the event (an event with no data
+is not dispatched); a leading UTF-8 BOM is skipped; ``id`` persists across events (an id
+containing NUL is ignored); ``retry`` takes digits only; unknown fields are ignored. As the
+standard says, an event that the stream ends in the middle of is discarded, never dispatched.
+
+A line longer than ``max_line_bytes`` raises :class:`~rxllm.LineTooLongError` as soon as the
+cap is passed, so an endless line costs bounded memory.
+
+>>> d = SseDecoder()
+>>> d.feed(b"event: ping\\ndata: {}\\n\\ndata: a\\r")
+[SseEvent(event='ping', data='{}', id=None, retry=None)]
+>>> d.feed(b"\\ndata: b\\n\\n")
+[SseEvent(event='message', data='a\\nb', id=None, retry=None)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._errors import LineTooLongError
+
+__all__ = ["DEFAULT_MAX_LINE_BYTES", "SseDecoder", "SseEvent"]
+
+DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
+_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True, slots=True)
+class SseEvent:
+    """One dispatched event: its type (``"message"`` by default), data, last event id and retry."""
+
+    event: str = "message"
+    data: str = ""
+    id: str | None = None
+    retry: int | None = None
+
+
+class SseDecoder:
+    """Incremental decoder: bytes in, :class:`SseEvent` out. Pure; one per stream."""
+
+    __slots__ = ("_at_start", "_data", "_event", "_last_id", "_max", "_partial", "_retry", "_skip_lf")
+
+    def __init__(self, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        self._max = max_line_bytes
+        self._partial = b""  # an unterminated line carried to the next feed
+        self._skip_lf = False  # the previous feed ended in CR: a leading LF belongs to it
+        self._at_start = True  # the BOM may only come first
+        self._data: list[str] = []
+        self._event = ""
+        self._last_id: str | None = None
+        self._retry: int | None = None
+
+    def feed(self, data: bytes) -> list[SseEvent]:
+        """Decode ``data`` and return the events it completed (possibly none)."""
+        if self._at_start:
+            data = self._partial + data
+            self._partial = b""
+            if len(data) < 3 and _BOM.startswith(data):
+                self._partial = data
+                return []
+            self._at_start = False
+            if data.startswith(_BOM):
+                data = data[3:]
+        if self._skip_lf:
+            self._skip_lf = False
+            if data.startswith(b"\n"):
+                data = data[1:]
+        if not data:
+            return []
+        if self._partial:
+            data = self._partial + data
+            self._partial = b""
+        if b"\r" in data:
+            if data.endswith(b"\r"):
+                self._skip_lf = True
+            lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        else:
+            lines = data.split(b"\n")
+        tail = lines.pop()
+        if len(tail) > self._max:
+            raise LineTooLongError(f"SSE line longer than {self._max} bytes without a line end")
+        self._partial = tail
+        events: list[SseEvent] = []
+        for line in lines:
+            if not line:
+                if self._data:
+                    events.append(SseEvent(self._event or "message", "\n".join(self._data), self._last_id, self._retry))
+                    self._data = []
+                self._event = ""
+                continue
+            if len(line) > self._max:
+                raise LineTooLongError(f"SSE line longer than {self._max} bytes")
+            if line.startswith(b"data:"):
+                value = line[6:] if line.startswith(b"data: ") else line[5:]
+                self._data.append(value.decode("utf-8", "replace"))
+            elif not line.startswith(b":"):
+                self._field(line)
+        return events
+
+    def flush(self) -> list[SseEvent]:
+        """End of stream: discard an unterminated event (never dispatched, per the standard)."""
+        self._partial = b""
+        self._data = []
+        self._event = ""
+        self._skip_lf = False
+        return []
+
+    @property
+    def has_pending(self) -> bool:
+        """Whether bytes of an undispatched event are buffered (the stream ended mid-event)."""
+        return bool(self._partial) or bool(self._data)
+
+    def _field(self, line: bytes) -> None:
+        name, colon, value = line.partition(b":")
+        if colon and value.startswith(b" "):
+            value = value[1:]
+        text = value.decode("utf-8", "replace")
+        if name == b"event":
+            self._event = text
+        elif name == b"data":  # "data" without a colon: an empty data line
+            self._data.append(text)
+        elif name == b"id":
+            if "\x00" not in text:
+                self._last_id = text
+        elif name == b"retry" and text.isascii() and text.isdigit():
+            self._retry = int(text)
