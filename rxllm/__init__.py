@@ -28,8 +28,11 @@ from ._errors import (
     TransportError,
     UnsupportedOperationError,
 )
+from ._http import HttpTransport
 from ._provider import ChunkParser, HttpRequest, RequestMapper
+from ._retry import RetryPolicy, retry_before_first_item
 from ._sse import SseDecoder, SseEvent
+from ._sse_chat_model import SseChatModel
 from ._types import (
     Blob,
     Content,
@@ -65,6 +68,7 @@ __all__ = [
     "GuardrailError",
     "HttpRequest",
     "HttpStatusError",
+    "HttpTransport",
     "InBandError",
     "LimitExceededError",
     "LineTooLongError",
@@ -75,7 +79,9 @@ __all__ = [
     "ProtocolError",
     "ProviderError",
     "RequestMapper",
+    "RetryPolicy",
     "RxLlmError",
+    "SseChatModel",
     "SseDecoder",
     "SseEvent",
     "StreamAggregator",
@@ -87,4 +93,5 @@ __all__ = [
     "TransportError",
     "UnsupportedOperationError",
     "UsageMetadata",
+    "retry_before_first_item",
 ]

@@ -3,5 +3,27 @@ a loopback SSE stub server and transcript replay."""
 
 from ._contract import assert_stream_protocol
 from ._scripted import ScriptedLlm, scripted_turn
+from ._stub_server import (
+    ConnectionRecord,
+    Delay,
+    Disconnect,
+    Hold,
+    RecordedRequest,
+    Step,
+    StubResponse,
+    StubServer,
+)
 
-__all__ = ["ScriptedLlm", "assert_stream_protocol", "scripted_turn"]
+__all__ = [
+    "ConnectionRecord",
+    "Delay",
+    "Disconnect",
+    "Hold",
+    "RecordedRequest",
+    "ScriptedLlm",
+    "Step",
+    "StubResponse",
+    "StubServer",
+    "assert_stream_protocol",
+    "scripted_turn",
+]

@@ -13,8 +13,9 @@ def assert_stream_protocol(responses: Sequence[LlmResponse]) -> LlmResponse:
     """Assert that ``responses`` follow the ``generate_content(stream=True)`` contract.
 
     The invariants: there is exactly one final response (``partial`` unset) and it is the
-    last; the partials' answer text concatenates to the final's answer text and their thought
-    text to the final's thought text; no partial carries function calls or usage.
+    last; when there are partials, their answer text concatenates to the final's answer text and
+    their thought text to the final's thought text (a lone final, as with ``stream=False`` or
+    when partials are suppressed, is the whole turn); no partial carries function calls or usage.
 
     Returns:
         The final response, for further assertions.
@@ -55,6 +56,8 @@ def assert_stream_protocol(responses: Sequence[LlmResponse]) -> LlmResponse:
             raise AssertionError(
                 f"partial #{i} carries usage: usage belongs on the final only (dashboards would count it twice)"
             )
+    if not partials:  # zero partials is allowed: the final alone is the whole turn (nothing to compare)
+        return last
     text = "".join(r.text() for r in partials)
     if text != last.text():
         raise AssertionError(

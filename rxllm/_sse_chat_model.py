@@ -1,0 +1,242 @@
+"""``SseChatModel``: the seed's streaming adapter, for any provider that speaks Server-Sent Events.
+
+The shape of one attempt is the seed's, in reactivex::
+
+    using(open the HTTP response,                      # resource: closed on complete, error, dispose
+          lambda response: defer(lambda: concat(       # defer: a fresh parser + aggregator per attempt
+              partials(response, parser, aggregator),  # zero or one partial per chunk, as bytes arrive
+              from_callable(aggregator.finish))))      # exactly one final
+
+wrapped in two shells: :func:`_blocking` runs the attempt on the I/O scheduler inside a
+:class:`~rxllm._http.CancelScope` (dispose shuts the socket down from the disposing thread, which
+stock ``subscribe_on`` cannot do), and :func:`~rxllm._retry.retry_before_first_item` retries an
+attempt that failed before its first item.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, cast
+
+import reactivex
+from reactivex import abc as rx_abc
+from reactivex.disposable import Disposable
+
+from ._aggregation import StreamAggregator
+from ._base_llm import BaseLlm
+from ._errors import StreamInterruptedError
+from ._http import CancelScope, HttpResponse, HttpTransport, current_scope
+from ._provider import ChunkParser, RequestMapper
+from ._retry import RetryPolicy, retry_before_first_item
+from ._sse import DEFAULT_MAX_LINE_BYTES, SseDecoder
+from ._types import LlmRequest, LlmResponse
+
+__all__ = ["SseChatModel", "default_transport"]
+
+_log = logging.getLogger("rxllm.model")
+_default_transport: HttpTransport | None = None
+
+
+def default_transport() -> HttpTransport:
+    """The process-wide :class:`HttpTransport` models use when given none (created on first use)."""
+    global _default_transport
+    if _default_transport is None:
+        _default_transport = HttpTransport()
+    return _default_transport
+
+
+class SseChatModel(BaseLlm):
+    """A :class:`~rxllm.BaseLlm` over an HTTP provider that streams Server-Sent Events.
+
+    Args:
+        model: the model name (a request's own ``model`` wins when set).
+        mapper: builds the provider's HTTP request from an :class:`~rxllm.LlmRequest`.
+        parser: a zero-argument factory of :class:`~rxllm.ChunkParser` (the parser class
+            itself will do); called once per attempt so per-stream state never leaks.
+        transport: the HTTP client and I/O pool (default: a shared :class:`HttpTransport`).
+        scheduler: where the blocking request and reads run (default: the transport's
+            I/O pool, one thread per open stream).
+        retry_policy: retries before the first item (default: :class:`~rxllm.RetryPolicy`).
+        timer_scheduler: runs the retry backoff timers (default: reactivex's
+            ``TimeoutScheduler``; pass a ``TestScheduler`` for virtual time).
+        max_line_bytes: the SSE decoder's cap on one line.
+
+    >>> from rxllm.providers.openai import OpenAiChatModel  # a ready-made SseChatModel
+    >>> OpenAiChatModel("gpt-4o-mini", api_key="sk-secret")
+    OpenAiChatModel(model='gpt-4o-mini')
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        mapper: RequestMapper,
+        parser: Callable[[], ChunkParser],
+        transport: HttpTransport | None = None,
+        scheduler: rx_abc.SchedulerBase | None = None,
+        retry_policy: RetryPolicy | None = None,
+        timer_scheduler: rx_abc.SchedulerBase | None = None,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    ) -> None:
+        super().__init__(model=model)
+        self._mapper = mapper
+        self._parser_factory = parser
+        self._transport = transport or default_transport()
+        self._scheduler = scheduler or self._transport.scheduler
+        self._retry_policy = retry_policy or RetryPolicy()
+        self._timer_scheduler = timer_scheduler
+        self._max_line_bytes = max_line_bytes
+
+    @property
+    def provider(self) -> str:
+        """The provider's short name (from the mapper)."""
+        return self._mapper.provider
+
+    def generate_content(self, llm_request: LlmRequest, stream: bool = False) -> reactivex.Observable[LlmResponse]:
+        """Call the model.
+
+        Returns a cold Observable. Subscribing sends the request on the I/O scheduler. With
+        ``stream=True`` it emits each partial as its bytes arrive, then exactly one final;
+        with ``stream=False`` exactly one response. Disposing closes the connection at once
+        (also while waiting for headers) and nothing is emitted after it. Failures before the
+        first item are retried as the :class:`~rxllm.RetryPolicy` says; after it, a
+        provider-reported failure ends in an error final and a dead transport in ``on_error``.
+        """
+        attempt = _blocking(lambda observer: self._attempt(llm_request, stream, observer), self._scheduler)
+        return retry_before_first_item(attempt, self._retry_policy, self._timer_scheduler)
+
+    def _attempt(self, llm_request: LlmRequest, stream: bool, observer: rx_abc.ObserverBase[LlmResponse]) -> None:
+        """One attempt, on the I/O thread: ``using`` / ``defer`` / ``concat``."""
+        provider = self._mapper.provider
+
+        def open_response() -> HttpResponse:
+            model = llm_request.model or self.model
+            request = self._mapper.to_http_request(llm_request, model=model, stream=stream)
+            return self._transport.open(request, provider=provider, stream=stream)
+
+        def turn(resource: rx_abc.DisposableBase | None) -> reactivex.Observable[LlmResponse]:
+            response = cast(HttpResponse, resource)
+
+            def fresh(_: Any) -> reactivex.Observable[LlmResponse]:
+                aggregator = StreamAggregator(provider=provider)
+                parser = self._parser_factory()
+                if not stream:
+                    return reactivex.from_callable(lambda: _single(response, parser, aggregator))
+                partials = _partials(response, parser, aggregator, self._max_line_bytes, provider)
+                return reactivex.concat(partials, reactivex.from_callable(aggregator.finish))
+
+            return reactivex.defer(fresh)
+
+        reactivex.using(open_response, turn).subscribe(observer)
+
+
+def _partials(
+    response: HttpResponse, parser: ChunkParser, aggregator: StreamAggregator, max_line_bytes: int, provider: str
+) -> reactivex.Observable[LlmResponse]:
+    """The partials of one response body, emitted synchronously as the bytes arrive.
+
+    A synchronous loop, not ``concat_map`` over inner observables (which on a blocking source
+    held every partial until the body ended), and no queue: a slow subscriber slows the reads.
+    """
+
+    def subscribe(
+        observer: rx_abc.ObserverBase[LlmResponse], scheduler: rx_abc.SchedulerBase | None = None
+    ) -> rx_abc.DisposableBase:
+        decoder = SseDecoder(max_line_bytes=max_line_bytes)
+        scope = current_scope()
+        on_next = observer.on_next
+        accept = aggregator.accept
+        parse = parser.parse
+        try:
+            for data in response.iter_bytes():
+                for event in decoder.feed(data):
+                    chunk = parse(event)
+                    if chunk is None:
+                        continue
+                    for partial in accept(chunk):
+                        on_next(partial)
+                    if chunk.end_of_stream:
+                        observer.on_completed()
+                        return Disposable()
+                if scope is not None and scope.cancelled:
+                    return Disposable()
+            decoder.flush()
+            if not aggregator.is_complete:
+                raise StreamInterruptedError(
+                    "the response body ended before the provider said the turn was complete", provider=provider
+                )
+        except Exception as exc:
+            observer.on_error(exc)
+            return Disposable()
+        observer.on_completed()
+        return Disposable()
+
+    return reactivex.create(subscribe)
+
+
+def _single(response: HttpResponse, parser: ChunkParser, aggregator: StreamAggregator) -> LlmResponse:
+    for chunk in parser.parse_response(response.read()):
+        aggregator.accept(chunk)
+    return aggregator.finish()
+
+
+class _ScopedObserver(rx_abc.ObserverBase[LlmResponse]):
+    """Forwards to ``observer`` until the scope is cancelled; detaches the scope on a terminal event."""
+
+    __slots__ = ("_observer", "_scope")
+
+    def __init__(self, observer: rx_abc.ObserverBase[LlmResponse], scope: CancelScope) -> None:
+        self._observer = observer
+        self._scope = scope
+
+    def on_next(self, value: LlmResponse) -> None:
+        if not self._scope.cancelled:
+            self._observer.on_next(value)
+
+    def on_error(self, error: Exception) -> None:
+        if not self._scope.cancelled:
+            self._scope.close()
+            self._observer.on_error(error)
+
+    def on_completed(self) -> None:
+        if not self._scope.cancelled:
+            self._scope.close()
+            self._observer.on_completed()
+
+
+def _blocking(
+    work: Callable[[rx_abc.ObserverBase[LlmResponse]], None], scheduler: rx_abc.SchedulerBase
+) -> reactivex.Observable[LlmResponse]:
+    """Run blocking ``work`` on ``scheduler``; disposing cancels it from the disposing thread.
+
+    Stock ``subscribe_on`` schedules ``dispose`` onto the worker that is blocked reading, so the
+    socket stayed open ~20 s after dispose. Here dispose cancels the work's
+    :class:`~rxllm._http.CancelScope` on the calling thread: its sockets are shut down at once,
+    the blocked read wakes, and nothing more reaches the observer.
+    """
+
+    def subscribe(
+        observer: rx_abc.ObserverBase[LlmResponse], _: rx_abc.SchedulerBase | None = None
+    ) -> rx_abc.DisposableBase:
+        scope = CancelScope()
+        scoped = _ScopedObserver(observer, scope)
+
+        def action(_scheduler: rx_abc.SchedulerBase, _state: Any = None) -> None:
+            if scope.cancelled:
+                return
+            with scope.entered():
+                try:
+                    work(scoped)
+                except Exception as exc:  # a bug below must still reach the subscriber
+                    scoped.on_error(exc)
+
+        scheduled = scheduler.schedule(action)
+
+        def dispose() -> None:
+            scope.cancel()
+            scheduled.dispose()
+
+        return Disposable(dispose)
+
+    return reactivex.create(subscribe)

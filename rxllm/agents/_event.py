@@ -1,0 +1,128 @@
+"""``Event`` and ``EventActions``: one entry of a session's history, as ADK's ``Event``.
+
+>>> from rxllm import Content, Part
+>>> from rxllm.agents import Event
+>>> event = Event(author="user", content=Content(role="user", parts=(Part.from_text("Where is A17?"),)))
+>>> event.text(), event.is_final_response(), event.partial
+('Where is A17?', True, None)
+>>> Event.model_validate_json(event.model_dump_json()) == event
+True
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic.alias_generators import to_camel
+
+from .._types import Content, FinishReason, FunctionCall, FunctionResponse, UsageMetadata
+
+__all__ = ["Event", "EventActions"]
+
+
+class _AgentModel(BaseModel):
+    """The base config of rxllm's data types: immutable, snake_case names, camelCase JSON."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        extra="forbid",
+        ser_json_bytes="base64",
+        val_json_bytes="base64",
+    )
+
+
+def new_event_id() -> str:
+    """A fresh event id (a UUID4 string, as ADK's ``Event.generateEventId``)."""
+    return str(uuid.uuid4())
+
+
+class EventActions(_AgentModel):
+    """What an event asks the runtime to do besides recording its content.
+
+    Attributes:
+        state_delta: session-state changes; the session service applies them when it stores the
+            event. Keys prefixed ``temp:`` are never persisted, ``app:`` and ``user:`` keys are
+            shared by all sessions of the app / of the user (ADK's prefixes).
+        artifact_delta: artifact name to version (carried, not acted on: rxllm has no artifacts).
+        skip_summarization: a tool asked that its response end the turn without another model
+            call (the function-response event then counts as the final response).
+        transfer_to_agent: the agent to hand over to (carried, not acted on: single-agent runtime).
+        escalate: escalate to the parent agent (carried, not acted on).
+    """
+
+    state_delta: dict[str, JsonValue] = Field(default_factory=dict)
+    artifact_delta: dict[str, int] = Field(default_factory=dict)
+    skip_summarization: bool | None = None
+    transfer_to_agent: str | None = None
+    escalate: bool | None = None
+
+
+class Event(_AgentModel):
+    """One event of a run: a user message, a model response (partial or final) or tool responses.
+
+    ``id`` is fresh for every event (``new_event_id``); ``timestamp`` is seconds since the epoch.
+    The response fields (``partial``, ``turn_complete``, ``error_code``, ...) are copied from the
+    :class:`~rxllm.LlmResponse` the event was made from. Partial events are streamed to the
+    subscriber but never stored in a session.
+    """
+
+    id: str = Field(default_factory=new_event_id)
+    invocation_id: str = ""
+    author: str
+    content: Content | None = None
+    actions: EventActions = Field(default_factory=EventActions)
+    long_running_tool_ids: tuple[str, ...] | None = None
+    partial: bool | None = None
+    turn_complete: bool | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    finish_reason: FinishReason | None = None
+    usage_metadata: UsageMetadata | None = None
+    interrupted: bool | None = None
+    branch: str | None = None
+    timestamp: float = Field(default_factory=time.time)
+    custom_metadata: dict[str, JsonValue] | None = None
+    model_version: str | None = None
+
+    @staticmethod
+    def new_id() -> str:
+        """A fresh event id."""
+        return new_event_id()
+
+    def text(self) -> str:
+        """The answer text of the content (thought parts excluded); ``""`` without content."""
+        return self.content.text() if self.content is not None else ""
+
+    def function_calls(self) -> list[FunctionCall]:
+        """The function calls of the content, in order."""
+        return self.content.function_calls() if self.content is not None else []
+
+    def function_responses(self) -> list[FunctionResponse]:
+        """The function responses of the content, in order."""
+        return self.content.function_responses() if self.content is not None else []
+
+    def has_trailing_code_execution_result(self) -> bool:
+        """Whether the last part is a code-execution result. rxllm's ``Part`` has no such part: always False."""
+        return False
+
+    def is_final_response(self) -> bool:
+        """Whether this event ends the agent's turn, exactly as ADK defines it.
+
+        True when ``actions.skip_summarization`` is set or the event names long-running tool
+        calls; otherwise True only without function calls, without function responses, when not
+        partial and without a trailing code-execution result.
+        """
+        if self.actions.skip_summarization or self.long_running_tool_ids:
+            return True
+        return (
+            not self.function_calls()
+            and not self.function_responses()
+            and not self.partial
+            and not self.has_trailing_code_execution_result()
+        )

@@ -1,0 +1,391 @@
+"""The LLM flow: ask the model, run the tools it calls, ask again, until a final response.
+
+One *step* is one model call and what follows from it:
+
+1. Fetch the session as stored now and build the ``LlmRequest`` from it: the agent's
+   instruction (``system_instruction``), every stored event's content in order, and the tools'
+   declarations.
+2. Run the before-model callbacks, then ``model.generate_content(request, stream=mode == SSE)``
+   (the call is counted against ``RunConfig.max_llm_calls``).
+3. Map every ``LlmResponse`` (after the after-model callbacks) to an :class:`Event`. A partial
+   event is emitted at once and never stored. A non-partial event is stored first and the stored
+   event is emitted; if it has function calls (and no ``error_code``), its calls run -- each
+   exactly once, with its whole arguments, one after the other in call order -- and one
+   function-response event with all their responses is stored and emitted.
+
+The flow stops after a step whose last event is a final response (``is_final_response()``), has
+an ``error_code``, or is partial (a model that broke the stream contract by never sending a final:
+logged at WARNING, nothing of that turn is stored). Otherwise -- the last event is a
+function-response event -- it starts the next step.
+
+Persist-before-next-step is ordering, not a barrier: the steps are a lazily pulled sequence
+concatenated with ``concat_with_iterable``, so step *n + 1* is created and subscribed only when
+step *n* completed, and step *n* completes only after its last store completed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import reactivex
+from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+from reactivex import operators as ops
+
+from .._aggregation import generate_function_call_id
+from .._errors import ConfigurationError, RxLlmError, ToolError, UnsupportedOperationError
+from .._types import Content, FunctionCall, LlmRequest, LlmResponse, Part, Tool
+from ._context import CallbackContext, InvocationContext, ReadonlyContext, ToolContext
+from ._event import Event, EventActions
+from ._instructions import inject_session_state
+from ._run_config import StreamingMode
+from ._rx import emit_now, fail_now, nothing_now
+from ._sessions import Session
+from ._state import State
+from ._tools import BaseTool
+
+if TYPE_CHECKING:
+    from ._agent import LlmAgent
+
+__all__ = ["AfterModelCallback", "BeforeModelCallback", "run_llm_flow"]
+
+logger = logging.getLogger("rxllm.agents")
+
+T = TypeVar("T")
+
+BeforeModelCallback = Callable[[CallbackContext, LlmRequest], "LlmResponse | LlmRequest | None"]
+"""Called before each model call. Return None to go on, an ``LlmRequest`` to replace the request
+(requests are immutable: ``request.model_copy(update=...)``), or an ``LlmResponse`` to skip the
+model call and use it as the model's answer (not counted as a model call)."""
+
+AfterModelCallback = Callable[[CallbackContext, LlmResponse], "LlmResponse | None"]
+"""Called for every response of the model, partials included. Return None to keep it or an
+``LlmResponse`` to replace it; the replacement keeps the ``partial`` flag of what it replaces."""
+
+
+class _Step:
+    """What one step has seen so far (touched only in the step's serialized Rx callbacks)."""
+
+    __slots__ = ("call_ids", "last_event", "state")
+
+    def __init__(self) -> None:
+        self.last_event: Event | None = None
+        self.state = State()
+        self.call_ids: dict[tuple[int, str], str] = {}
+
+
+def run_llm_flow(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observable[Event]:
+    """The events of one run of ``agent``: cold; disposing stops the model call and all later work."""
+    if ctx.run_config.streaming_mode is StreamingMode.BIDI:
+        return _run_live(agent, ctx)
+
+    def steps() -> Iterator[reactivex.Observable[Event]]:
+        while True:
+            step = _Step()
+            yield _one_step(agent, ctx, step)
+            if not _should_continue(agent, ctx, step):
+                return
+
+    def start(_: object) -> reactivex.Observable[Event]:
+        return reactivex.concat_with_iterable(steps())
+
+    return reactivex.defer(start)
+
+
+def _should_continue(agent: LlmAgent, ctx: InvocationContext, step: _Step) -> bool:
+    last = step.last_event
+    if last is None:
+        logger.warning(
+            "agent %r, invocation %s: the model call produced no response; ending the run",
+            agent.name,
+            ctx.invocation_id,
+        )
+        return False
+    if last.partial:
+        logger.warning(
+            "agent %r, invocation %s: the model's stream ended with a partial response and no final one "
+            "(a generate_content contract violation); nothing of this turn was stored and its tool calls, if "
+            "any, were not run; ending the run",
+            agent.name,
+            ctx.invocation_id,
+        )
+        return False
+    if last.error_code is not None:
+        return False
+    return not last.is_final_response()
+
+
+def _session_now(ctx: InvocationContext) -> reactivex.Observable[Session]:
+    def pick(sessions: list[Session]) -> reactivex.Observable[Session]:
+        if sessions:
+            return emit_now(sessions[-1])
+        return fail_now(
+            ConfigurationError(
+                f"session {ctx.session.id!r} (app {ctx.session.app_name!r}, user {ctx.session.user_id!r}) "
+                "no longer exists"
+            )
+        )
+
+    return ctx.current_session().pipe(ops.to_list(), ops.flat_map(pick))
+
+
+def _one_step(agent: LlmAgent, ctx: InvocationContext, step: _Step) -> reactivex.Observable[Event]:
+    def model_step(session: Session) -> reactivex.Observable[Event]:
+        step.state = State(session.state)
+        callback_ctx = CallbackContext(ctx, step.state)
+        request = build_request(agent, ctx, session, ReadonlyContext(ctx, step.state))
+        responses = _call_model(agent, ctx, callback_ctx, request)
+
+        def to_event(response: LlmResponse) -> Event:
+            return _to_event(agent, ctx, step, response)
+
+        def handle(event: Event) -> reactivex.Observable[Event]:
+            return _handle_event(agent, ctx, step, event)
+
+        return responses.pipe(ops.map(to_event), ops.concat_map(handle))
+
+    return _session_now(ctx).pipe(ops.flat_map(model_step))
+
+
+def _invoke(kind: str, agent: LlmAgent, callback: Callable[..., T], *args: Any) -> T:
+    try:
+        return callback(*args)
+    except RxLlmError:
+        raise
+    except Exception as exc:
+        name = getattr(callback, "__name__", repr(callback))
+        raise RxLlmError(f"{kind} {name!r} of agent {agent.name!r} raised {type(exc).__name__}: {exc}") from exc
+
+
+def _call_model(
+    agent: LlmAgent, ctx: InvocationContext, callback_ctx: CallbackContext, request: LlmRequest
+) -> reactivex.Observable[LlmResponse]:
+    for callback in agent.before_model_callbacks:
+        result = _invoke("before_model_callback", agent, callback, callback_ctx, request)
+        if result is None:
+            continue
+        if isinstance(result, LlmRequest):
+            request = result
+            continue
+        if isinstance(result, LlmResponse):
+            return emit_now(result)
+        raise ConfigurationError(
+            f"before_model_callback of agent {agent.name!r} returned {type(result).__name__}; "
+            "expected None, an LlmRequest or an LlmResponse"
+        )
+    ctx.increment_llm_call_count()
+    stream = ctx.run_config.streaming_mode is StreamingMode.SSE
+    responses = agent.model.generate_content(request, stream)
+    after = agent.after_model_callbacks
+    if not after:
+        return responses
+
+    def apply_after(response: LlmResponse) -> LlmResponse:
+        for callback in after:
+            result = _invoke("after_model_callback", agent, callback, callback_ctx, response)
+            if result is None:
+                continue
+            if not isinstance(result, LlmResponse):
+                raise ConfigurationError(
+                    f"after_model_callback of agent {agent.name!r} returned {type(result).__name__}; "
+                    "expected None or an LlmResponse"
+                )
+            return result.model_copy(update={"partial": response.partial})
+        return response
+
+    return responses.pipe(ops.map(apply_after))
+
+
+def build_request(agent: LlmAgent, ctx: InvocationContext, session: Session, readonly: ReadonlyContext) -> LlmRequest:
+    """The request of one step: instruction, the stored history, the tools' declarations."""
+    instruction = agent.instruction
+    if callable(instruction):
+        text = _invoke("instruction provider", agent, instruction, readonly)
+    else:
+        text = inject_session_state(instruction, readonly.state, agent_name=agent.name)
+    contents: list[Content] = []
+    for event in session.events:
+        content = event.content
+        if content is None or not content.parts or event.partial:
+            continue
+        if content.role is None:
+            content = content.model_copy(update={"role": "user" if event.author == "user" else "model"})
+        contents.append(content)
+    config = agent.generate_content_config
+    update: dict[str, Any] = {}
+    if text:
+        update["system_instruction"] = Content(role="system", parts=(Part(text=text),))
+    declarations = [d for d in (tool.declaration() for tool in agent.tools) if d is not None]
+    if declarations:
+        update["tools"] = (Tool(function_declarations=tuple(declarations)),)
+    return LlmRequest(contents=tuple(contents), config=config.model_copy(update=update))
+
+
+def _with_call_ids(step: _Step, content: Content | None) -> Content | None:
+    """Give function calls without an id one, the same for the same call of a partial and its final."""
+    if content is None or all(p.function_call is None or p.function_call.id for p in content.parts):
+        return content
+    parts: list[Part] = []
+    position = 0
+    for part in content.parts:
+        call = part.function_call
+        if call is not None:
+            if not call.id:
+                key = (position, call.name)
+                call_id = step.call_ids.get(key)
+                if call_id is None:
+                    call_id = step.call_ids[key] = generate_function_call_id()
+                part = part.model_copy(update={"function_call": call.model_copy(update={"id": call_id})})
+            position += 1
+        parts.append(part)
+    return content.model_copy(update={"parts": tuple(parts)})
+
+
+def _to_event(agent: LlmAgent, ctx: InvocationContext, step: _Step, response: LlmResponse) -> Event:
+    return Event(
+        invocation_id=ctx.invocation_id,
+        author=agent.name,
+        branch=ctx.branch,
+        content=_with_call_ids(step, response.content),
+        partial=response.partial,
+        turn_complete=response.turn_complete,
+        error_code=response.error_code,
+        error_message=response.error_message,
+        finish_reason=response.finish_reason,
+        usage_metadata=response.usage_metadata,
+        interrupted=response.interrupted,
+        model_version=response.model_version,
+        custom_metadata=response.custom_metadata,
+    )
+
+
+def _handle_event(agent: LlmAgent, ctx: InvocationContext, step: _Step, event: Event) -> reactivex.Observable[Event]:
+    if event.partial:
+        step.last_event = event
+        return emit_now(event)
+    if step.state.has_delta():
+        delta = {**event.actions.state_delta, **step.state.take_delta()}
+        event = event.model_copy(update={"actions": event.actions.model_copy(update={"state_delta": delta})})
+
+    def stored(event: Event) -> None:
+        step.last_event = event
+
+    def then_tools(_: object) -> reactivex.Observable[Event]:
+        model_event = step.last_event
+        if model_event is None or model_event.error_code is not None or not model_event.function_calls():
+            return nothing_now()
+        return _run_tools(agent, ctx, step, model_event)
+
+    return reactivex.concat(ctx.append_event(event).pipe(ops.do_action(on_next=stored)), reactivex.defer(then_tools))
+
+
+def _run_tools(agent: LlmAgent, ctx: InvocationContext, step: _Step, model_event: Event) -> reactivex.Observable[Event]:
+    calls = model_event.function_calls()
+    contexts: list[ToolContext] = []
+
+    def responses() -> Iterator[reactivex.Observable[Part]]:
+        for call in calls:  # pulled lazily: call n + 1 starts after call n completed
+            yield _run_call(agent, ctx, step, call, contexts)
+
+    def store(parts: list[Part]) -> reactivex.Observable[Event]:
+        actions = EventActions(
+            state_delta=step.state.take_delta(),
+            skip_summarization=True if any(c.actions.skip_summarization for c in contexts) else None,
+            escalate=True if any(c.actions.escalate for c in contexts) else None,
+            transfer_to_agent=next(
+                (c.actions.transfer_to_agent for c in reversed(contexts) if c.actions.transfer_to_agent), None
+            ),
+        )
+        event = Event(
+            invocation_id=ctx.invocation_id,
+            author=agent.name,
+            branch=ctx.branch,
+            content=Content(role="user", parts=tuple(parts)),
+            actions=actions,
+        )
+
+        def stored(event: Event) -> None:
+            step.last_event = event
+
+        return ctx.append_event(event).pipe(ops.do_action(on_next=stored))
+
+    return reactivex.concat_with_iterable(responses()).pipe(ops.to_list(), ops.flat_map(store))
+
+
+def _run_call(
+    agent: LlmAgent, ctx: InvocationContext, step: _Step, call: FunctionCall, contexts: list[ToolContext]
+) -> reactivex.Observable[Part]:
+    def error_part(message: str, error: BaseException | None) -> Part:
+        logger.warning(
+            "agent %r, invocation %s: tool call %r (id %s) answered with an error: %s",
+            agent.name,
+            ctx.invocation_id,
+            call.name,
+            call.id,
+            message,
+            exc_info=error,
+        )
+        return Part.from_function_response(call.name, {"error": message}, id=call.id)
+
+    tool: BaseTool | None = agent.tools_by_name.get(call.name)
+    if tool is None:
+        known = ", ".join(sorted(agent.tools_by_name)) or "none"
+        return emit_now(error_part(f"tool {call.name!r} is not available (available tools: {known})", None))
+    tool_ctx = ToolContext(ctx, step.state, call.id)
+    contexts.append(tool_ctx)
+    name = tool.name
+
+    def start(_: object) -> reactivex.Observable[dict[str, Any]]:
+        return tool.run(dict(call.args), tool_ctx)
+
+    def to_part(results: list[Any]) -> Part:
+        if not results:
+            raise ToolError(f"tool {name!r} completed without a result")
+        result = results[-1]
+        if not isinstance(result, dict):
+            result = {"result": result}
+        try:
+            response = to_jsonable_python(result)
+            return Part.from_function_response(call.name, response, id=call.id)
+        except (PydanticSerializationError, ValidationError) as exc:
+            raise ToolError(f"tool {name!r} returned a value that is not JSON: {exc}") from exc
+
+    def recover(error: Exception, _: reactivex.Observable[Part]) -> reactivex.Observable[Part]:
+        message = str(error) if isinstance(error, ToolError) else f"tool {name!r} failed with {type(error).__name__}: {error}"
+        return emit_now(error_part(message, error))
+
+    return reactivex.defer(start).pipe(ops.to_list(), ops.map(to_part), ops.catch(recover))
+
+
+def _run_live(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observable[Event]:
+    """BIDI: open ``model.connect``; a refusal fails the run at once. Live flows are not implemented."""
+
+    def live(session: Session) -> reactivex.Observable[Event]:
+        state = State(session.state)
+        request = build_request(agent, ctx, session, ReadonlyContext(ctx, state))
+        ctx.increment_llm_call_count()
+        connection = agent.model.connect(request)  # the default BaseLlm.connect raises UnsupportedOperationError
+        connection.close()
+        return fail_now(
+            UnsupportedOperationError(
+                f"rxllm.agents does not run live (BIDI) flows yet; model {agent.model.model!r} accepted the "
+                "connection, which was closed. Use StreamingMode.SSE or NONE."
+            )
+        )
+
+    return _session_now(ctx).pipe(ops.flat_map(live))
+
+
+def as_callbacks(value: Callable[..., Any] | Sequence[Callable[..., Any]] | None, kind: str) -> tuple[Any, ...]:
+    """Normalize a callback argument (one callable, several, or None) to a tuple."""
+    if value is None:
+        return ()
+    if callable(value):
+        return (value,)
+    callbacks = tuple(value)
+    for callback in callbacks:
+        if not callable(callback):
+            raise ConfigurationError(f"{kind} must be callables, got {type(callback).__name__}")
+    return callbacks

@@ -1,0 +1,264 @@
+"""``Runner``: runs an agent on a session, one run at a time per session."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+
+import reactivex
+from reactivex import abc as rx_abc
+from reactivex import operators as ops
+from reactivex.disposable import Disposable, SingleAssignmentDisposable
+
+from .._errors import ConfigurationError
+from .._types import Content
+from ._agent import BaseAgent
+from ._context import InvocationContext
+from ._event import Event
+from ._run_config import RunConfig
+from ._rx import fail_now
+from ._sessions import BaseSessionService, InMemorySessionService, Session
+
+__all__ = ["InMemoryRunner", "Runner"]
+
+logger = logging.getLogger("rxllm.agents")
+
+_Key = tuple[str, str, str]
+
+
+class _Ticket:
+    __slots__ = ("start",)
+
+    def __init__(self, start: Callable[[], None]) -> None:
+        self.start = start
+
+
+class _Lanes:
+    """One FIFO lane per session: a run starts only when every run queued before it on the lane
+    has terminated or was disposed. Starting is trampolined per thread, so a long queue of runs
+    that complete synchronously does not grow the stack."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiting: dict[_Key, deque[_Ticket]] = {}  # a key is present while its lane is busy
+        self._local = threading.local()
+
+    def enter(self, key: _Key, ticket: _Ticket) -> None:
+        with self._lock:
+            waiting = self._waiting.get(key)
+            if waiting is not None:
+                waiting.append(ticket)
+                return
+            self._waiting[key] = deque()
+        self._start(ticket)
+
+    def withdraw(self, key: _Key, ticket: _Ticket) -> bool:
+        """Remove a ticket that has not been started; False when it was already taken off the queue."""
+        with self._lock:
+            waiting = self._waiting.get(key)
+            if waiting is not None and ticket in waiting:
+                waiting.remove(ticket)
+                return True
+            return False
+
+    def leave(self, key: _Key) -> None:
+        with self._lock:
+            waiting = self._waiting[key]
+            if not waiting:
+                del self._waiting[key]
+                return
+            ticket = waiting.popleft()
+        self._start(ticket)
+
+    def busy(self, key: _Key) -> bool:
+        with self._lock:
+            return key in self._waiting
+
+    def _start(self, ticket: _Ticket) -> None:
+        pending: deque[_Ticket] | None = getattr(self._local, "pending", None)
+        if pending is not None:
+            pending.append(ticket)
+            return
+        pending = self._local.pending = deque([ticket])
+        try:
+            while pending:
+                current = pending.popleft()
+                try:
+                    current.start()
+                except Exception:  # start() forwards errors itself; this guards the lane
+                    logger.exception("a queued run failed to start")
+        finally:
+            self._local.pending = None
+
+    def serialized(self, key: _Key, source: reactivex.Observable[Event]) -> reactivex.Observable[Event]:
+        """``source``, subscribed only when it is this subscription's turn on the lane ``key``."""
+
+        def subscribe(
+            observer: rx_abc.ObserverBase[Event], scheduler: rx_abc.SchedulerBase | None = None
+        ) -> rx_abc.DisposableBase:
+            lock = threading.Lock()
+            inner = SingleAssignmentDisposable()
+            flags = {"started": False, "disposed": False, "released": False}
+
+            def release() -> None:
+                with lock:
+                    if flags["released"]:
+                        return
+                    flags["released"] = True
+                self.leave(key)
+
+            def on_error(error: Exception) -> None:
+                try:
+                    observer.on_error(error)
+                finally:
+                    release()
+
+            def on_completed() -> None:
+                try:
+                    observer.on_completed()
+                finally:
+                    release()
+
+            def start() -> None:
+                with lock:
+                    if flags["disposed"]:
+                        disposed = True
+                    else:
+                        disposed = False
+                        flags["started"] = True
+                if disposed:  # taken off the queue while being disposed: pass the turn on
+                    release()
+                    return
+                inner.disposable = source.subscribe(observer.on_next, on_error, on_completed, scheduler=scheduler)
+
+            ticket = _Ticket(start)
+            self.enter(key, ticket)
+
+            def dispose() -> None:
+                with lock:
+                    flags["disposed"] = True
+                    started = flags["started"]
+                inner.dispose()
+                if started:
+                    release()
+                else:
+                    self.withdraw(key, ticket)  # if already taken off the queue, start() will release
+
+            return Disposable(dispose)
+
+        return reactivex.create(subscribe)
+
+
+class Runner:
+    """Runs an agent on sessions of one app, as ADK's ``Runner``.
+
+    Args:
+        agent: the agent to run.
+        app_name: the app the sessions belong to.
+        session_service: where sessions and their events are stored.
+
+    Runs on one session never interleave: a second ``run_async`` on a session (through this
+    runner) starts only after the first terminated or was disposed.
+    """
+
+    def __init__(self, agent: BaseAgent, app_name: str, session_service: BaseSessionService) -> None:
+        if not isinstance(agent, BaseAgent):
+            raise ConfigurationError(f"Runner needs a BaseAgent, got {type(agent).__name__}")
+        if not isinstance(session_service, BaseSessionService):
+            raise ConfigurationError(f"Runner needs a BaseSessionService, got {type(session_service).__name__}")
+        self._agent = agent
+        self._app_name = app_name
+        self._session_service = session_service
+        self._lanes = _Lanes()
+
+    @property
+    def agent(self) -> BaseAgent:
+        """The agent this runner runs."""
+        return self._agent
+
+    @property
+    def app_name(self) -> str:
+        """The app the sessions belong to."""
+        return self._app_name
+
+    @property
+    def session_service(self) -> BaseSessionService:
+        """Where sessions are stored."""
+        return self._session_service
+
+    def run_async(
+        self,
+        user_id: str,
+        session_id: str,
+        new_message: Content,
+        run_config: RunConfig | None = None,
+    ) -> reactivex.Observable[Event]:
+        """Run the agent on the session with a new user message.
+
+        Returns a cold Observable. Subscribing waits for any earlier run on the same session,
+        then stores ``new_message`` as a user event (not emitted, as in ADK), then runs the agent
+        and emits every event it produces: partial events as they stream (never stored), and
+        every non-partial event after it was stored. It completes when the agent's turn is over
+        and fails with the run's error (a model or transport error,
+        :class:`~rxllm.LimitExceededError`, :class:`~rxllm.UnsupportedOperationError` for a BIDI
+        run on a model without live sessions, :class:`~rxllm.ConfigurationError` for a missing
+        session). Disposing cancels the in-flight model call (its subscription is disposed, which
+        closes the connection), runs no further tools or model calls, and lets the next queued
+        run on the session start. A synchronous tool already running finishes; its result is
+        dropped.
+
+        >>> from reactivex import operators as ops
+        >>> from rxllm import Chunk, Content, Part
+        >>> from rxllm.agents import InMemoryRunner, LlmAgent
+        >>> from rxllm.testing import ScriptedLlm, scripted_turn
+        >>> runner = InMemoryRunner(LlmAgent("bot", ScriptedLlm([scripted_turn(Chunk(text_delta="Hi!"))])))
+        >>> _ = runner.session_service.create_session(runner.app_name, "u1", session_id="s1").run()
+        >>> events = runner.run_async("u1", "s1", Content(role="user", parts=(Part.from_text("Hello"),))).pipe(
+        ...     ops.to_list()).run()
+        >>> [(e.author, e.text(), e.is_final_response()) for e in events]
+        [('bot', 'Hi!', True)]
+        """
+        if not isinstance(new_message, Content):
+            raise ConfigurationError(f"new_message must be a Content, got {type(new_message).__name__}")
+        message = new_message if new_message.role is not None else new_message.model_copy(update={"role": "user"})
+        config = run_config or RunConfig()
+        app_name = self._app_name
+        service = self._session_service
+        agent = self._agent
+
+        def run_on(sessions: list[Session]) -> reactivex.Observable[Event]:
+            if not sessions:
+                return fail_now(
+                    ConfigurationError(
+                        f"session {session_id!r} not found for app {app_name!r} and user {user_id!r} "
+                        "(create it with the session service first)"
+                    )
+                )
+            ctx = InvocationContext(
+                agent=agent, session=sessions[-1], session_service=service, run_config=config, user_content=message
+            )
+            user_event = Event(invocation_id=ctx.invocation_id, author="user", content=message)
+
+            def run_agent(_: object) -> reactivex.Observable[Event]:
+                return agent.run_async(ctx)
+
+            return reactivex.concat(ctx.append_event(user_event).pipe(ops.ignore_elements()), reactivex.defer(run_agent))
+
+        def start(_: object) -> reactivex.Observable[Event]:
+            return service.get_session(app_name, user_id, session_id).pipe(ops.to_list(), ops.flat_map(run_on))
+
+        return self._lanes.serialized((app_name, user_id, session_id), reactivex.defer(start))
+
+
+class InMemoryRunner(Runner):
+    """A :class:`Runner` with its own :class:`InMemorySessionService` (tests, demos), as ADK's.
+
+    Args:
+        agent: the agent to run.
+        app_name: the app name; ``"InMemoryRunner"`` by default, as in ADK.
+    """
+
+    def __init__(self, agent: BaseAgent, *, app_name: str = "InMemoryRunner") -> None:
+        super().__init__(agent, app_name, InMemorySessionService())

@@ -1,0 +1,318 @@
+"""Tools: ``BaseTool`` and ``FunctionTool``, a plain Python function the model may call.
+
+``FunctionTool`` derives the tool's :class:`~rxllm.FunctionDeclaration` from the function: the
+name, the docstring's summary as description, and a JSON schema of the parameters built by
+pydantic from the signature and type hints, with each parameter's description taken from the
+Google-style docstring's ``Args:`` section.
+
+>>> from rxllm.agents import FunctionTool
+>>> def get_order(order_id: str, verbose: bool = False) -> dict[str, str]:
+...     '''Look an order up.
+...
+...     Args:
+...         order_id: The order's id, like "A17".
+...         verbose: Include the full history.
+...     '''
+...     return {"status": "shipped"}
+>>> declaration = FunctionTool(get_order).declaration()
+>>> declaration.name, declaration.description, declaration.parameters["required"]
+('get_order', 'Look an order up.', ['order_id'])
+>>> declaration.parameters["properties"]["order_id"]
+{'description': 'The order\\'s id, like "A17".', 'type': 'string'}
+
+Outcomes (the same for every tool, applied by the flow): a tool that raises, whose arguments
+fail validation, that returns something that is not JSON, or that the model named but the agent
+does not have, does not fail the run. The function-response event carries
+``{"error": "<message>"}`` for that call so the model can recover, and the error is logged
+(logger ``rxllm.agents``, level WARNING).
+"""
+
+from __future__ import annotations
+
+import abc
+import inspect
+import re
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import reactivex
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from reactivex import abc as rx_abc
+from reactivex import operators as ops
+
+from .._errors import ConfigurationError, ToolError
+from .._types import FunctionDeclaration
+from ._context import ToolContext
+from ._rx import call_now, emit_now
+
+__all__ = ["BaseTool", "FunctionTool", "ToolLike", "as_tool", "describe_validation_error"]
+
+ToolResult = dict[str, Any]
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
+_SECTION = re.compile(
+    r"^(Args|Arguments|Parameters|Params|Returns|Return|Yields|Raises|Examples?|Notes?|Attributes|"
+    r"See Also|Warnings?|Todo)\s*:\s*$"
+)
+_ARG_LINE = re.compile(r"^\*{0,2}(?P<name>\w+)\s*(\([^)]*\))?\s*:\s*(?P<desc>.*)$")
+
+
+class BaseTool(abc.ABC):
+    """A tool the model may call, as ADK's ``BaseTool``.
+
+    Args:
+        name: the name the model calls it by (letters, digits, ``_.:-``; at most 64).
+        description: what it does, for the model.
+    """
+
+    def __init__(self, *, name: str, description: str = "") -> None:
+        if not _NAME.match(name):
+            raise ConfigurationError(
+                f"tool name {name!r} is not usable: start with a letter or underscore, then letters, digits "
+                "or _.:- (at most 64 characters)"
+            )
+        self._name = name
+        self._description = description
+
+    @property
+    def name(self) -> str:
+        """The name the model calls the tool by."""
+        return self._name
+
+    @property
+    def description(self) -> str:
+        """What the tool does, for the model."""
+        return self._description
+
+    def declaration(self) -> FunctionDeclaration | None:
+        """The declaration sent to the model, or None for a tool the model is not told about."""
+        return None
+
+    @abc.abstractmethod
+    def run(self, args: dict[str, Any], tool_context: ToolContext) -> reactivex.Observable[ToolResult]:
+        """Run the tool with the model's arguments.
+
+        Returns a cold Observable that emits the tool's result (a JSON-able dict) once and
+        completes, or fails; subscribing runs the tool. Disposing it abandons the result (a
+        running synchronous function cannot be interrupted).
+        """
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self._name!r})"
+
+
+def _docstring_parts(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into its description and its ``Args:`` entries."""
+    if not doc:
+        return "", {}
+    lines = inspect.cleandoc(doc).splitlines()
+    summary: list[str] = []
+    args: dict[str, str] = {}
+    index = 0
+    while index < len(lines) and not _SECTION.match(lines[index].strip()):
+        summary.append(lines[index])
+        index += 1
+    while index < len(lines):
+        header = lines[index].strip()
+        header_indent = len(lines[index]) - len(lines[index].lstrip())
+        index += 1
+        in_args = header.split(":")[0] in {"Args", "Arguments", "Parameters", "Params"}
+        current: str | None = None
+        entry_indent = 0
+        while index < len(lines):
+            line = lines[index]
+            stripped = line.strip()
+            indent = len(line) - len(line.lstrip())
+            if stripped and indent <= header_indent:
+                break
+            index += 1
+            if not in_args or not stripped:
+                continue
+            match = _ARG_LINE.match(stripped)
+            if match and (current is None or indent <= entry_indent):
+                current = match.group("name")
+                entry_indent = indent
+                args[current] = match.group("desc").strip()
+            elif current is not None:
+                args[current] = (args[current] + " " + stripped).strip()
+    return "\n".join(summary).strip(), args
+
+
+def _strip_titles(schema: Any) -> Any:
+    """Drop pydantic's generated ``title`` keys from a JSON schema (never a property named title)."""
+    if isinstance(schema, list):
+        return [_strip_titles(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(value, dict):
+            out[key] = {name: _strip_titles(sub) for name, sub in value.items()}
+        else:
+            out[key] = _strip_titles(value)
+    return out
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line per problem: ``field: message``."""
+    problems = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"]) or "arguments"
+        problems.append(f"{where}: {error['msg']}")
+    return "; ".join(problems)
+
+
+class FunctionTool(BaseTool):
+    """A plain Python function as a tool (ADK's ``FunctionTool``).
+
+    The function may take a parameter named ``tool_context`` (or annotated ``ToolContext``): it
+    gets the :class:`ToolContext` and is left out of the declaration. Its other parameters are
+    validated by pydantic before the call (unknown arguments are rejected unless it takes
+    ``**kwargs``); validated values are passed (so ``"5"`` becomes ``5`` for an ``int``). The
+    return value may be an Observable (its last item is the result). A result that is not a
+    dict is wrapped as ``{"result": value}``, as ADK does; a dict is returned as is. Results are
+    made JSON-able with pydantic (models, dates and the like are converted).
+
+    Args:
+        func: the function. ``async def`` functions are refused (return an Observable instead).
+        name: the tool's name; the function's ``__name__`` by default.
+        description: the tool's description; the docstring's summary by default.
+        scheduler: where a synchronous function runs. None (the default) runs it inline, on the
+            thread that delivered the model's final response, so the run waits for it; pass a
+            scheduler (e.g. a ``ThreadPoolScheduler``) to run it there instead. Either way a
+            running function is not interrupted by disposal; its result is dropped.
+
+    Raises:
+        ConfigurationError: for an ``async def`` function, ``*args``, an unusable name, or type
+            hints pydantic cannot build a schema for.
+    """
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        scheduler: rx_abc.SchedulerBase | None = None,
+    ) -> None:
+        if not callable(func):
+            raise ConfigurationError(f"FunctionTool needs a callable, got {type(func).__name__}")
+        if inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func):
+            raise ConfigurationError(
+                f"{getattr(func, '__name__', func)!r} is an async function: rxllm tools are synchronous "
+                "functions or functions returning an Observable"
+            )
+        tool_name = name or getattr(func, "__name__", None) or type(func).__name__
+        summary, arg_docs = _docstring_parts(inspect.getdoc(func))
+        super().__init__(name=tool_name, description=summary if description is None else description)
+        self._func = func
+        self._scheduler = scheduler
+        try:
+            signature = inspect.signature(func)
+            hints = typing.get_type_hints(func, include_extras=True)
+        except (TypeError, ValueError, NameError) as exc:
+            raise ConfigurationError(f"cannot read the signature of tool {tool_name!r}: {exc}") from exc
+        self._context_param: str | None = None
+        self._positional: list[tuple[str, str]] = []  # (field, parameter) passed positionally
+        self._keyword: list[tuple[str, str]] = []
+        self._takes_kwargs = False
+        fields: dict[str, Any] = {}
+        for position, (param_name, param) in enumerate(signature.parameters.items()):
+            annotation = hints.get(param_name, Any)
+            if param_name == "tool_context" or annotation is ToolContext:
+                self._context_param = param_name
+                continue
+            if param.kind is inspect.Parameter.VAR_POSITIONAL:
+                raise ConfigurationError(f"tool {tool_name!r}: *{param_name} cannot be declared to a model")
+            if param.kind is inspect.Parameter.VAR_KEYWORD:
+                self._takes_kwargs = True
+                continue
+            field_name = f"p{position}"
+            default = ... if param.default is inspect.Parameter.empty else param.default
+            fields[field_name] = (annotation, Field(default, alias=param_name, description=arg_docs.get(param_name)))
+            target = self._positional if param.kind is inspect.Parameter.POSITIONAL_ONLY else self._keyword
+            target.append((field_name, param_name))
+        config = ConfigDict(
+            extra="allow" if self._takes_kwargs else "forbid",
+            validate_by_alias=True,
+            validate_by_name=False,
+            arbitrary_types_allowed=False,
+        )
+        try:
+            self._args_model: type[BaseModel] = create_model(f"{tool_name}_arguments", __config__=config, **fields)
+            schema = self._args_model.model_json_schema(by_alias=True)
+        except Exception as exc:  # pydantic's schema errors have several types
+            raise ConfigurationError(f"cannot build a JSON schema for the parameters of tool {tool_name!r}: {exc}") from exc
+        self._parameters: dict[str, Any] = _strip_titles(schema)
+
+    @property
+    def func(self) -> Callable[..., Any]:
+        """The wrapped function."""
+        return self._func
+
+    def declaration(self) -> FunctionDeclaration:
+        """The declaration built from the function."""
+        return FunctionDeclaration(name=self.name, description=self.description or None, parameters=self._parameters)
+
+    def run(self, args: dict[str, Any], tool_context: ToolContext) -> reactivex.Observable[ToolResult]:
+        """Validate ``args``, call the function, emit its wrapped result.
+
+        Fails with :class:`~rxllm.ToolError` when the arguments do not validate or the function
+        raises (the flow turns that into an ``{"error": ...}`` response).
+        """
+
+        def call() -> Any:
+            try:
+                validated = self._args_model.model_validate(args)
+            except ValidationError as exc:
+                raise ToolError(
+                    f"invalid arguments for tool {self.name!r}: {describe_validation_error(exc)}"
+                ) from exc
+            positional = [getattr(validated, field) for field, _ in self._positional]
+            keyword = {param: getattr(validated, field) for field, param in self._keyword}
+            if self._takes_kwargs and validated.model_extra:
+                keyword.update(validated.model_extra)
+            if self._context_param is not None:
+                keyword[self._context_param] = tool_context
+            try:
+                return self._func(*positional, **keyword)
+            except Exception as exc:
+                raise ToolError(f"tool {self.name!r} raised {type(exc).__name__}: {exc}") from exc
+
+        source = call_now(call) if self._scheduler is None else reactivex.from_callable(call, self._scheduler)
+        return source.pipe(ops.flat_map(self._result_of))
+
+    def _result_of(self, value: Any) -> reactivex.Observable[ToolResult]:
+        if isinstance(value, reactivex.Observable):
+            return value.pipe(ops.to_list(), ops.map(self._last_wrapped), ops.catch(self._wrap_error))
+        return emit_now(_wrap(value))
+
+    def _last_wrapped(self, values: list[Any]) -> ToolResult:
+        return _wrap(values[-1] if values else None)
+
+    def _wrap_error(self, error: Exception, _: reactivex.Observable[ToolResult]) -> reactivex.Observable[ToolResult]:
+        if isinstance(error, ToolError):
+            raise error
+        raise ToolError(f"tool {self.name!r} failed with {type(error).__name__}: {error}") from error
+
+
+def _wrap(value: Any) -> ToolResult:
+    if isinstance(value, Mapping):
+        return dict(value)
+    return {"result": value}
+
+
+ToolLike = BaseTool | Callable[..., Any]
+"""What ``LlmAgent(tools=...)`` accepts: tools, or plain callables (wrapped in :class:`FunctionTool`)."""
+
+
+def as_tool(tool: ToolLike) -> BaseTool:
+    """``tool`` itself if it is a :class:`BaseTool`, else a :class:`FunctionTool` wrapping the callable."""
+    if isinstance(tool, BaseTool):
+        return tool
+    if callable(tool):
+        return FunctionTool(tool)
+    raise ConfigurationError(f"a tool must be a BaseTool or a callable, got {type(tool).__name__}")

@@ -1,0 +1,669 @@
+"""Anthropic Messages API: the stream parser and the request mapper (pure, no I/O).
+
+Stream events (``/v1/messages`` with ``stream: true``) and what each becomes:
+
+- ``message_start`` → usage (``message.usage``) and ``model`` → ``model_version``.
+- ``content_block_start``: ``tool_use`` → a :class:`~rxllm.ToolCallFragment` with id and name;
+  ``redacted_thinking`` → ``Chunk(redacted_thought=data)``; ``text`` / ``thinking`` → their initial
+  text, if any; other block types (server tools, search results) are tracked, their deltas ignored.
+- ``content_block_delta``: ``text_delta`` → ``text_delta``; ``thinking_delta`` → ``thought_delta``;
+  ``signature_delta`` → ``thought_signature``; ``input_json_delta`` → an argument fragment;
+  unknown delta types (``citations_delta``) → nothing.
+- ``content_block_stop`` of a ``tool_use`` block → a ``complete=True`` fragment.
+- ``message_delta`` → ``stop_reason`` as finish reason; its ``usage`` laid over the start usage.
+- ``message_stop`` → ``end_of_stream``; ``error`` → an :class:`~rxllm.InBandError` (``error.type``
+  as code) and ``end_of_stream``; ``ping`` and unknown events → nothing.
+
+Signatures and redacted-thinking data are carried as the UTF-8 bytes of the provider's string,
+so they go back to the provider exactly as received.
+
+Usage mapping (one documented choice): ``prompt_token_count`` counts every input token the
+model read, ``input_tokens + cache_read_input_tokens + cache_creation_input_tokens`` (Anthropic
+reports the three apart; genai's prompt count includes cached tokens);
+``cached_content_token_count = cache_read_input_tokens``; ``candidates_token_count =
+output_tokens`` (thinking included: Anthropic does not report it apart); ``total_token_count``
+is their sum.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+
+from pydantic_core import from_json
+
+from .._chunk import Chunk, InBandError, ToolCallFragment
+from .._errors import ConfigurationError, ProtocolError
+from .._provider import HttpRequest
+from .._sse import SseEvent
+from .._types import (
+    Content,
+    FinishReason,
+    FunctionCall,
+    FunctionDeclaration,
+    FunctionResponse,
+    GenerateContentConfig,
+    LlmRequest,
+    Part,
+    UsageMetadata,
+)
+
+__all__ = [
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_VERSION",
+    "AnthropicChunkParser",
+    "AnthropicRequestMapper",
+    "map_anthropic_stop_reason",
+    "map_anthropic_usage",
+]
+
+PROVIDER = "anthropic"
+ANTHROPIC_BASE_URL = "https://api.anthropic.com"
+ANTHROPIC_VERSION = "2023-06-01"
+
+_STOP_REASONS: dict[str, FinishReason] = {
+    "end_turn": FinishReason.STOP,
+    "stop_sequence": FinishReason.STOP,
+    "tool_use": FinishReason.STOP,
+    "pause_turn": FinishReason.STOP,
+    "max_tokens": FinishReason.MAX_TOKENS,
+    "model_context_window_exceeded": FinishReason.MAX_TOKENS,
+    "refusal": FinishReason.SAFETY,
+}
+
+_RETRYABLE_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
+
+_TEXT, _THINKING, _REDACTED, _TOOL_USE = "text", "thinking", "redacted_thinking", "tool_use"
+# Which block type each delta type belongs to; a delta on a block of another known type is a protocol error.
+_DELTA_BLOCK = {
+    "text_delta": _TEXT,
+    "thinking_delta": _THINKING,
+    "signature_delta": _THINKING,
+    "input_json_delta": _TOOL_USE,
+}
+_KNOWN_BLOCKS = frozenset({_TEXT, _THINKING, _REDACTED, _TOOL_USE})
+
+_USAGE_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens")
+
+
+def map_anthropic_stop_reason(stop_reason: str) -> FinishReason:
+    """The :class:`~rxllm.FinishReason` for an Anthropic ``stop_reason``.
+
+    ``end_turn``, ``stop_sequence``, ``tool_use`` and ``pause_turn`` are normal stops;
+    ``max_tokens`` and ``model_context_window_exceeded`` hit a limit; ``refusal`` is a safety stop;
+    anything else is ``OTHER``.
+
+    >>> map_anthropic_stop_reason("tool_use"), map_anthropic_stop_reason("refusal")
+    (<FinishReason.STOP: 'STOP'>, <FinishReason.SAFETY: 'SAFETY'>)
+    """
+    return _STOP_REASONS.get(stop_reason, FinishReason.OTHER)
+
+
+def map_anthropic_usage(usage: Mapping[str, object]) -> UsageMetadata | None:
+    """A raw Anthropic ``usage`` object as :class:`~rxllm.UsageMetadata` (see the module docstring).
+
+    Returns ``None`` when it holds no token count at all. Missing or ``null`` counts are treated
+    as absent.
+
+    Raises:
+        ProtocolError: when a count is not a non-negative integer.
+
+    >>> u = map_anthropic_usage({"input_tokens": 20, "cache_read_input_tokens": 5, "output_tokens": 7})
+    >>> u.prompt_token_count, u.candidates_token_count, u.total_token_count, u.cached_content_token_count
+    (25, 7, 32, 5)
+    """
+    counts = {key: _count(usage, key) for key in _USAGE_KEYS}
+    inputs = [counts[k] for k in _USAGE_KEYS[:3] if counts[k] is not None]
+    prompt = sum(c for c in inputs if c is not None) if inputs else None
+    output = counts["output_tokens"]
+    if prompt is None and output is None:
+        return None
+    return UsageMetadata(
+        prompt_token_count=prompt,
+        candidates_token_count=output,
+        total_token_count=(prompt or 0) + (output or 0),
+        cached_content_token_count=counts["cache_read_input_tokens"],
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# small JSON helpers: every wrong shape becomes a ProtocolError naming where it was found
+
+
+def _load_object(data: str | bytes, where: str) -> dict[str, object]:
+    try:
+        value = from_json(data)
+    except ValueError as exc:
+        raise ProtocolError(f"{where}: not valid JSON ({exc})", provider=PROVIDER) from exc
+    if not isinstance(value, dict):
+        raise ProtocolError(f"{where}: expected a JSON object, got {type(value).__name__}", provider=PROVIDER)
+    return value
+
+
+def _wrong(where: str, key: str, expected: str, value: object) -> ProtocolError:
+    return ProtocolError(f"{where}: {key!r} should be {expected}, got {type(value).__name__}", provider=PROVIDER)
+
+
+def _obj(parent: Mapping[str, object], key: str, where: str) -> dict[str, object]:
+    value = parent.get(key)
+    if not isinstance(value, dict):
+        raise _wrong(where, key, "an object", value)
+    return value
+
+
+def _opt_obj(parent: Mapping[str, object], key: str, where: str) -> dict[str, object] | None:
+    value = parent.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise _wrong(where, key, "an object", value)
+    return value
+
+
+def _str(parent: Mapping[str, object], key: str, where: str) -> str:
+    value = parent.get(key)
+    if not isinstance(value, str):
+        raise _wrong(where, key, "a string", value)
+    return value
+
+
+def _opt_str(parent: Mapping[str, object], key: str, where: str) -> str | None:
+    value = parent.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _wrong(where, key, "a string", value)
+    return value
+
+
+def _index(parent: Mapping[str, object], where: str) -> int:
+    value = parent.get("index")
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise _wrong(where, "index", "a non-negative integer", value)
+    return value
+
+
+def _count(usage: Mapping[str, object], key: str) -> int | None:
+    value = usage.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise _wrong("usage", key, "a non-negative integer", value)
+    return value
+
+
+def _in_band_error(payload: Mapping[str, object]) -> InBandError:
+    error = payload.get("error")
+    code = error.get("type") if isinstance(error, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    code = code if isinstance(code, str) else None
+    return InBandError(
+        message if isinstance(message, str) and message else "the provider reported an error",
+        code=code,
+        retryable=code in _RETRYABLE_ERRORS,
+    )
+
+
+def _finish_chunk(stop_reason: str | None, usage: UsageMetadata | None, *, end: bool = False) -> Chunk:
+    return Chunk(
+        finish_reason=map_anthropic_stop_reason(stop_reason) if stop_reason is not None else None,
+        raw_finish_reason=stop_reason,
+        usage=usage,
+        end_of_stream=end,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# the parser
+
+
+class AnthropicChunkParser:
+    """Turns Anthropic Messages stream events into :class:`~rxllm.Chunk` (one parser per stream).
+
+    Per-stream state: the type of each open content block (a delta or stop for a block that was
+    never started is a :class:`~rxllm.ProtocolError`), the ``message_start`` usage that
+    ``message_delta`` usage is laid over, and, for each ``tool_use`` block, whether its input
+    arrived as deltas.
+
+    >>> from rxllm import SseEvent
+    >>> p = AnthropicChunkParser()
+    >>> p.parse(SseEvent("content_block_start",
+    ...     '{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}'))
+    >>> p.parse(SseEvent("content_block_delta",
+    ...     '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}   }')).text_delta
+    'Hi'
+    >>> p.parse(SseEvent("ping", '{"type": "ping"}')) is None
+    True
+    """
+
+    __slots__ = ("_blocks", "_start_inputs", "_tools_with_deltas", "_usage")
+
+    def __init__(self) -> None:
+        self._blocks: dict[int, str] = {}  # open block index -> block type
+        self._usage: dict[str, object] = {}
+        self._tools_with_deltas: set[int] = set()
+        self._start_inputs: dict[int, str] = {}  # a tool_use block's non-empty start input, as JSON
+
+    def parse(self, event: SseEvent) -> Chunk | None:
+        """The chunk for one stream event, or ``None`` for events that carry nothing.
+
+        Raises:
+            ProtocolError: for bad JSON, a wrong shape, or a block index that is not open.
+        """
+        name = event.event
+        try:
+            payload = _load_object(event.data, f"{name} event")
+        except ProtocolError:
+            if name != "error":
+                raise
+            return Chunk(error=InBandError(event.data[:500] or "the provider reported an error"), end_of_stream=True)
+        kind = payload.get("type")
+        if name == "error" or kind == "error":
+            return Chunk(error=_in_band_error(payload), end_of_stream=True)
+        if not isinstance(kind, str):
+            kind = name
+        if kind == "content_block_delta":
+            return self._delta(payload)
+        if kind == "content_block_start":
+            return self._block_start(payload)
+        if kind == "content_block_stop":
+            return self._block_stop(payload)
+        if kind == "message_start":
+            return self._message_start(payload)
+        if kind == "message_delta":
+            return self._message_delta(payload)
+        if kind == "message_stop":
+            return Chunk(end_of_stream=True)
+        return None  # ping, and events added after this parser was written
+
+    def parse_response(self, body: bytes) -> Sequence[Chunk]:
+        """The chunks of a non-streamed Messages response (or of an ``{"type":"error"}`` body).
+
+        Raises:
+            ProtocolError: for bad JSON or a wrong shape.
+        """
+        message = _load_object(body, "response body")
+        if message.get("type") == "error":
+            return [Chunk(error=_in_band_error(message), end_of_stream=True)]
+        content = message.get("content")
+        if not isinstance(content, list):
+            raise _wrong("response body", "content", "a list", content)
+        usage_obj = _opt_obj(message, "usage", "response body")
+        chunks = [Chunk(model_version=_opt_str(message, "model", "response body"))]
+        for index, block in enumerate(content):
+            where = f"content block {index}"
+            if not isinstance(block, dict):
+                raise _wrong("response body", f"content[{index}]", "an object", block)
+            kind = _str(block, "type", where)
+            if kind == _TEXT:
+                chunks.append(Chunk(text_delta=_str(block, "text", where)))
+            elif kind == _THINKING:
+                signature = _opt_str(block, "signature", where)
+                chunks.append(
+                    Chunk(
+                        thought_delta=_str(block, "thinking", where),
+                        thought_signature=signature.encode() if signature else None,
+                    )
+                )
+            elif kind == _REDACTED:
+                chunks.append(Chunk(redacted_thought=_str(block, "data", where).encode()))
+            elif kind == _TOOL_USE:
+                arguments = json.dumps(_obj(block, "input", where), ensure_ascii=False, separators=(",", ":"))
+                fragment = ToolCallFragment(
+                    index,
+                    id=_str(block, "id", where),
+                    name=_str(block, "name", where),
+                    arguments_delta=arguments,
+                    complete=True,
+                )
+                chunks.append(Chunk(tool_call_fragments=(fragment,)))
+        usage = map_anthropic_usage(usage_obj) if usage_obj is not None else None
+        chunks.append(_finish_chunk(_opt_str(message, "stop_reason", "response body"), usage, end=True))
+        return chunks
+
+    # -- events ---------------------------------------------------------------------------
+
+    def _message_start(self, payload: dict[str, object]) -> Chunk:
+        message = _obj(payload, "message", "message_start")
+        usage = _opt_obj(message, "usage", "message_start.message")
+        self._usage = dict(usage) if usage is not None else {}
+        return Chunk(
+            usage=map_anthropic_usage(self._usage),
+            model_version=_opt_str(message, "model", "message_start.message"),
+        )
+
+    def _message_delta(self, payload: dict[str, object]) -> Chunk:
+        delta = _obj(payload, "delta", "message_delta")
+        stop_reason = _opt_str(delta, "stop_reason", "message_delta.delta")
+        usage = _opt_obj(payload, "usage", "message_delta")
+        if usage is not None:
+            self._usage.update(usage)
+        return _finish_chunk(stop_reason, map_anthropic_usage(self._usage) if usage is not None else None)
+
+    def _block_start(self, payload: dict[str, object]) -> Chunk | None:
+        where = "content_block_start"
+        index = _index(payload, where)
+        block = _obj(payload, "content_block", where)
+        kind = _str(block, "type", f"{where}.content_block")
+        if index in self._blocks:
+            raise ProtocolError(f"{where}: content block {index} started twice", provider=PROVIDER)
+        self._blocks[index] = kind
+        where = f"{where}.content_block"
+        if kind == _TEXT:
+            text = _opt_str(block, "text", where)
+            return Chunk(text_delta=text) if text else None
+        if kind == _THINKING:
+            thinking = _opt_str(block, "thinking", where)
+            return Chunk(thought_delta=thinking) if thinking else None
+        if kind == _REDACTED:
+            return Chunk(redacted_thought=_str(block, "data", where).encode())
+        if kind == _TOOL_USE:
+            start_input = _opt_obj(block, "input", where)
+            if start_input:  # streamed calls start with {}; keep a non-empty one in case no delta follows
+                self._start_inputs[index] = json.dumps(start_input, ensure_ascii=False, separators=(",", ":"))
+            fragment = ToolCallFragment(index, id=_str(block, "id", where), name=_str(block, "name", where))
+            return Chunk(tool_call_fragments=(fragment,))
+        return None
+
+    def _delta(self, payload: dict[str, object]) -> Chunk | None:
+        where = "content_block_delta"
+        index = _index(payload, where)
+        block_type = self._blocks.get(index)
+        if block_type is None:
+            raise ProtocolError(f"{where}: content block {index} is not open", provider=PROVIDER)
+        delta = _obj(payload, "delta", where)
+        kind = _str(delta, "type", f"{where}.delta")
+        expected_block = _DELTA_BLOCK.get(kind)
+        if expected_block is None or block_type not in _KNOWN_BLOCKS:
+            return None  # citations_delta and the like; deltas of server-side blocks
+        if expected_block != block_type:
+            raise ProtocolError(f"{where}: a {kind} for {block_type} block {index}", provider=PROVIDER)
+        where = f"{where}.delta"
+        if kind == "text_delta":
+            text = _str(delta, "text", where)
+            return Chunk(text_delta=text) if text else None
+        if kind == "thinking_delta":
+            thinking = _str(delta, "thinking", where)
+            return Chunk(thought_delta=thinking) if thinking else None
+        if kind == "signature_delta":
+            signature = _str(delta, "signature", where)
+            return Chunk(thought_signature=signature.encode()) if signature else None
+        partial = _str(delta, "partial_json", where)
+        self._tools_with_deltas.add(index)
+        return Chunk(tool_call_fragments=(ToolCallFragment(index, arguments_delta=partial),)) if partial else None
+
+    def _block_stop(self, payload: dict[str, object]) -> Chunk | None:
+        index = _index(payload, "content_block_stop")
+        block_type = self._blocks.pop(index, None)
+        if block_type is None:
+            raise ProtocolError(f"content_block_stop: content block {index} is not open", provider=PROVIDER)
+        if block_type != _TOOL_USE:
+            return None
+        start_input = self._start_inputs.pop(index, "")
+        arguments = start_input if index not in self._tools_with_deltas else ""
+        return Chunk(tool_call_fragments=(ToolCallFragment(index, arguments_delta=arguments, complete=True),))
+
+
+# --------------------------------------------------------------------------------------------
+# the request mapper
+
+
+class _CallIds:
+    """Ids for calls the history holds without one (Anthropic requires them), paired to responses by name."""
+
+    __slots__ = ("_count", "_pending")
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._pending: dict[str, list[str]] = {}
+
+    def for_call(self, call: FunctionCall) -> str:
+        if call.id:
+            return call.id
+        self._count += 1
+        made = f"toolu_rxllm_{self._count}"
+        self._pending.setdefault(call.name, []).append(made)
+        return made
+
+    def for_response(self, response: FunctionResponse) -> str:
+        if response.id:
+            return response.id
+        pending = self._pending.get(response.name)
+        if not pending:
+            raise ConfigurationError(
+                f"the function response for {response.name!r} has no id and follows no call without one",
+                provider=PROVIDER,
+            )
+        return pending.pop(0)
+
+
+def _json_text(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class _Message:
+    __slots__ = ("first", "rest", "role")
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+        self.first: list[dict[str, object]] = []  # thinking blocks (assistant) / tool results (user)
+        self.rest: list[dict[str, object]] = []
+
+    def to_json(self) -> dict[str, object]:
+        return {"role": self.role, "content": [*self.first, *self.rest]}
+
+
+_ROLES = {"user": "user", "tool": "user", "function": "user", "model": "assistant", "assistant": "assistant"}
+
+
+class AnthropicRequestMapper:
+    """Builds ``POST {base_url}/v1/messages`` requests from an :class:`~rxllm.LlmRequest`.
+
+    Args:
+        base_url: the API root, without ``/v1``.
+        api_key: sent as ``x-api-key``; ``None`` sends no key (for a gateway that adds it). Never
+            shown in a repr, log or error.
+        max_tokens: ``max_tokens`` when the request's ``max_output_tokens`` is unset (Anthropic
+            requires one). With a thinking budget at or above it, the budget is added to it.
+        anthropic_version: the ``anthropic-version`` header.
+        extra_headers: more headers (``anthropic-beta``...), sent as given.
+
+    Mapping: the system instruction (and any ``system``-role content) becomes ``system``;
+    contents become strictly alternating ``user`` / ``assistant`` messages (consecutive turns of
+    one role are merged); function responses become ``tool_result`` blocks, first in their user
+    message, with the response object as JSON text; function calls become ``tool_use`` blocks;
+    a thought part with text and a signature becomes a ``thinking`` block and one with only a
+    signature a ``redacted_thinking`` block, first in their assistant message (thought parts
+    without a signature, or whose signature is not UTF-8, cannot be sent back and are left out).
+    ``seed`` is not supported by Anthropic and is left out.
+
+    >>> from rxllm import LlmRequest, Content, Part
+    >>> mapper = AnthropicRequestMapper(api_key="sk-ant-secret")
+    >>> req = mapper.to_http_request(LlmRequest(contents=[Content(role="user", parts=[Part.from_text("Hi")])]),
+    ...                              model="claude-sonnet-4-5", stream=True)
+    >>> req.url, "secret" in repr(req) or "secret" in repr(mapper)
+    ('https://api.anthropic.com/v1/messages', False)
+    """
+
+    __slots__ = ("_api_key", "_base_url", "_extra_headers", "_max_tokens", "_version")
+
+    def __init__(
+        self,
+        *,
+        base_url: str = ANTHROPIC_BASE_URL,
+        api_key: str | None = None,
+        max_tokens: int = 4096,
+        anthropic_version: str = ANTHROPIC_VERSION,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ConfigurationError(f"max_tokens must be a positive integer, got {max_tokens!r}", provider=PROVIDER)
+        self._base_url = base_url.rstrip("/")
+        self._api_key = api_key
+        self._max_tokens = max_tokens
+        self._version = anthropic_version
+        self._extra_headers = dict(extra_headers or {})
+
+    @property
+    def provider(self) -> str:
+        """``"anthropic"``."""
+        return PROVIDER
+
+    def __repr__(self) -> str:
+        key = "'***'" if self._api_key else "None"
+        return (
+            f"AnthropicRequestMapper(base_url={self._base_url!r}, api_key={key}, "
+            f"max_tokens={self._max_tokens}, anthropic_version={self._version!r})"
+        )
+
+    def to_http_request(self, llm_request: LlmRequest, *, model: str, stream: bool) -> HttpRequest:
+        """The HTTP request for ``model``.
+
+        Raises:
+            ConfigurationError: for a request Anthropic cannot express (more than one candidate, a
+                response schema, an unsupported blob type, a thinking budget not below an explicit
+                ``max_output_tokens``, a function response matching no call).
+        """
+        body = self._body(llm_request, model=model, stream=stream)
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream" if stream else "application/json",
+            "anthropic-version": self._version,
+        }
+        if self._api_key:
+            headers["x-api-key"] = self._api_key
+        headers.update(self._extra_headers)
+        encoded = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return HttpRequest(url=f"{self._base_url}/v1/messages", body=encoded, headers=headers)
+
+    # -- body -----------------------------------------------------------------------------
+
+    def _body(self, llm_request: LlmRequest, *, model: str, stream: bool) -> dict[str, object]:
+        config = llm_request.config
+        if config.candidate_count is not None and config.candidate_count > 1:
+            raise ConfigurationError("Anthropic returns one candidate per request", provider=PROVIDER)
+        if config.response_schema is not None:
+            raise ConfigurationError("response_schema is not supported by the Anthropic mapper", provider=PROVIDER)
+        body: dict[str, object] = {"model": model, "max_tokens": self._max_tokens_for(config)}
+        system = [config.system_instruction.text()] if config.system_instruction is not None else []
+        system.extend(c.text() for c in llm_request.contents if c.role == "system")
+        system_text = "\n\n".join(s for s in system if s)
+        if system_text:
+            body["system"] = system_text
+        body["messages"] = self._messages(llm_request.contents)
+        tools = [_tool(d) for d in config.function_declarations()]
+        if tools:
+            body["tools"] = tools
+        if config.stop_sequences:
+            body["stop_sequences"] = list(config.stop_sequences)
+        if config.temperature is not None:
+            body["temperature"] = config.temperature
+        if config.top_p is not None:
+            body["top_p"] = config.top_p
+        if config.top_k is not None:
+            body["top_k"] = config.top_k
+        budget = _thinking_budget(config)
+        if budget:
+            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        if stream:
+            body["stream"] = True
+        return body
+
+    def _max_tokens_for(self, config: GenerateContentConfig) -> int:
+        budget = _thinking_budget(config)
+        if config.max_output_tokens is not None:
+            if budget and budget >= config.max_output_tokens:
+                raise ConfigurationError(
+                    f"the thinking budget ({budget}) must be below max_output_tokens ({config.max_output_tokens})",
+                    provider=PROVIDER,
+                )
+            return config.max_output_tokens
+        if budget and budget >= self._max_tokens:
+            return budget + self._max_tokens
+        return self._max_tokens
+
+    def _messages(self, contents: Sequence[Content]) -> list[dict[str, object]]:
+        ids = _CallIds()
+        messages: list[_Message] = []
+        for content in contents:
+            if content.role == "system":
+                continue
+            role = _ROLES.get(content.role or "user")
+            if role is None:
+                raise ConfigurationError(
+                    f"content role {content.role!r} has no Anthropic equivalent", provider=PROVIDER
+                )
+            message = _Message(role)
+            for part in content.parts:
+                _add_part(message, part, ids)
+            if not message.first and not message.rest:
+                continue
+            if messages and messages[-1].role == role:  # strictly alternating: merge same-role turns
+                messages[-1].first.extend(message.first)
+                messages[-1].rest.extend(message.rest)
+            else:
+                messages.append(message)
+        return [m.to_json() for m in messages]
+
+
+def _tool(declaration: FunctionDeclaration) -> dict[str, object]:
+    tool: dict[str, object] = {"name": declaration.name}
+    if declaration.description:
+        tool["description"] = declaration.description
+    schema = declaration.parameters
+    tool["input_schema"] = schema if schema is not None else {"type": "object", "properties": {}}
+    return tool
+
+
+def _thinking_budget(config: GenerateContentConfig) -> int | None:
+    thinking = config.thinking_config
+    if thinking is None or thinking.thinking_budget is None or thinking.thinking_budget == 0:
+        return None
+    if thinking.thinking_budget < 0:
+        raise ConfigurationError(
+            "Anthropic needs an explicit thinking budget (a dynamic budget, -1, has no equivalent)",
+            provider=PROVIDER,
+        )
+    return thinking.thinking_budget
+
+
+def _add_part(message: _Message, part: Part, ids: _CallIds) -> None:
+    if part.function_response is not None:
+        response = part.function_response
+        message.first.append(
+            {"type": "tool_result", "tool_use_id": ids.for_response(response), "content": _json_text(response.response)}
+        )
+    elif part.function_call is not None:
+        call = part.function_call
+        message.rest.append({"type": "tool_use", "id": ids.for_call(call), "name": call.name, "input": call.args})
+    elif part.thought:
+        block = _thinking_block(part)
+        if block is not None:
+            message.first.append(block)
+    elif part.inline_data is not None:
+        message.rest.append(_blob_block(part.inline_data.mime_type, part.inline_data.data))
+    elif part.text:
+        message.rest.append({"type": "text", "text": part.text})
+
+
+def _thinking_block(part: Part) -> dict[str, object] | None:
+    if part.thought_signature is None:
+        return None  # Anthropic rejects unsigned thinking
+    try:
+        signature = part.thought_signature.decode("utf-8")
+    except UnicodeDecodeError:
+        return None  # not an Anthropic signature (another provider's bytes)
+    if part.text:
+        return {"type": "thinking", "thinking": part.text, "signature": signature}
+    return {"type": "redacted_thinking", "data": signature}
+
+
+def _blob_block(mime_type: str, data: bytes) -> dict[str, object]:
+    encoded = base64.b64encode(data).decode("ascii")
+    source = {"type": "base64", "media_type": mime_type, "data": encoded}
+    if mime_type.startswith("image/"):
+        return {"type": "image", "source": source}
+    if mime_type == "application/pdf":
+        return {"type": "document", "source": source}
+    raise ConfigurationError(f"inline data of type {mime_type!r} cannot be sent to Anthropic", provider=PROVIDER)

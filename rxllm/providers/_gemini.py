@@ -1,0 +1,824 @@
+"""Gemini (``generativelanguage.googleapis.com``): the chunk parser and the request mapper.
+
+Pure translation, no I/O. :class:`GeminiChunkParser` turns each SSE event of
+``:streamGenerateContent?alt=sse`` (one ``GenerateContentResponse`` JSON per event, CRLF framed,
+no end sentinel) into one :class:`~rxllm.Chunk`; :class:`GeminiRequestMapper` turns an
+:class:`~rxllm.LlmRequest` into the HTTP request, the API key in the ``x-goog-api-key`` header.
+
+Parser rules (candidate 0 only; every part of one event goes into ONE chunk):
+
+* ``text`` parts concatenate into ``text_delta``; parts with ``"thought": true`` into
+  ``thought_delta``. ``thoughtSignature`` (base64 on the wire, bytes here) on a thought part
+  becomes ``thought_signature`` (it closes the reasoning block), on any other non-call part
+  ``text_signature``, on a ``functionCall`` part the fragment's ``thought_signature``.
+* A whole ``functionCall`` becomes one ``ToolCallFragment(complete=True)`` whose ``index`` is
+  the n-th call of the stream, ``id`` the call's ``id`` (``None`` when absent: the aggregator
+  then generates an ``adk-`` id) and ``arguments_delta`` the JSON of ``args``.
+* Streamed arguments (``toolConfig.functionCallingConfig.streamFunctionCallArguments``; Vertex
+  documents it, the Gemini API may not send it): a call starts with a ``functionCall`` that has
+  a ``name`` and ``"willContinue": true``; later ``functionCall`` parts (name and id optional,
+  and if present they must match) carry ``partialArgs`` entries ``{jsonPath, stringValue |
+  numberValue | boolValue | nullValue, willContinue}``. Each value is set at its JSON path
+  (RFC 9535 subset: ``$``, ``.name``, ``['name']``, ``[0]``; containers are created on the way,
+  lists padded with ``null``); a string arriving at a path that already holds a string is
+  appended to it, as ADK's ``StreamingResponseAggregator`` does. The call stays open while its
+  ``functionCall`` says ``"willContinue": true`` (a ``functionCall`` without ``willContinue``
+  stays open when one of its ``partialArgs`` says it); the first part that does not ends the
+  call, and the complete call is emitted then. An empty ``functionCall: {}``
+  is the end marker: it closes an open call and is ignored otherwise. A call still open when a
+  ``finishReason`` arrives is emitted as the unterminated JSON it has so far, so the aggregator
+  treats it like any cut-off call (left out and named after a non-STOP finish,
+  :class:`~rxllm.MalformedFunctionCallError` after STOP).
+* ``usageMetadata`` is cumulative: it is emitted on every chunk that has it (the aggregator keeps
+  the last). ``finishReason`` maps to :class:`~rxllm.FinishReason` by name (unknown: ``OTHER``)
+  and is kept raw in ``raw_finish_reason``. ``modelVersion`` becomes ``model_version``. A chunk
+  with a finish reason ends the turn, but ``end_of_stream`` stays ``False``: the body is read to
+  EOF, and the aggregator's ``is_complete`` already knows the turn is over.
+* A blocked prompt (``promptFeedback.blockReason``, no candidates) becomes an
+  ``InBandError(code=blockReason, retryable=False)`` with finish reason ``SAFETY``. It arrives
+  before anything was shown, so the aggregator raises it as :class:`~rxllm.ProviderError` --
+  the right outcome: the request was refused, there is no turn to record, and a retry of the
+  same prompt would be refused again. An ``error`` object becomes an ``InBandError`` too
+  (retryable for ``RESOURCE_EXHAUSTED`` / ``UNAVAILABLE`` / ``INTERNAL`` / ``DEADLINE_EXCEEDED``
+  and HTTP-like codes 408/429/5xx).
+* Parts of other kinds (``inlineData``, ``executableCode``...) are not represented in a chunk
+  and are skipped. Bad JSON and wrong shapes raise :class:`~rxllm.ProtocolError`, nothing else.
+
+Mapper decisions: a tool's JSON-schema ``parameters`` go in ``parametersJsonSchema`` and
+``response_schema`` in ``generationConfig.responseJsonSchema`` (the JSON Schema fields; the
+older ``parameters`` / ``responseSchema`` take an OpenAPI subset that rejects common JSON Schema
+such as ``additionalProperties`` or ``$ref``). Function responses are sent in ``user`` turns, as
+ADK does; ids rxllm generated (``adk-`` prefix) are never sent. Contents with no sendable part
+are dropped (the API rejects empty ``parts``); ``system``-role contents join the
+``systemInstruction``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, TypedDict
+from urllib.parse import quote
+
+from .._aggregation import GENERATED_ID_PREFIX
+from .._chunk import Chunk, InBandError, ToolCallFragment
+from .._errors import ConfigurationError, ProtocolError
+from .._provider import HttpRequest, redact_headers
+from .._sse import SseEvent
+from .._types import (
+    FinishReason,
+    FunctionCall,
+    FunctionResponse,
+    GenerateContentConfig,
+    LlmRequest,
+    Part,
+    UsageMetadata,
+)
+
+__all__ = ["DEFAULT_GEMINI_BASE_URL", "GeminiChunkParser", "GeminiRequestMapper"]
+
+DEFAULT_GEMINI_BASE_URL: Final = "https://generativelanguage.googleapis.com"
+_PROVIDER: Final = "gemini"
+
+_FINISH_REASONS: Final = {reason.value: reason for reason in FinishReason}
+_RETRYABLE_STATUSES: Final = frozenset({"RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED"})
+_RETRYABLE_CODES: Final = frozenset({408, 429, 500, 502, 503, 504})
+_USAGE_FIELDS: Final = (
+    ("promptTokenCount", "prompt_token_count"),
+    ("candidatesTokenCount", "candidates_token_count"),
+    ("totalTokenCount", "total_token_count"),
+    ("thoughtsTokenCount", "thoughts_token_count"),
+    ("cachedContentTokenCount", "cached_content_token_count"),
+)
+_MAX_PATH_SEGMENTS: Final = 64
+_MAX_LIST_INDEX: Final = 10_000
+
+
+# --------------------------------------------------------------------------------------------
+# parser
+# --------------------------------------------------------------------------------------------
+
+
+class _OpenCall:
+    """A streamed function call whose arguments are still arriving."""
+
+    __slots__ = ("args", "id", "index", "name", "signature")
+
+    def __init__(self, index: int, name: str, call_id: str | None, signature: bytes | None) -> None:
+        self.index = index
+        self.name = name
+        self.id = call_id
+        self.signature = signature
+        self.args: dict[str, Any] = {}
+
+
+class GeminiChunkParser:
+    """Parses Gemini ``streamGenerateContent?alt=sse`` events into :class:`~rxllm.Chunk` s.
+
+    One instance per stream: it counts the stream's function calls (their ``index``) and holds
+    the one call whose arguments are being streamed, if any. See the module docstring for the
+    full mapping.
+
+    >>> from rxllm import SseEvent
+    >>> p = GeminiChunkParser()
+    >>> c = p.parse(SseEvent(data='{"candidates":[{"content":{"parts":[{"text":"Hi"}]},"finishReason":"STOP"}]}'))
+    >>> c.text_delta, c.finish_reason, c.raw_finish_reason
+    ('Hi', <FinishReason.STOP: 'STOP'>, 'STOP')
+    """
+
+    __slots__ = ("_call_count", "_open")
+
+    def __init__(self) -> None:
+        self._call_count = 0
+        self._open: _OpenCall | None = None
+
+    def parse(self, event: SseEvent) -> Chunk | None:
+        """The chunk for one SSE event, or ``None`` when the event carries nothing.
+
+        Raises:
+            ProtocolError: the data is not JSON, or not a ``GenerateContentResponse`` shape.
+        """
+        return self._chunk(_load_json(event.data))
+
+    def parse_response(self, body: bytes) -> Sequence[Chunk]:
+        """The chunks of a non-streamed ``:generateContent`` body (one response object).
+
+        A JSON array of responses (``:streamGenerateContent`` without ``alt=sse``) is accepted too.
+
+        Raises:
+            ProtocolError: the body is not UTF-8 JSON of the expected shape.
+        """
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ProtocolError("the Gemini response body is not UTF-8", provider=_PROVIDER) from exc
+        payload = _load_json(text)
+        items = payload if isinstance(payload, list) else [payload]
+        parser = GeminiChunkParser()  # a body is a stream of its own: never share call state
+        chunks: list[Chunk] = []
+        for item in items:
+            chunk = parser._chunk(item)
+            if chunk is not None:
+                chunks.append(chunk)
+        return chunks
+
+    def _chunk(self, payload: object) -> Chunk | None:
+        if not isinstance(payload, dict):
+            raise _shape("a GenerateContentResponse must be a JSON object", payload)
+        error = payload.get("error")
+        if error is not None:
+            return Chunk(error=_in_band_error(error))
+
+        texts: list[str] = []
+        thoughts: list[str] = []
+        text_signature: bytes | None = None
+        thought_signature: bytes | None = None
+        fragments: list[ToolCallFragment] = []
+        finish_reason: FinishReason | None = None
+        raw_finish_reason: str | None = None
+        in_band: InBandError | None = None
+
+        candidates = payload.get("candidates")
+        if candidates is not None:
+            if not isinstance(candidates, list):
+                raise _shape("'candidates' must be a list", candidates)
+            if candidates:
+                candidate = candidates[0]
+                if not isinstance(candidate, dict):
+                    raise _shape("a candidate must be an object", candidate)
+                for part in _parts_of(candidate):
+                    signature = _signature(part.get("thoughtSignature"))
+                    call = part.get("functionCall")
+                    if call is not None:
+                        fragment = self._function_call(call, signature)
+                        if fragment is not None:
+                            fragments.append(fragment)
+                        continue
+                    text = part.get("text")
+                    if text is not None and not isinstance(text, str):
+                        raise _shape("a part's 'text' must be a string", text)
+                    thought = part.get("thought")
+                    if thought is not None and not isinstance(thought, bool):
+                        raise _shape("a part's 'thought' must be a boolean", thought)
+                    if thought:
+                        if text:
+                            thoughts.append(text)
+                        if signature is not None:
+                            thought_signature = signature
+                    else:
+                        if text:
+                            texts.append(text)
+                        if signature is not None:
+                            text_signature = signature
+                raw = candidate.get("finishReason")
+                if raw is not None:
+                    if not isinstance(raw, str):
+                        raise _shape("'finishReason' must be a string", raw)
+                    raw_finish_reason = raw
+                    finish_reason = _FINISH_REASONS.get(raw, FinishReason.OTHER)
+
+        feedback = payload.get("promptFeedback")
+        if feedback is not None:
+            if not isinstance(feedback, dict):
+                raise _shape("'promptFeedback' must be an object", feedback)
+            block = feedback.get("blockReason")
+            if block is not None and not isinstance(block, str):
+                raise _shape("'blockReason' must be a string", block)
+            if block and block != "BLOCK_REASON_UNSPECIFIED":
+                detail = feedback.get("blockReasonMessage")
+                message = f"the prompt was blocked ({block})"
+                if isinstance(detail, str) and detail:
+                    message += f": {detail}"
+                in_band = InBandError(message, code=block, retryable=False)
+                if finish_reason is None:
+                    finish_reason = FinishReason.SAFETY
+
+        if finish_reason is not None and self._open is not None:
+            fragments.append(self._cut_off_open_call())
+
+        usage = _usage(payload.get("usageMetadata"))
+        model_version = payload.get("modelVersion")
+        if model_version is not None and not isinstance(model_version, str):
+            raise _shape("'modelVersion' must be a string", model_version)
+
+        if not (
+            texts
+            or thoughts
+            or fragments
+            or model_version
+            or in_band is not None
+            or usage is not None
+            or finish_reason is not None
+            or text_signature is not None
+            or thought_signature is not None
+        ):
+            return None
+        return Chunk(
+            text_delta="".join(texts) if texts else None,
+            thought_delta="".join(thoughts) if thoughts else None,
+            tool_call_fragments=tuple(fragments),
+            finish_reason=finish_reason,
+            usage=usage,
+            raw_finish_reason=raw_finish_reason,
+            error=in_band,
+            thought_signature=thought_signature,
+            text_signature=text_signature,
+            model_version=model_version or None,
+        )
+
+    def _function_call(self, call: object, signature: bytes | None) -> ToolCallFragment | None:
+        if not isinstance(call, dict):
+            raise _shape("'functionCall' must be an object", call)
+        name = _optional_str(call, "name")
+        call_id = _optional_str(call, "id")
+        args = call.get("args")
+        if args is not None and not isinstance(args, dict):
+            raise _shape("'functionCall.args' must be an object", args)
+        partial_args = call.get("partialArgs")
+        if partial_args is not None and not isinstance(partial_args, list):
+            raise _shape("'functionCall.partialArgs' must be a list", partial_args)
+        will_continue = call.get("willContinue")
+        if will_continue is not None and not isinstance(will_continue, bool):
+            raise _shape("'functionCall.willContinue' must be a boolean", will_continue)
+
+        current = self._open
+        if current is None:
+            if not (name or call_id or args or partial_args or will_continue):
+                return None  # an empty end marker after a call that is already complete
+            if not name:
+                raise ProtocolError(
+                    "a functionCall without a name arrived while no streamed call was in progress",
+                    provider=_PROVIDER,
+                )
+            current = _OpenCall(self._call_count, name, call_id, signature)
+            self._call_count += 1
+        else:
+            if name and name != current.name:
+                raise ProtocolError(
+                    f"a functionCall named {name!r} arrived while the streamed call {current.name!r} "
+                    "was still in progress",
+                    provider=_PROVIDER,
+                )
+            if call_id:
+                if current.id is None:
+                    current.id = call_id
+                elif call_id != current.id:
+                    raise ProtocolError(
+                        f"a functionCall with id {call_id!r} arrived while the streamed call "
+                        f"{current.id!r} was still in progress",
+                        provider=_PROVIDER,
+                    )
+            if current.signature is None:
+                current.signature = signature
+        if args:
+            current.args.update(args)
+        any_continues = False
+        for partial_arg in partial_args or ():
+            any_continues = _apply_partial_arg(current.args, partial_arg) or any_continues
+        if will_continue if will_continue is not None else any_continues:
+            self._open = current
+            return None
+        self._open = None
+        return ToolCallFragment(
+            index=current.index,
+            id=current.id,
+            name=current.name,
+            arguments_delta=_dump_args(current.args),
+            complete=True,
+            thought_signature=current.signature,
+        )
+
+    def _cut_off_open_call(self) -> ToolCallFragment:
+        current = self._open
+        assert current is not None
+        self._open = None
+        # The JSON text so far, minus its closing brace: never parses, exactly like a call whose
+        # argument text was cut off, so the aggregator's rules for cut-off calls apply.
+        return ToolCallFragment(
+            index=current.index,
+            id=current.id,
+            name=current.name,
+            arguments_delta=_dump_args(current.args)[:-1],
+            complete=False,
+            thought_signature=current.signature,
+        )
+
+
+def _load_json(text: str) -> object:
+    try:
+        return json.loads(text)
+    except RecursionError as exc:
+        raise ProtocolError("the Gemini event nests too deeply", provider=_PROVIDER) from exc
+    except ValueError as exc:
+        raise ProtocolError(f"the Gemini event is not valid JSON: {exc}", provider=_PROVIDER) from exc
+
+
+def _shape(message: str, value: object) -> ProtocolError:
+    return ProtocolError(f"unexpected Gemini response shape: {message}, got {type(value).__name__}", provider=_PROVIDER)
+
+
+def _parts_of(candidate: dict[str, Any]) -> list[dict[str, Any]]:
+    content = candidate.get("content")
+    if content is None:
+        return []
+    if not isinstance(content, dict):
+        raise _shape("a candidate's 'content' must be an object", content)
+    parts = content.get("parts")
+    if parts is None:
+        return []
+    if not isinstance(parts, list):
+        raise _shape("'content.parts' must be a list", parts)
+    for part in parts:
+        if not isinstance(part, dict):
+            raise _shape("a part must be an object", part)
+    return parts
+
+
+def _optional_str(obj: dict[str, Any], key: str) -> str | None:
+    value = obj.get(key)
+    if value is not None and not isinstance(value, str):
+        raise _shape(f"{key!r} must be a string", value)
+    return value
+
+
+def _signature(value: object) -> bytes | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _shape("'thoughtSignature' must be a base64 string", value)
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        pass
+    try:  # proto3 JSON also accepts the URL-safe alphabet
+        return base64.b64decode(value + "=" * (-len(value) % 4), altchars=b"-_", validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ProtocolError("a 'thoughtSignature' is not valid base64", provider=_PROVIDER) from exc
+
+
+def _usage(raw: object) -> UsageMetadata | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise _shape("'usageMetadata' must be an object", raw)
+    counts: dict[str, int | None] = {}
+    for wire, field in _USAGE_FIELDS:
+        value = raw.get(wire)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise _shape(f"'usageMetadata.{wire}' must be an integer", value)
+        counts[field] = value
+    return UsageMetadata(
+        prompt_token_count=counts["prompt_token_count"],
+        candidates_token_count=counts["candidates_token_count"],
+        total_token_count=counts["total_token_count"],
+        thoughts_token_count=counts["thoughts_token_count"],
+        cached_content_token_count=counts["cached_content_token_count"],
+    )
+
+
+def _in_band_error(error: object) -> InBandError:
+    if isinstance(error, str):
+        return InBandError(error or "the provider reported an error")
+    if not isinstance(error, dict):
+        raise _shape("'error' must be an object", error)
+    message = error.get("message")
+    status = error.get("status")
+    code = error.get("code")
+    text = message if isinstance(message, str) and message else "the provider reported an error"
+    if isinstance(status, str) and status:
+        code_text: str | None = status
+    elif isinstance(code, int | str) and not isinstance(code, bool):
+        code_text = str(code)
+    else:
+        code_text = None
+    retryable = (isinstance(status, str) and status in _RETRYABLE_STATUSES) or (
+        isinstance(code, int) and code in _RETRYABLE_CODES
+    )
+    return InBandError(text, code=code_text, retryable=retryable)
+
+
+def _dump_args(args: dict[str, Any]) -> str:
+    try:
+        return json.dumps(args, ensure_ascii=False, separators=(",", ":"))
+    except (RecursionError, ValueError) as exc:
+        raise ProtocolError("streamed function-call arguments nest too deeply", provider=_PROVIDER) from exc
+
+
+_PATH_TOKEN = re.compile(
+    r"""\.(?P<name>[^.\[\]]+)"""  # .name
+    r"""|\[(?P<index>\d+)\]"""  # [0]
+    r"""|\['(?P<sq>(?:[^'\\]|\\.)*)'\]"""  # ['name']
+    r"""|\["(?P<dq>(?:[^"\\]|\\.)*)"\]"""  # ["name"]
+)
+_ESCAPE = re.compile(r"\\(.)")
+
+
+def _parse_json_path(path: str) -> list[str | int]:
+    """``$.a['b'][0]`` -> ``["a", "b", 0]`` (a name-and-index subset of RFC 9535)."""
+    if not path.startswith("$"):
+        path = "$." + path  # tolerate a bare member name, as ADK does
+    tokens: list[str | int] = []
+    pos = 1
+    while pos < len(path):
+        match = _PATH_TOKEN.match(path, pos)
+        if match is None:
+            raise ProtocolError(f"unsupported partialArgs jsonPath {path!r}", provider=_PROVIDER)
+        if match.group("index") is not None:
+            tokens.append(int(match.group("index")))
+        else:
+            name = match.group("name")
+            if name is None:
+                quoted = match.group("sq") if match.group("sq") is not None else match.group("dq")
+                name = _ESCAPE.sub(r"\1", quoted)
+            tokens.append(name)
+        pos = match.end()
+        if len(tokens) > _MAX_PATH_SEGMENTS:
+            raise ProtocolError("a partialArgs jsonPath is too deep", provider=_PROVIDER)
+    return tokens
+
+
+def _apply_partial_arg(args: dict[str, Any], partial_arg: object) -> bool:
+    """Merge one ``PartialArg`` into ``args``; return its ``willContinue``."""
+    if not isinstance(partial_arg, dict):
+        raise _shape("a partialArgs entry must be an object", partial_arg)
+    path = partial_arg.get("jsonPath")
+    if not isinstance(path, str) or not path:
+        raise _shape("a partialArgs entry needs a 'jsonPath' string", path)
+    will_continue = partial_arg.get("willContinue") is True
+    value: Any
+    if "stringValue" in partial_arg:
+        value = partial_arg["stringValue"]
+        if not isinstance(value, str):
+            raise _shape("'stringValue' must be a string", value)
+    elif "numberValue" in partial_arg:
+        value = partial_arg["numberValue"]
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise _shape("'numberValue' must be a number", value)
+    elif "boolValue" in partial_arg:
+        value = partial_arg["boolValue"]
+        if not isinstance(value, bool):
+            raise _shape("'boolValue' must be a boolean", value)
+    elif "nullValue" in partial_arg:
+        value = None
+    else:
+        return will_continue  # no value yet: only announces the path
+    tokens = _parse_json_path(path)
+    if not tokens:
+        raise ProtocolError("a partialArgs value at '$' would replace the arguments object", provider=_PROVIDER)
+    _set_at_path(args, tokens, value, path)
+    return will_continue
+
+
+def _set_at_path(args: dict[str, Any], tokens: list[str | int], value: Any, path: str) -> None:
+    container: Any = args
+    for position, token in enumerate(tokens):
+        last = position == len(tokens) - 1
+        following = None if last else tokens[position + 1]
+        if isinstance(token, str):
+            if not isinstance(container, dict):
+                raise ProtocolError(f"partialArgs path {path!r} names a member of a non-object", provider=_PROVIDER)
+            if last:
+                existing = container.get(token)
+                container[token] = existing + value if isinstance(existing, str) and isinstance(value, str) else value
+                return
+            if token not in container or container[token] is None:
+                container[token] = [] if isinstance(following, int) else {}
+            container = container[token]
+        else:
+            if not isinstance(container, list):
+                raise ProtocolError(f"partialArgs path {path!r} indexes a non-array", provider=_PROVIDER)
+            if token > _MAX_LIST_INDEX:
+                raise ProtocolError(f"partialArgs path {path!r} has an index out of range", provider=_PROVIDER)
+            if token >= len(container):
+                container.extend([None] * (token + 1 - len(container)))
+            if last:
+                existing = container[token]
+                container[token] = existing + value if isinstance(existing, str) and isinstance(value, str) else value
+                return
+            if container[token] is None:
+                container[token] = [] if isinstance(following, int) else {}
+            container = container[token]
+
+
+# --------------------------------------------------------------------------------------------
+# request mapper
+# --------------------------------------------------------------------------------------------
+
+
+class _WireBlob(TypedDict):
+    mimeType: str
+    data: str
+
+
+class _WireFunctionCall(TypedDict, total=False):
+    id: str
+    name: str
+    args: dict[str, Any]
+
+
+class _WireFunctionResponse(TypedDict, total=False):
+    id: str
+    name: str
+    response: dict[str, Any]
+
+
+class _WirePart(TypedDict, total=False):
+    text: str
+    thought: bool
+    thoughtSignature: str
+    functionCall: _WireFunctionCall
+    functionResponse: _WireFunctionResponse
+    inlineData: _WireBlob
+
+
+class _WireContent(TypedDict, total=False):
+    role: str
+    parts: list[_WirePart]
+
+
+class _WireFunctionDeclaration(TypedDict, total=False):
+    name: str
+    description: str
+    parametersJsonSchema: dict[str, Any]
+
+
+class _WireTool(TypedDict):
+    functionDeclarations: list[_WireFunctionDeclaration]
+
+
+class _WireThinkingConfig(TypedDict, total=False):
+    includeThoughts: bool
+    thinkingBudget: int
+
+
+class _WireGenerationConfig(TypedDict, total=False):
+    temperature: float
+    topP: float
+    topK: int
+    maxOutputTokens: int
+    stopSequences: list[str]
+    candidateCount: int
+    seed: int
+    responseMimeType: str
+    responseJsonSchema: dict[str, Any]
+    thinkingConfig: _WireThinkingConfig
+
+
+class _WireRequest(TypedDict, total=False):
+    contents: list[_WireContent]
+    systemInstruction: _WireContent
+    tools: list[_WireTool]
+    generationConfig: _WireGenerationConfig
+
+
+_MODEL_ROLES: Final = frozenset({"model", "assistant"})
+
+
+class GeminiRequestMapper:
+    """Maps an :class:`~rxllm.LlmRequest` to a Gemini ``generateContent`` HTTP request.
+
+    Streaming posts to ``{base_url}/{api_version}/models/{model}:streamGenerateContent?alt=sse``,
+    non-streaming to ``...:generateContent``. The API key travels in the ``x-goog-api-key``
+    header, never in the URL, and never appears in a repr.
+
+    Args:
+        base_url: the API root (a proxy or a loopback stub in tests).
+        api_key: the Gemini API key; ``None`` sends no key header (a proxy that adds it).
+        api_version: ``"v1beta"`` (default; the JSON-schema fields and thinking need it) or ``"v1"``.
+        extra_headers: headers added to every request.
+
+    Raises:
+        ConfigurationError: for an empty base URL or API version, or a key that is not one line.
+
+    >>> from rxllm import LlmRequest, Content, Part
+    >>> mapper = GeminiRequestMapper(api_key="k")
+    >>> request = LlmRequest(contents=[Content(role="user", parts=[Part.from_text("Hi")])])
+    >>> http = mapper.to_http_request(request, model="gemini-2.5-flash", stream=True)
+    >>> http.url
+    'https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse'
+    >>> http.body
+    b'{"contents":[{"role":"user","parts":[{"text":"Hi"}]}]}'
+    """
+
+    __slots__ = ("_api_key", "_api_version", "_base_url", "_extra_headers")
+
+    def __init__(
+        self,
+        *,
+        base_url: str = DEFAULT_GEMINI_BASE_URL,
+        api_key: str | None,
+        api_version: str = "v1beta",
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        if not base_url or not base_url.strip():
+            raise ConfigurationError("base_url must not be empty", provider=_PROVIDER)
+        if not api_version or "/" in api_version.strip("/") or not api_version.strip("/"):
+            raise ConfigurationError(f"api_version must be one path segment, got {api_version!r}", provider=_PROVIDER)
+        if api_key is not None and (not api_key or any(c in api_key for c in "\r\n\0")):
+            raise ConfigurationError("api_key must be a non-empty single-line string", provider=_PROVIDER)
+        self._base_url = base_url.strip().rstrip("/")
+        self._api_version = api_version.strip("/")
+        self._api_key = api_key
+        self._extra_headers = dict(extra_headers or {})
+
+    @property
+    def provider(self) -> str:
+        """``"gemini"``."""
+        return _PROVIDER
+
+    def __repr__(self) -> str:
+        key = "None" if self._api_key is None else "'***'"
+        return (
+            f"GeminiRequestMapper(base_url={self._base_url!r}, api_version={self._api_version!r}, "
+            f"api_key={key}, extra_headers={redact_headers(self._extra_headers)!r})"
+        )
+
+    def to_http_request(self, llm_request: LlmRequest, *, model: str, stream: bool) -> HttpRequest:
+        """The HTTP request for ``model`` (``"gemini-2.5-flash"`` or ``"models/gemini-2.5-flash"``).
+
+        Raises:
+            ConfigurationError: no model name, or content that cannot be encoded as JSON.
+        """
+        body = self._body(llm_request)
+        try:
+            encoded = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise ConfigurationError(f"the request cannot be encoded as JSON: {exc}", provider=_PROVIDER) from exc
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream" if stream else "application/json",
+        }
+        if self._api_key is not None:
+            headers["x-goog-api-key"] = self._api_key
+        headers.update(self._extra_headers)
+        return HttpRequest(url=self._url(model, stream=stream), body=encoded, headers=headers)
+
+    def _url(self, model: str, *, stream: bool) -> str:
+        name = model.strip() if model else ""
+        if not name.startswith(("models/", "tunedModels/")):
+            name = "models/" + name
+        if name.endswith("/"):
+            raise ConfigurationError("a model name is required for a Gemini request", provider=_PROVIDER)
+        path = quote(name, safe="/-._~@")
+        method = "streamGenerateContent?alt=sse" if stream else "generateContent"
+        return f"{self._base_url}/{self._api_version}/{path}:{method}"
+
+    def _body(self, request: LlmRequest) -> _WireRequest:
+        config = request.config
+        system_parts = _parts(config.system_instruction.parts) if config.system_instruction is not None else []
+        contents: list[_WireContent] = []
+        for content in request.contents:
+            parts = _parts(content.parts)
+            if not parts:
+                continue  # the API rejects a content with no parts
+            if content.role == "system":
+                system_parts.extend(parts)
+                continue
+            contents.append({"role": "model" if content.role in _MODEL_ROLES else "user", "parts": parts})
+        body: _WireRequest = {"contents": contents}
+        if system_parts:
+            body["systemInstruction"] = {"parts": system_parts}
+        tools = _tools(config)
+        if tools:
+            body["tools"] = tools
+        generation = _generation_config(config)
+        if generation:
+            body["generationConfig"] = generation
+        return body
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _provider_id(call_id: str | None) -> str | None:
+    return call_id if call_id and not call_id.startswith(GENERATED_ID_PREFIX) else None
+
+
+def _function_call(call: FunctionCall) -> _WireFunctionCall:
+    wire: _WireFunctionCall = {"name": call.name, "args": dict(call.args)}
+    call_id = _provider_id(call.id)
+    if call_id is not None:
+        wire["id"] = call_id
+    return wire
+
+
+def _function_response(response: FunctionResponse) -> _WireFunctionResponse:
+    wire: _WireFunctionResponse = {"name": response.name, "response": dict(response.response)}
+    call_id = _provider_id(response.id)
+    if call_id is not None:
+        wire["id"] = call_id
+    return wire
+
+
+def _parts(parts: Sequence[Part]) -> list[_WirePart]:
+    wire_parts: list[_WirePart] = []
+    for part in parts:
+        wire: _WirePart = {}
+        if part.text is not None:
+            wire["text"] = part.text
+        if part.function_call is not None:
+            wire["functionCall"] = _function_call(part.function_call)
+        if part.function_response is not None:
+            wire["functionResponse"] = _function_response(part.function_response)
+        if part.inline_data is not None:
+            wire["inlineData"] = {"mimeType": part.inline_data.mime_type, "data": _b64(part.inline_data.data)}
+        if not wire and part.thought_signature is None:
+            continue  # nothing to send
+        if part.thought:
+            wire["thought"] = True
+        if part.thought_signature is not None:
+            wire["thoughtSignature"] = _b64(part.thought_signature)
+        wire_parts.append(wire)
+    return wire_parts
+
+
+def _tools(config: GenerateContentConfig) -> list[_WireTool]:
+    tools: list[_WireTool] = []
+    for tool in config.tools or ():
+        declarations: list[_WireFunctionDeclaration] = []
+        for declaration in tool.function_declarations:
+            wire: _WireFunctionDeclaration = {"name": declaration.name}
+            if declaration.description is not None:
+                wire["description"] = declaration.description
+            if declaration.parameters is not None:
+                wire["parametersJsonSchema"] = dict(declaration.parameters)
+            declarations.append(wire)
+        if declarations:
+            tools.append({"functionDeclarations": declarations})
+    return tools
+
+
+def _generation_config(config: GenerateContentConfig) -> _WireGenerationConfig:
+    wire: _WireGenerationConfig = {}
+    if config.temperature is not None:
+        wire["temperature"] = config.temperature
+    if config.top_p is not None:
+        wire["topP"] = config.top_p
+    if config.top_k is not None:
+        wire["topK"] = config.top_k
+    if config.max_output_tokens is not None:
+        wire["maxOutputTokens"] = config.max_output_tokens
+    if config.stop_sequences is not None:
+        wire["stopSequences"] = list(config.stop_sequences)
+    if config.candidate_count is not None:
+        wire["candidateCount"] = config.candidate_count
+    if config.seed is not None:
+        wire["seed"] = config.seed
+    if config.response_mime_type is not None:
+        wire["responseMimeType"] = config.response_mime_type
+    if config.response_schema is not None:
+        wire["responseJsonSchema"] = dict(config.response_schema)
+    thinking = config.thinking_config
+    if thinking is not None:
+        thinking_wire: _WireThinkingConfig = {}
+        if thinking.include_thoughts is not None:
+            thinking_wire["includeThoughts"] = thinking.include_thoughts
+        if thinking.thinking_budget is not None:
+            thinking_wire["thinkingBudget"] = thinking.thinking_budget
+        if thinking_wire:
+            wire["thinkingConfig"] = thinking_wire
+    return wire

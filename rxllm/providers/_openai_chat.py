@@ -1,0 +1,702 @@
+"""OpenAI Chat Completions (and every server that speaks it): the chunk parser and the request mapper.
+
+Both classes are pure: no I/O, no Rx. :class:`OpenAiChatChunkParser` turns one SSE event of a
+``/chat/completions`` stream (or a whole non-streamed ``chat.completion`` body) into normalized
+:class:`~rxllm.Chunk` s; :class:`OpenAiChatRequestMapper` turns an :class:`~rxllm.LlmRequest` into
+the HTTP request. They cover api.openai.com and the Chat-Completions-shaped APIs of DeepSeek, Z.ai,
+Groq, OpenRouter, Mistral, Ollama, llama.cpp and vLLM.
+
+What the parser reads (everything else, e.g. ``obfuscation``, ``logprobs``, ``moderation``,
+``x_groq``, ``reasoning_details``, ``native_finish_reason``, is ignored):
+
+* ``data: [DONE]`` ends the stream (``Chunk(end_of_stream=True)``).
+* Choice 0 only. With ``n > 1`` the choice with ``index`` 0 is the answer and the other choices
+  are ignored (a choice without ``index`` counts as index 0). ``delta`` of that choice:
+
+  - ``content``: a string, or an array of typed parts (Mistral): ``{"type": "text", "text"}`` is
+    answer text, ``{"type": "thinking", "thinking": [{"type": "text", "text"}]}`` is thought text,
+    other part types are ignored.
+  - ``reasoning_content`` (DeepSeek, Z.ai, vLLM) or else ``reasoning`` (Groq, OpenRouter, Ollama):
+    thought text. Servers that send both carry the same text in both, so only one is read.
+  - ``refusal``: refusal text; ``tool_calls[]``: fragments keyed by ``index`` (list position when a
+    server omits it), with ``id``, ``function.name`` and ``function.arguments``.
+  - ``finish_reason``: ``stop``, ``tool_calls`` and ``function_call`` map to STOP, ``length`` to
+    MAX_TOKENS, ``content_filter`` to SAFETY, anything else to OTHER; the raw value is kept.
+
+* ``usage`` in any chunk (also ``choices: []`` chunks, and chunks after them); ``"usage": null``
+  means none. ``model`` becomes ``model_version``.
+* An ``error`` object in a data chunk (OpenRouter) becomes an :class:`~rxllm.InBandError`; an SSE
+  event of type ``error`` (Groq) too, and also ends the stream, since nothing follows it. Other
+  event types (``ping``) carry nothing. ``retryable`` is true when the error's HTTP-like status
+  (``code``/``status``/``status_code``) is 408, 409, 429 or 5xx, or its ``type``/``code`` names a
+  server, overload, rate-limit, timeout or unavailability condition; anything else (invalid
+  request, tool validation, token limit, content policy) is not retryable: the same request would
+  fail the same way.
+
+Data that is not JSON, or JSON of the wrong shape, raises :class:`~rxllm.ProtocolError`.
+
+>>> from rxllm import SseEvent
+>>> parser = OpenAiChatChunkParser()
+>>> chunk = parser.parse(SseEvent(data='{"model":"m","choices":[{"index":0,"delta":{"content":"Hi"}}]}'))
+>>> chunk.text_delta, chunk.model_version
+('Hi', 'm')
+>>> parser.parse(SseEvent(data="[DONE]")).end_of_stream
+True
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from .._chunk import Chunk, InBandError, ToolCallFragment
+from .._errors import ConfigurationError, ProtocolError
+from .._json import loads
+from .._provider import HttpRequest, redact_headers
+from .._sse import SseEvent
+from .._types import FinishReason, FunctionDeclaration, GenerateContentConfig, LlmRequest, Part, UsageMetadata
+
+__all__ = ["OpenAiChatChunkParser", "OpenAiChatRequestMapper"]
+
+_PROVIDER = "openai"
+
+_loads = loads  # the hot path's JSON decoder (rxllm._json)
+
+_FINISH_REASONS: dict[str, FinishReason] = {
+    "stop": FinishReason.STOP,
+    "length": FinishReason.MAX_TOKENS,
+    "tool_calls": FinishReason.STOP,
+    "function_call": FinishReason.STOP,
+    "content_filter": FinishReason.SAFETY,
+}
+
+_RETRYABLE_STATUSES = frozenset({408, 409, 429})
+_RETRYABLE_WORDS = ("server_error", "internal", "overload", "rate_limit", "timeout", "unavailable", "capacity")
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+# --------------------------------------------------------------------------------------------
+# parser
+
+
+def _expect(value: object, kind: type, what: str) -> Any:
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ProtocolError(
+            f"{what} must be a JSON {_JSON_NAMES.get(kind, kind.__name__)}, got {type(value).__name__}",
+            provider=_PROVIDER,
+        )
+    return value
+
+
+_JSON_NAMES: dict[type, str] = {dict: "object", list: "array", str: "string", int: "integer"}
+
+
+def _optional_str(container: Mapping[str, Any], key: str, what: str) -> str | None:
+    value = container.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise ProtocolError(f"{what}.{key} must be a string or null, got {type(value).__name__}", provider=_PROVIDER)
+
+
+def _token_count(container: Any, key: str) -> int | None:
+    if not isinstance(container, dict):
+        return None
+    value = container.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _usage(value: object) -> UsageMetadata | None:
+    if value is None:
+        return None
+    usage = _expect(value, dict, "usage")
+    return UsageMetadata(
+        prompt_token_count=_token_count(usage, "prompt_tokens"),
+        candidates_token_count=_token_count(usage, "completion_tokens"),
+        total_token_count=_token_count(usage, "total_tokens"),
+        thoughts_token_count=_token_count(usage.get("completion_tokens_details"), "reasoning_tokens"),
+        cached_content_token_count=_token_count(usage.get("prompt_tokens_details"), "cached_tokens"),
+    )
+
+
+def _in_band_error(value: object) -> InBandError:
+    """An ``error`` member (an object, or a bare message string) as an :class:`InBandError`."""
+    if isinstance(value, str):
+        return InBandError(message=value, code=None, retryable=False)
+    if not isinstance(value, dict):
+        return InBandError(message=_dumps(value), code=None, retryable=False)
+    message = value.get("message")
+    if not isinstance(message, str) or not message:
+        message = "the provider reported an error without a message"
+    raw_code, raw_type = value.get("code"), value.get("type")
+    code: str | None
+    if isinstance(raw_code, str) and raw_code:
+        code = raw_code
+    elif isinstance(raw_type, str) and raw_type:
+        code = raw_type
+    elif isinstance(raw_code, int) and not isinstance(raw_code, bool):
+        code = str(raw_code)
+    else:
+        code = None
+    return InBandError(message=message, code=code, retryable=_is_retryable(value))
+
+
+def _is_retryable(error: Mapping[str, Any]) -> bool:
+    for key in ("status_code", "status", "code"):
+        status = error.get(key)
+        if isinstance(status, int) and not isinstance(status, bool):
+            return status in _RETRYABLE_STATUSES or status >= 500
+    for key in ("type", "code"):
+        word = error.get(key)
+        if isinstance(word, str) and any(w in word.lower() for w in _RETRYABLE_WORDS):
+            return True
+    return False
+
+
+def _content_parts(content: object, what: str) -> tuple[str, str]:
+    """``(answer text, thought text)`` of a ``content`` value: a string, null or an array of parts."""
+    if content is None:
+        return "", ""
+    if isinstance(content, str):
+        return content, ""
+    parts = _expect(content, list, what)
+    text: list[str] = []
+    thought: list[str] = []
+    for part in parts:
+        part = _expect(part, dict, f"{what}[]")
+        kind = part.get("type")
+        if kind == "text":
+            piece = _optional_str(part, "text", f"{what}[]")
+            if piece:
+                text.append(piece)
+        elif kind == "thinking":
+            thinking = part.get("thinking")
+            if isinstance(thinking, str):
+                thought.append(thinking)
+            elif thinking is not None:
+                for inner in _expect(thinking, list, f"{what}[].thinking"):
+                    inner = _expect(inner, dict, f"{what}[].thinking[]")
+                    if inner.get("type", "text") == "text":
+                        piece = _optional_str(inner, "text", f"{what}[].thinking[]")
+                        if piece:
+                            thought.append(piece)
+    return "".join(text), "".join(thought)
+
+
+def _thought(message: Mapping[str, Any], what: str) -> str:
+    reasoning = _optional_str(message, "reasoning_content", what)
+    if not reasoning:
+        reasoning = _optional_str(message, "reasoning", what)
+    return reasoning or ""
+
+
+def _tool_call_fragments(value: object, what: str, *, complete: bool) -> tuple[ToolCallFragment, ...]:
+    if value is None:
+        return ()
+    calls = _expect(value, list, what)
+    fragments = []
+    for position, call in enumerate(calls):
+        call = _expect(call, dict, f"{what}[]")
+        index = call.get("index", position)
+        _expect(index, int, f"{what}[].index")
+        function = call.get("function")
+        if function is None:
+            function = {}
+        _expect(function, dict, f"{what}[].function")
+        arguments = function.get("arguments")
+        if isinstance(arguments, dict):  # a few servers send the arguments as an object
+            arguments = _dumps(arguments)
+        elif arguments is not None and not isinstance(arguments, str):
+            raise ProtocolError(
+                f"{what}[].function.arguments must be a string, got {type(arguments).__name__}", provider=_PROVIDER
+            )
+        fragments.append(
+            ToolCallFragment(
+                index=index,
+                id=_optional_str(call, "id", f"{what}[]") or None,
+                name=_optional_str(function, "name", f"{what}[].function") or None,
+                arguments_delta=arguments or "",
+                complete=complete,
+            )
+        )
+    return tuple(fragments)
+
+
+def _first_choice(payload: Mapping[str, Any]) -> dict[str, Any] | None:
+    choices = payload.get("choices")
+    if choices is None:
+        return None
+    for choice in _expect(choices, list, "choices"):
+        _expect(choice, dict, "choices[]")
+        index = choice.get("index", 0)
+        if index == 0 and not isinstance(index, bool):
+            return choice  # type: ignore[no-any-return]
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise ProtocolError(f"choices[].index must be an integer, got {type(index).__name__}", provider=_PROVIDER)
+    return None
+
+
+def _finish(choice: Mapping[str, Any], what: str) -> tuple[FinishReason | None, str | None]:
+    raw = _optional_str(choice, "finish_reason", what)
+    if raw is None:
+        return None, None
+    return _FINISH_REASONS.get(raw, FinishReason.OTHER), raw
+
+
+def _decode(data: str | bytes) -> dict[str, Any]:
+    try:
+        payload = _loads(data)
+    except (ValueError, TypeError) as exc:  # TypeError: a str with lone surrogates
+        raise ProtocolError(f"chunk is not valid JSON: {exc}", provider=_PROVIDER) from exc
+    if not isinstance(payload, dict):
+        raise ProtocolError(f"chunk must be a JSON object, got {type(payload).__name__}", provider=_PROVIDER)
+    return payload
+
+
+class OpenAiChatChunkParser:
+    """Parses Chat Completions stream events (and non-streamed bodies) into :class:`~rxllm.Chunk` s.
+
+    Stateless, so one instance could serve many streams; the model still makes one per stream, as
+    the :class:`~rxllm.ChunkParser` protocol says. The module docstring lists every field read.
+
+    >>> from rxllm import SseEvent
+    >>> chunk = OpenAiChatChunkParser().parse(SseEvent(data='{"choices":[],"usage":{"prompt_tokens":3}}'))
+    >>> chunk.usage.prompt_token_count
+    3
+    """
+
+    __slots__ = ()
+
+    def parse(self, event: SseEvent) -> Chunk | None:
+        """The chunk of one SSE event; ``None`` for event types other than ``message`` and ``error``.
+
+        Raises:
+            ProtocolError: for data that is not a JSON object of the Chat Completions chunk shape.
+        """
+        kind = event.event
+        if kind == "message":
+            data = event.data
+            if data == "[DONE]" or (len(data) < 16 and data.strip() == "[DONE]"):
+                return Chunk(end_of_stream=True)
+            return self._chunk(_decode(data))
+        if kind == "error":
+            return Chunk(error=self._error_event(event.data), end_of_stream=True)
+        return None
+
+    def parse_response(self, body: bytes) -> Sequence[Chunk]:
+        """The one chunk of a non-streamed ``chat.completion`` body (``choices[0].message``).
+
+        The chunk carries the whole turn (text, thought, complete tool calls, finish reason,
+        usage) and ``end_of_stream``. A body that is an ``{"error": ...}`` object yields an
+        error chunk.
+
+        Raises:
+            ProtocolError: for a body that is not a JSON object of the ``chat.completion`` shape.
+        """
+        payload = _decode(body)
+        error = payload.get("error")
+        usage = _usage(payload.get("usage"))
+        model = payload.get("model")
+        model_version = model if isinstance(model, str) else None
+        choice = _first_choice(payload)
+        if choice is None:
+            if error is None and usage is None:
+                raise ProtocolError("chat.completion body has no choice with index 0", provider=_PROVIDER)
+            return [
+                Chunk(
+                    usage=usage,
+                    model_version=model_version,
+                    error=_in_band_error(error) if error is not None else None,
+                    end_of_stream=True,
+                )
+            ]
+        message = choice.get("message")
+        if message is None:
+            message = {}
+        _expect(message, dict, "choices[].message")
+        text, thought_in_content = _content_parts(message.get("content"), "choices[].message.content")
+        thought = _thought(message, "choices[].message") + thought_in_content
+        finish_reason, raw_finish = _finish(choice, "choices[]")
+        refusal = _optional_str(message, "refusal", "choices[].message")
+        return [
+            Chunk(
+                text_delta=text or None,
+                thought_delta=thought or None,
+                tool_call_fragments=_tool_call_fragments(
+                    message.get("tool_calls"), "choices[].message.tool_calls", complete=True
+                ),
+                finish_reason=finish_reason,
+                usage=usage,
+                raw_finish_reason=raw_finish,
+                error=_in_band_error(error) if error is not None else None,
+                refusal_delta=refusal or None,
+                model_version=model_version,
+                end_of_stream=True,
+            )
+        ]
+
+    @staticmethod
+    def _chunk(payload: dict[str, Any]) -> Chunk:
+        # The hot path: one call per network event, so the common shapes are checked inline.
+        model = payload.get("model")
+        error = payload.get("error")
+        usage = payload.get("usage")
+        choices = payload.get("choices")
+        choice: dict[str, Any] | None = None
+        if type(choices) is list and choices and type(choices[0]) is dict:
+            index = choices[0].get("index", 0)
+            if type(index) is int and index == 0:
+                choice = choices[0]
+        if choice is None:
+            choice = _first_choice(payload)
+        if choice is None:
+            return Chunk(
+                usage=_usage(usage) if usage is not None else None,
+                error=_in_band_error(error) if error is not None else None,
+                model_version=model if isinstance(model, str) else None,
+            )
+        delta = choice.get("delta")
+        if delta is None:
+            delta = {}
+        elif type(delta) is not dict:
+            raise ProtocolError(
+                f"choices[].delta must be a JSON object, got {type(delta).__name__}", provider=_PROVIDER
+            )
+        content = delta.get("content")
+        thought = delta.get("reasoning_content") or delta.get("reasoning")
+        if thought is not None and type(thought) is not str:
+            thought = _thought(delta, "delta")  # raises for the wrong type
+        if content is not None and type(content) is not str:
+            content, in_content = _content_parts(content, "delta.content")
+            thought = (thought or "") + in_content
+        refusal = delta.get("refusal")
+        if refusal is not None and type(refusal) is not str:
+            raise ProtocolError(f"delta.refusal must be a string, got {type(refusal).__name__}", provider=_PROVIDER)
+        tool_calls = delta.get("tool_calls")
+        raw_finish = choice.get("finish_reason")
+        finish_reason = None
+        if raw_finish is not None:
+            if type(raw_finish) is not str:
+                raise ProtocolError(
+                    f"choices[].finish_reason must be a string or null, got {type(raw_finish).__name__}",
+                    provider=_PROVIDER,
+                )
+            finish_reason = _FINISH_REASONS.get(raw_finish, FinishReason.OTHER)
+        return Chunk(
+            text_delta=content or None,
+            thought_delta=thought or None,
+            tool_call_fragments=_tool_call_fragments(tool_calls, "delta.tool_calls", complete=False)
+            if tool_calls is not None
+            else (),
+            finish_reason=finish_reason,
+            usage=_usage(usage) if usage is not None else None,
+            raw_finish_reason=raw_finish,
+            error=_in_band_error(error) if error is not None else None,
+            refusal_delta=refusal or None,
+            model_version=model if type(model) is str else None,
+        )
+
+    @staticmethod
+    def _error_event(data: str) -> InBandError:
+        try:
+            payload = _loads(data)
+        except (ValueError, TypeError):
+            return InBandError(message=data.strip() or "the provider sent an error event", retryable=False)
+        if isinstance(payload, dict) and payload.get("error") is not None:
+            return _in_band_error(payload["error"])
+        if isinstance(payload, dict) and payload.get("message") is not None:
+            return _in_band_error(payload)
+        return InBandError(message=data.strip() or "the provider sent an error event", retryable=False)
+
+
+# --------------------------------------------------------------------------------------------
+# request mapper
+
+
+class _CallIds:
+    """Ids for function calls that have none (OpenAI requires them), matched to their responses by name."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._pending: dict[str, deque[str]] = {}
+
+    def for_call(self, name: str, call_id: str | None) -> str:
+        if call_id:
+            return call_id
+        self._count += 1
+        new_id = f"call{self._count:05d}"  # 9 alphanumerics: also valid for Mistral, which demands that
+        self._pending.setdefault(name, deque()).append(new_id)
+        return new_id
+
+    def for_response(self, name: str, call_id: str | None) -> str:
+        if call_id:
+            return call_id
+        pending = self._pending.get(name)
+        if not pending:
+            raise ConfigurationError(
+                f"function response {name!r} has no id and matches no earlier function call without an id",
+                provider=_PROVIDER,
+            )
+        return pending.popleft()
+
+
+class OpenAiChatRequestMapper:
+    """Maps an :class:`~rxllm.LlmRequest` to a ``POST {base_url}/chat/completions`` request.
+
+    The body, from the request:
+
+    * ``config.system_instruction`` → a first ``{"role": "system"}`` message (its text parts).
+    * user turns → ``{"role": "user", "content": ...}``: a string for one text part, else an array
+      of ``text`` and ``image_url`` parts (``inline_data`` images become ``data:`` URLs; other inline
+      data raises :class:`~rxllm.ConfigurationError`).
+    * model turns → one ``{"role": "assistant"}`` message with the answer text (``null`` when none)
+      and ``tool_calls`` (arguments as a JSON string). Thought parts are never sent back.
+    * each function response part (in any turn) → ``{"role": "tool", "tool_call_id", "content"}``
+      with the response as a JSON string, before the turn's other parts. OpenAI requires call ids:
+      a call without one gets ``call00001``, ``call00002``... (nine alphanumerics, the form Mistral
+      demands), and a response without one takes the oldest such id of a call with the same name.
+    * tools → ``tools: [{"type": "function", "function": {name, description, parameters}}]``.
+    * config: ``temperature``, ``top_p``, ``top_k`` (not an OpenAI parameter; api.openai.com rejects
+      it, vLLM/llama.cpp/Ollama accept it), ``seed``, ``stop_sequences`` → ``stop``,
+      ``candidate_count`` → ``n``, ``max_output_tokens`` → ``max_tokens`` (what every compatible
+      server accepts; pass ``max_tokens_param="max_completion_tokens"`` for OpenAI's o-series and
+      gpt-5 models, which reject ``max_tokens``), ``response_mime_type="application/json"`` →
+      ``response_format`` ``json_schema`` (named ``"response"``, not ``strict``) when
+      ``response_schema`` is set, else ``json_object``. ``thinking_config`` is not sent (Chat
+      Completions has no portable equivalent).
+    * streaming adds ``"stream": true`` and ``"stream_options": {"include_usage": true}``.
+
+    Headers: ``Authorization: Bearer <key>`` only when a key is set (Ollama and llama.cpp need
+    none), ``content-type: application/json``, ``accept: text/event-stream`` when streaming (else
+    ``application/json``), then ``extra_headers`` (which win over the defaults). The repr never
+    shows the key.
+
+    >>> from rxllm import Content, LlmRequest, Part
+    >>> mapper = OpenAiChatRequestMapper(base_url="http://127.0.0.1:11434/v1/", api_key=None)
+    >>> request = mapper.to_http_request(LlmRequest(contents=[Content(role="user", parts=[Part(text="Hi")])]),
+    ...                                  model="qwen2.5", stream=True)
+    >>> request.url, request.body
+    ('http://127.0.0.1:11434/v1/chat/completions', b'{"model":"qwen2.5","messages":[{"role":"user","content":"Hi"}],\
+"stream":true,"stream_options":{"include_usage":true}}')
+    """
+
+    __slots__ = ("_api_key", "_base_url", "_extra_headers", "_max_tokens_param")
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        extra_headers: Mapping[str, str] | None = None,
+        max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+    ) -> None:
+        """Create a mapper.
+
+        Args:
+            base_url: the API root, e.g. ``"https://api.openai.com/v1"`` (a trailing slash is ignored).
+            api_key: the bearer token; ``None`` or ``""`` sends no ``Authorization`` header.
+            extra_headers: more headers for every request (``OpenAI-Organization``, ``HTTP-Referer``...).
+            max_tokens_param: the body key that carries ``max_output_tokens``.
+
+        Raises:
+            ConfigurationError: for an empty ``base_url`` or an unknown ``max_tokens_param``.
+        """
+        if not base_url or not base_url.strip():
+            raise ConfigurationError("base_url must not be empty", provider=_PROVIDER)
+        if max_tokens_param not in ("max_tokens", "max_completion_tokens"):
+            raise ConfigurationError(
+                f"max_tokens_param must be 'max_tokens' or 'max_completion_tokens', got {max_tokens_param!r}",
+                provider=_PROVIDER,
+            )
+        self._base_url = base_url.strip().rstrip("/")
+        self._api_key = api_key or None
+        self._extra_headers = dict(extra_headers or {})
+        self._max_tokens_param = max_tokens_param
+
+    @property
+    def provider(self) -> str:
+        """``"openai"``."""
+        return _PROVIDER
+
+    def __repr__(self) -> str:
+        key = "***" if self._api_key else None
+        return (
+            f"OpenAiChatRequestMapper(base_url={self._base_url!r}, api_key={key}, "
+            f"extra_headers={redact_headers(self._extra_headers)!r}, max_tokens_param={self._max_tokens_param!r})"
+        )
+
+    def to_http_request(self, llm_request: LlmRequest, *, model: str, stream: bool) -> HttpRequest:
+        """Build the ``/chat/completions`` request for ``model``.
+
+        Raises:
+            ConfigurationError: for parts, roles or options Chat Completions cannot express.
+        """
+        return HttpRequest(
+            url=f"{self._base_url}/chat/completions",
+            body=_dumps(self.to_body(llm_request, model=model, stream=stream)).encode("utf-8"),
+            headers=self._headers(stream),
+            method="POST",
+        )
+
+    def to_body(self, llm_request: LlmRequest, *, model: str, stream: bool) -> dict[str, Any]:
+        """The JSON body of :meth:`to_http_request`, as a dict (for tests and debugging).
+
+        Raises:
+            ConfigurationError: for parts, roles or options Chat Completions cannot express.
+        """
+        config = llm_request.config
+        body: dict[str, Any] = {"model": model, "messages": _messages(llm_request)}
+        tools = [_tool(declaration) for declaration in config.function_declarations()]
+        if tools:
+            body["tools"] = tools
+        self._add_config(body, config)
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    def _headers(self, stream: bool) -> dict[str, str]:
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream" if stream else "application/json",
+        }
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        overridden = {name.lower() for name in self._extra_headers}
+        headers = {name: value for name, value in headers.items() if name.lower() not in overridden}
+        headers.update(self._extra_headers)
+        return headers
+
+    def _add_config(self, body: dict[str, Any], config: GenerateContentConfig) -> None:
+        if config.temperature is not None:
+            body["temperature"] = config.temperature
+        if config.top_p is not None:
+            body["top_p"] = config.top_p
+        if config.top_k is not None:
+            body["top_k"] = config.top_k
+        if config.max_output_tokens is not None:
+            body[self._max_tokens_param] = config.max_output_tokens
+        if config.stop_sequences:
+            body["stop"] = list(config.stop_sequences)
+        if config.seed is not None:
+            body["seed"] = config.seed
+        if config.candidate_count is not None:
+            body["n"] = config.candidate_count
+        mime = config.response_mime_type
+        if mime == "application/json":
+            if config.response_schema is not None:
+                body["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {"name": "response", "schema": config.response_schema},
+                }
+            else:
+                body["response_format"] = {"type": "json_object"}
+        elif mime not in (None, "text/plain"):
+            raise ConfigurationError(
+                f"response_mime_type {mime!r} is not supported by Chat Completions "
+                "(use 'application/json' or 'text/plain')",
+                provider=_PROVIDER,
+            )
+        elif config.response_schema is not None:
+            raise ConfigurationError("response_schema needs response_mime_type='application/json'", provider=_PROVIDER)
+
+
+def _tool(declaration: FunctionDeclaration) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": declaration.name}
+    if declaration.description is not None:
+        function["description"] = declaration.description
+    if declaration.parameters is not None:
+        function["parameters"] = declaration.parameters
+    return {"type": "function", "function": function}
+
+
+def _messages(llm_request: LlmRequest) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    system = llm_request.config.system_instruction
+    if system is not None:
+        text = system.text()
+        if text:
+            messages.append({"role": "system", "content": text})
+    ids = _CallIds()
+    for content in llm_request.contents:
+        role = content.role or "user"
+        tool_messages = [
+            {
+                "role": "tool",
+                "tool_call_id": ids.for_response(p.function_response.name, p.function_response.id),
+                "content": _dumps(p.function_response.response),
+            }
+            for p in content.parts
+            if p.function_response is not None
+        ]
+        messages.extend(tool_messages)
+        parts = [p for p in content.parts if p.function_response is None and not p.thought]
+        if not parts:
+            continue
+        if role in ("model", "assistant"):
+            messages.append(_assistant_message(parts, ids))
+        elif role in ("user", "tool"):
+            messages.append({"role": "user", "content": _user_content(parts)})
+        elif role == "system":
+            messages.append({"role": "system", "content": _plain_text(parts, role)})
+        else:
+            raise ConfigurationError(f"unsupported content role {role!r}", provider=_PROVIDER)
+    return messages
+
+
+def _assistant_message(parts: list[Part], ids: _CallIds) -> dict[str, Any]:
+    text: list[str] = []
+    tool_calls: list[dict[str, Any]] = []
+    for part in parts:
+        call = part.function_call
+        if call is not None:
+            tool_calls.append(
+                {
+                    "id": ids.for_call(call.name, call.id),
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": _dumps(call.args)},
+                }
+            )
+        elif part.text is not None:
+            text.append(part.text)
+        else:
+            raise ConfigurationError(
+                "a model turn may hold only text and function calls for Chat Completions", provider=_PROVIDER
+            )
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(text) if text else None}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return message
+
+
+def _plain_text(parts: list[Part], role: str) -> str:
+    if any(p.text is None for p in parts):
+        raise ConfigurationError(f"a {role!r} turn may hold only text for Chat Completions", provider=_PROVIDER)
+    return "".join(p.text or "" for p in parts)
+
+
+def _user_content(parts: list[Part]) -> str | list[dict[str, Any]]:
+    if len(parts) == 1 and parts[0].text is not None and parts[0].function_call is None:
+        return parts[0].text
+    items: list[dict[str, Any]] = []
+    for part in parts:
+        if part.function_call is not None:
+            raise ConfigurationError("a user turn cannot hold a function call", provider=_PROVIDER)
+        if part.text is not None:
+            items.append({"type": "text", "text": part.text})
+        elif part.inline_data is not None:
+            blob = part.inline_data
+            if not blob.mime_type.startswith("image/"):
+                raise ConfigurationError(
+                    f"inline data of type {blob.mime_type!r} is not supported (only images)", provider=_PROVIDER
+                )
+            url = f"data:{blob.mime_type};base64,{base64.b64encode(blob.data).decode('ascii')}"
+            items.append({"type": "image_url", "image_url": {"url": url}})
+        else:
+            raise ConfigurationError("a user part must hold text or an inline image", provider=_PROVIDER)
+    return items

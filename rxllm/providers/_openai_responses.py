@@ -1,0 +1,569 @@
+"""OpenAI Responses API: the stream parser and the request mapper (pure, no I/O).
+
+Stream events (``POST /v1/responses`` with ``stream: true``) and what each becomes:
+
+- ``response.output_text.delta`` → ``text_delta``; ``response.refusal.delta`` → ``refusal_delta``;
+  ``response.reasoning_summary_text.delta`` and ``response.reasoning_text.delta`` → ``thought_delta``.
+- ``response.output_item.added`` with a ``function_call`` item → a :class:`~rxllm.ToolCallFragment`
+  (``index`` = ``output_index``, ``id`` = ``call_id``, ``name``);
+  ``response.function_call_arguments.delta`` → an argument fragment.
+- ``response.function_call_arguments.done`` and ``response.output_item.done`` (function call) → a
+  ``complete=True`` fragment that carries the arguments only when no delta did (never twice).
+- ``response.completed`` / ``response.incomplete`` → finish reason (raw: ``response.status``), usage,
+  model and ``end_of_stream``; ``response.failed`` and ``error`` → an :class:`~rxllm.InBandError`
+  and ``end_of_stream``.
+- ``response.created``, ``response.in_progress`` and any other event → nothing.
+
+Finish reasons: ``completed`` → STOP; ``incomplete`` → MAX_TOKENS for ``max_output_tokens``,
+SAFETY for ``content_filter``, OTHER otherwise; ``failed`` / ``cancelled`` / anything else → OTHER.
+
+Usage: ``prompt_token_count = input_tokens``, ``candidates_token_count = output_tokens`` (OpenAI
+counts reasoning tokens in it), ``total_token_count = total_tokens``, ``thoughts_token_count =
+output_tokens_details.reasoning_tokens``, ``cached_content_token_count =
+input_tokens_details.cached_tokens``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+
+from pydantic_core import from_json
+
+from .._chunk import Chunk, InBandError, ToolCallFragment
+from .._errors import ConfigurationError, ProtocolError
+from .._provider import HttpRequest
+from .._sse import SseEvent
+from .._types import (
+    Content,
+    FinishReason,
+    FunctionCall,
+    FunctionDeclaration,
+    FunctionResponse,
+    GenerateContentConfig,
+    LlmRequest,
+    Part,
+    UsageMetadata,
+)
+
+__all__ = [
+    "OPENAI_BASE_URL",
+    "OpenAiResponsesChunkParser",
+    "OpenAiResponsesRequestMapper",
+    "map_responses_status",
+    "map_responses_usage",
+]
+
+PROVIDER = "openai"
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+_INCOMPLETE_REASONS = {"max_output_tokens": FinishReason.MAX_TOKENS, "content_filter": FinishReason.SAFETY}
+_RETRYABLE_CODES = frozenset(
+    {"server_error", "internal_error", "rate_limit_exceeded", "rate_limit_error", "overloaded", "timeout"}
+)
+_TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+_THOUGHT_DELTAS = frozenset({"response.reasoning_summary_text.delta", "response.reasoning_text.delta"})
+
+
+def map_responses_status(status: str, incomplete_reason: str | None = None) -> FinishReason:
+    """The :class:`~rxllm.FinishReason` for a response's ``status`` (and ``incomplete_details.reason``).
+
+    >>> map_responses_status("completed"), map_responses_status("incomplete", "max_output_tokens")
+    (<FinishReason.STOP: 'STOP'>, <FinishReason.MAX_TOKENS: 'MAX_TOKENS'>)
+    """
+    if status == "completed":
+        return FinishReason.STOP
+    if status == "incomplete" and incomplete_reason is not None:
+        return _INCOMPLETE_REASONS.get(incomplete_reason, FinishReason.OTHER)
+    return FinishReason.OTHER
+
+
+def map_responses_usage(usage: Mapping[str, object]) -> UsageMetadata | None:
+    """A raw Responses ``usage`` object as :class:`~rxllm.UsageMetadata` (see the module docstring).
+
+    Returns ``None`` when it holds no token count at all.
+
+    Raises:
+        ProtocolError: when a count is not a non-negative integer, or a details member not an object.
+
+    >>> u = map_responses_usage({"input_tokens": 58, "output_tokens": 23, "total_tokens": 81,
+    ...                          "output_tokens_details": {"reasoning_tokens": 10}})
+    >>> u.prompt_token_count, u.candidates_token_count, u.total_token_count, u.thoughts_token_count
+    (58, 23, 81, 10)
+    """
+    input_details = _opt_obj(usage, "input_tokens_details", "usage") or {}
+    output_details = _opt_obj(usage, "output_tokens_details", "usage") or {}
+    metadata = UsageMetadata(
+        prompt_token_count=_count(usage, "input_tokens"),
+        candidates_token_count=_count(usage, "output_tokens"),
+        total_token_count=_count(usage, "total_tokens"),
+        thoughts_token_count=_count(output_details, "reasoning_tokens"),
+        cached_content_token_count=_count(input_details, "cached_tokens"),
+    )
+    return metadata if metadata != UsageMetadata() else None
+
+
+# --------------------------------------------------------------------------------------------
+# small JSON helpers: every wrong shape becomes a ProtocolError naming where it was found
+
+
+def _load_object(data: str | bytes, where: str) -> dict[str, object]:
+    try:
+        value = from_json(data)
+    except ValueError as exc:
+        raise ProtocolError(f"{where}: not valid JSON ({exc})", provider=PROVIDER) from exc
+    if not isinstance(value, dict):
+        raise ProtocolError(f"{where}: expected a JSON object, got {type(value).__name__}", provider=PROVIDER)
+    return value
+
+
+def _wrong(where: str, key: str, expected: str, value: object) -> ProtocolError:
+    return ProtocolError(f"{where}: {key!r} should be {expected}, got {type(value).__name__}", provider=PROVIDER)
+
+
+def _obj(parent: Mapping[str, object], key: str, where: str) -> dict[str, object]:
+    value = parent.get(key)
+    if not isinstance(value, dict):
+        raise _wrong(where, key, "an object", value)
+    return value
+
+
+def _opt_obj(parent: Mapping[str, object], key: str, where: str) -> dict[str, object] | None:
+    value = parent.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise _wrong(where, key, "an object", value)
+    return value
+
+
+def _str(parent: Mapping[str, object], key: str, where: str) -> str:
+    value = parent.get(key)
+    if not isinstance(value, str):
+        raise _wrong(where, key, "a string", value)
+    return value
+
+
+def _opt_str(parent: Mapping[str, object], key: str, where: str) -> str | None:
+    value = parent.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _wrong(where, key, "a string", value)
+    return value
+
+
+def _list(parent: Mapping[str, object], key: str, where: str) -> list[object]:
+    value = parent.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _wrong(where, key, "a list", value)
+    return value
+
+
+def _output_index(parent: Mapping[str, object], where: str) -> int:
+    value = parent.get("output_index")
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise _wrong(where, "output_index", "a non-negative integer", value)
+    return value
+
+
+def _count(usage: Mapping[str, object], key: str) -> int | None:
+    value = usage.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise _wrong("usage", key, "a non-negative integer", value)
+    return value
+
+
+def _in_band_error(error: Mapping[str, object] | None) -> InBandError:
+    error = error or {}
+    code = error.get("code")
+    if not isinstance(code, str):
+        code = error.get("type") if isinstance(error.get("type"), str) else None
+    message = error.get("message")
+    return InBandError(
+        message if isinstance(message, str) and message else "the provider reported an error",
+        code=code if isinstance(code, str) else None,
+        retryable=code in _RETRYABLE_CODES,
+    )
+
+
+def _terminal_chunk(response: Mapping[str, object], where: str) -> Chunk:
+    """The chunk for a finished response object (``response.completed`` / ``incomplete`` / ``failed``)."""
+    status = _str(response, "status", where)
+    details = _opt_obj(response, "incomplete_details", where)
+    reason = _opt_str(details, "reason", f"{where}.incomplete_details") if details is not None else None
+    usage = _opt_obj(response, "usage", where)
+    error: InBandError | None = None
+    if status == "failed":
+        error = _in_band_error(_opt_obj(response, "error", where))
+    return Chunk(
+        finish_reason=map_responses_status(status, reason),
+        raw_finish_reason=status,
+        usage=map_responses_usage(usage) if usage is not None else None,
+        model_version=_opt_str(response, "model", where),
+        error=error,
+        end_of_stream=True,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# the parser
+
+
+class OpenAiResponsesChunkParser:
+    """Turns OpenAI Responses stream events into :class:`~rxllm.Chunk` (one parser per stream).
+
+    Per-stream state: the output indexes that are function calls (an argument delta for any other
+    index is a :class:`~rxllm.ProtocolError`) and those whose arguments already arrived, so the
+    ``.done`` events that repeat the whole arguments never add them twice.
+
+    >>> from rxllm import SseEvent
+    >>> p = OpenAiResponsesChunkParser()
+    >>> p.parse(SseEvent("response.output_text.delta",
+    ...     '{"type":"response.output_text.delta","output_index":0,"content_index":0,"delta":"Paris"}')).text_delta
+    'Paris'
+    """
+
+    __slots__ = ("_calls", "_calls_with_arguments")
+
+    def __init__(self) -> None:
+        self._calls: set[int] = set()
+        self._calls_with_arguments: set[int] = set()
+
+    def parse(self, event: SseEvent) -> Chunk | None:
+        """The chunk for one stream event, or ``None`` for events that carry nothing.
+
+        Raises:
+            ProtocolError: for bad JSON, a wrong shape, or arguments for an output that is no call.
+        """
+        if event.data == "[DONE]":
+            return Chunk(end_of_stream=True)
+        name = event.event
+        payload = _load_object(event.data, f"{name} event")
+        kind = payload.get("type")
+        if not isinstance(kind, str):
+            kind = name
+        if kind == "response.output_text.delta":
+            text = _str(payload, "delta", kind)
+            return Chunk(text_delta=text) if text else None
+        if kind == "response.function_call_arguments.delta":
+            return self._arguments(payload, kind, _str(payload, "delta", kind), complete=False)
+        if kind in _THOUGHT_DELTAS:
+            thought = _str(payload, "delta", kind)
+            return Chunk(thought_delta=thought) if thought else None
+        if kind == "response.refusal.delta":
+            refusal = _str(payload, "delta", kind)
+            return Chunk(refusal_delta=refusal) if refusal else None
+        if kind == "response.output_item.added" or kind == "response.output_item.done":
+            return self._item(payload, kind, complete=kind.endswith(".done"))
+        if kind == "response.function_call_arguments.done":
+            return self._arguments(payload, kind, _str(payload, "arguments", kind), complete=True)
+        if kind in _TERMINAL:
+            return _terminal_chunk(_obj(payload, "response", kind), f"{kind}.response")
+        if kind == "error" or name == "error":
+            nested = payload.get("error")
+            return Chunk(error=_in_band_error(nested if isinstance(nested, dict) else payload), end_of_stream=True)
+        return None  # response.created / in_progress, content_part.*, *.done repeats, newer events
+
+    def parse_response(self, body: bytes) -> Sequence[Chunk]:
+        """The chunks of a non-streamed response object (or of an ``{"error": ...}`` body).
+
+        Raises:
+            ProtocolError: for bad JSON or a wrong shape.
+        """
+        response = _load_object(body, "response body")
+        if "output" not in response and isinstance(response.get("error"), dict):
+            return [Chunk(error=_in_band_error(_obj(response, "error", "response body")), end_of_stream=True)]
+        chunks: list[Chunk] = []
+        for index, item in enumerate(_list(response, "output", "response body")):
+            where = f"output[{index}]"
+            if not isinstance(item, dict):
+                raise _wrong("response body", where, "an object", item)
+            kind = _opt_str(item, "type", where)
+            if kind == "message":
+                for part in _list(item, "content", where):
+                    if not isinstance(part, dict):
+                        raise _wrong(where, "content[]", "an object", part)
+                    part_kind = _opt_str(part, "type", f"{where}.content[]")
+                    if part_kind == "output_text":
+                        chunks.append(Chunk(text_delta=_str(part, "text", f"{where}.content[]")))
+                    elif part_kind == "refusal":
+                        chunks.append(Chunk(refusal_delta=_str(part, "refusal", f"{where}.content[]")))
+            elif kind == "reasoning":
+                for key in ("summary", "content"):
+                    for piece in _list(item, key, where):
+                        if isinstance(piece, dict) and isinstance(piece.get("text"), str):
+                            chunks.append(Chunk(thought_delta=_str(piece, "text", f"{where}.{key}[]")))
+            elif kind == "function_call":
+                fragment = ToolCallFragment(
+                    index,
+                    id=_str(item, "call_id", where),
+                    name=_str(item, "name", where),
+                    arguments_delta=_str(item, "arguments", where),
+                    complete=True,
+                )
+                chunks.append(Chunk(tool_call_fragments=(fragment,)))
+        chunks.append(_terminal_chunk(response, "response body"))
+        return chunks
+
+    # -- events ---------------------------------------------------------------------------
+
+    def _item(self, payload: dict[str, object], kind: str, *, complete: bool) -> Chunk | None:
+        item = _obj(payload, "item", kind)
+        if item.get("type") != "function_call":
+            return None
+        index = _output_index(payload, kind)
+        where = f"{kind}.item"
+        self._calls.add(index)
+        arguments = _opt_str(item, "arguments", where) or ""
+        if arguments and index not in self._calls_with_arguments:
+            self._calls_with_arguments.add(index)
+        else:
+            arguments = ""
+        fragment = ToolCallFragment(
+            index,
+            id=_opt_str(item, "call_id", where),
+            name=_opt_str(item, "name", where),
+            arguments_delta=arguments,
+            complete=complete,
+        )
+        return Chunk(tool_call_fragments=(fragment,))
+
+    def _arguments(self, payload: dict[str, object], kind: str, arguments: str, *, complete: bool) -> Chunk | None:
+        index = _output_index(payload, kind)
+        if index not in self._calls:
+            raise ProtocolError(f"{kind}: output {index} is not a function call", provider=PROVIDER)
+        if complete:
+            if index in self._calls_with_arguments:
+                arguments = ""
+            name = _opt_str(payload, "name", kind)
+        else:
+            name = None
+            if not arguments:
+                return None
+        if arguments:
+            self._calls_with_arguments.add(index)
+        return Chunk(
+            tool_call_fragments=(ToolCallFragment(index, name=name, arguments_delta=arguments, complete=complete),)
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# the request mapper
+
+
+class _CallIds:
+    """Ids for calls the history holds without one (``call_id`` is required), paired to responses by name."""
+
+    __slots__ = ("_count", "_pending")
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._pending: dict[str, list[str]] = {}
+
+    def for_call(self, call: FunctionCall) -> str:
+        if call.id:
+            return call.id
+        self._count += 1
+        made = f"call_rxllm_{self._count}"
+        self._pending.setdefault(call.name, []).append(made)
+        return made
+
+    def for_response(self, response: FunctionResponse) -> str:
+        if response.id:
+            return response.id
+        pending = self._pending.get(response.name)
+        if not pending:
+            raise ConfigurationError(
+                f"the function response for {response.name!r} has no id and follows no call without one",
+                provider=PROVIDER,
+            )
+        return pending.pop(0)
+
+
+def _json_text(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+_ASSISTANT_ROLES = frozenset({"model", "assistant"})
+_USER_ROLES = frozenset({"user", "tool", "function"})
+
+
+class OpenAiResponsesRequestMapper:
+    """Builds ``POST {base_url}/responses`` requests from an :class:`~rxllm.LlmRequest`.
+
+    Args:
+        base_url: the API root, ``/v1`` included.
+        api_key: sent as ``Authorization: Bearer``; ``None`` sends none. Never shown in a repr,
+            log or error.
+        extra_headers: more headers (``OpenAI-Organization``...), sent as given.
+
+    Mapping: the system instruction (and ``system``-role content) becomes ``instructions``; user
+    text and images become a user message of ``input_text`` / ``input_image`` parts; model text an
+    assistant message; function calls ``function_call`` items and function responses
+    ``function_call_output`` items (the response object as JSON text), in conversation order.
+    Thought parts are not sent (a reasoning item cannot be rebuilt from them). Tools are sent with
+    ``"strict": false`` (the Responses API defaults to strict schemas, which most hand-written
+    schemas do not satisfy). ``include_thoughts`` asks for reasoning summaries; ``top_k``, ``seed``
+    and thinking budgets have no Responses equivalent and are left out.
+
+    >>> from rxllm import LlmRequest, Content, Part
+    >>> mapper = OpenAiResponsesRequestMapper(api_key="sk-secret")
+    >>> req = mapper.to_http_request(LlmRequest(contents=[Content(role="user", parts=[Part.from_text("Hi")])]),
+    ...                              model="gpt-4o", stream=True)
+    >>> req.url, "secret" in repr(req) or "secret" in repr(mapper)
+    ('https://api.openai.com/v1/responses', False)
+    """
+
+    __slots__ = ("_api_key", "_base_url", "_extra_headers")
+
+    def __init__(
+        self,
+        *,
+        base_url: str = OPENAI_BASE_URL,
+        api_key: str | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self._base_url = base_url.rstrip("/")
+        self._api_key = api_key
+        self._extra_headers = dict(extra_headers or {})
+
+    @property
+    def provider(self) -> str:
+        """``"openai"``."""
+        return PROVIDER
+
+    def __repr__(self) -> str:
+        key = "'***'" if self._api_key else "None"
+        return f"OpenAiResponsesRequestMapper(base_url={self._base_url!r}, api_key={key})"
+
+    def to_http_request(self, llm_request: LlmRequest, *, model: str, stream: bool) -> HttpRequest:
+        """The HTTP request for ``model``.
+
+        Raises:
+            ConfigurationError: for a request the Responses API cannot express (stop sequences,
+                more than one candidate, an unsupported blob type, a function response matching no call).
+        """
+        body = self._body(llm_request, model=model, stream=stream)
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream" if stream else "application/json",
+        }
+        if self._api_key:
+            headers["authorization"] = f"Bearer {self._api_key}"
+        headers.update(self._extra_headers)
+        encoded = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return HttpRequest(url=f"{self._base_url}/responses", body=encoded, headers=headers)
+
+    def _body(self, llm_request: LlmRequest, *, model: str, stream: bool) -> dict[str, object]:
+        config = llm_request.config
+        if config.candidate_count is not None and config.candidate_count > 1:
+            raise ConfigurationError("the Responses API returns one candidate per request", provider=PROVIDER)
+        if config.stop_sequences:
+            raise ConfigurationError("the Responses API does not support stop sequences", provider=PROVIDER)
+        body: dict[str, object] = {"model": model}
+        system = [config.system_instruction.text()] if config.system_instruction is not None else []
+        system.extend(c.text() for c in llm_request.contents if c.role == "system")
+        instructions = "\n\n".join(s for s in system if s)
+        if instructions:
+            body["instructions"] = instructions
+        body["input"] = _input_items(llm_request.contents)
+        tools = [_tool(d) for d in config.function_declarations()]
+        if tools:
+            body["tools"] = tools
+        if config.max_output_tokens is not None:
+            body["max_output_tokens"] = config.max_output_tokens
+        if config.temperature is not None:
+            body["temperature"] = config.temperature
+        if config.top_p is not None:
+            body["top_p"] = config.top_p
+        text_format = _text_format(config)
+        if text_format is not None:
+            body["text"] = {"format": text_format}
+        if config.thinking_config is not None and config.thinking_config.include_thoughts:
+            body["reasoning"] = {"summary": "auto"}
+        if stream:
+            body["stream"] = True
+        return body
+
+
+def _tool(declaration: FunctionDeclaration) -> dict[str, object]:
+    tool: dict[str, object] = {"type": "function", "name": declaration.name}
+    if declaration.description:
+        tool["description"] = declaration.description
+    schema = declaration.parameters
+    tool["parameters"] = schema if schema is not None else {"type": "object", "properties": {}}
+    tool["strict"] = False
+    return tool
+
+
+def _text_format(config: GenerateContentConfig) -> dict[str, object] | None:
+    if config.response_schema is not None:
+        return {"type": "json_schema", "name": "response", "schema": config.response_schema, "strict": False}
+    if config.response_mime_type == "application/json":
+        return {"type": "json_object"}
+    return None
+
+
+def _input_items(contents: Sequence[Content]) -> list[dict[str, object]]:
+    ids = _CallIds()
+    items: list[dict[str, object]] = []
+    for content in contents:
+        role = content.role or "user"
+        if role == "system":
+            continue
+        if role not in _ASSISTANT_ROLES and role not in _USER_ROLES:
+            raise ConfigurationError(f"content role {role!r} has no Responses API equivalent", provider=PROVIDER)
+        assistant = role in _ASSISTANT_ROLES
+        message: list[dict[str, object]] = []  # message parts not yet flushed into a message item
+        for part in content.parts:
+            if part.function_call is not None or part.function_response is not None:
+                _flush(items, message, assistant=assistant)
+                items.append(_call_item(part, ids))
+            elif part.thought:
+                continue
+            elif part.inline_data is not None:
+                mime_type = part.inline_data.mime_type
+                if assistant or not mime_type.startswith("image/"):
+                    raise ConfigurationError(
+                        f"inline data of type {mime_type!r} cannot be sent as {role} input", provider=PROVIDER
+                    )
+                url = f"data:{mime_type};base64,{base64.b64encode(part.inline_data.data).decode('ascii')}"
+                message.append({"type": "input_image", "image_url": url})
+            elif part.text:
+                message.append({"type": "input_text", "text": part.text})
+        _flush(items, message, assistant=assistant)
+    return items
+
+
+def _call_item(part: Part, ids: _CallIds) -> dict[str, object]:
+    call, response = part.function_call, part.function_response
+    if call is not None:
+        return {
+            "type": "function_call",
+            "call_id": ids.for_call(call),
+            "name": call.name,
+            "arguments": _json_text(call.args),
+        }
+    if response is None:
+        raise ConfigurationError("a part with neither a function call nor a response", provider=PROVIDER)
+    return {
+        "type": "function_call_output",
+        "call_id": ids.for_response(response),
+        "output": _json_text(response.response),
+    }
+
+
+def _flush(items: list[dict[str, object]], message: list[dict[str, object]], *, assistant: bool) -> None:
+    if not message:
+        return
+    if assistant:  # model text goes back as one assistant message
+        items.append({"role": "assistant", "content": "".join(str(p["text"]) for p in message)})
+    else:
+        items.append({"role": "user", "content": list(message)})
+    message.clear()

@@ -1,0 +1,184 @@
+"""Shared test helpers for the recorded provider transcripts in ``tests/fixtures/transcripts/``.
+
+The fixtures are a byte-for-byte copy of the shared transcript set; its ``README.md`` defines how
+each ``.expected.json`` was computed, and ``manifest.json`` lists every file with its protocol.
+This module only loads them and cuts byte streams into awkward reads; it knows nothing about any
+provider, so every provider's tests can use it::
+
+    from transcripts import awkward_splits, by_protocol
+
+    @pytest.mark.parametrize("transcript", by_protocol("anthropic"), ids=lambda t: t.name)
+    def test_replay(transcript):
+        for pieces in awkward_splits(transcript.raw):
+            assert b"".join(pieces) == transcript.raw
+            ...
+
+Protocols in the manifest: ``openai-chat``, ``anthropic``, ``gemini``, ``openai-responses``.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "AWKWARD_SPLIT_NAMES",
+    "TRANSCRIPTS_DIR",
+    "Transcript",
+    "awkward_splits",
+    "by_name",
+    "by_protocol",
+    "load_manifest",
+    "split_at",
+    "split_randomly",
+]
+
+TRANSCRIPTS_DIR = Path(__file__).parent / "fixtures" / "transcripts"
+"""Where the copied transcripts live."""
+
+AWKWARD_SPLIT_NAMES = (
+    "whole",
+    "byte-at-a-time",
+    "inside-utf8",
+    "between-cr-lf",
+    "random-seed-1",
+    "random-seed-2",
+    "random-seed-3",
+)
+"""Names of the splits :func:`awkward_splits` returns, in the same order (for test ids/messages)."""
+
+_RANDOM_SPLITS = ((1, 2), (2, 16), (3, 200))  # (seed, pieces) of the seeded random splits
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """One recorded stream and its reference aggregate.
+
+    Attributes:
+        name: ``<provider_dir>/<file stem>``, e.g. ``"openai/chat-text-usage"`` (use as test id).
+        protocol: ``"openai-chat"``, ``"anthropic"``, ``"gemini"`` or ``"openai-responses"``.
+        sse_path: path of the ``.sse`` file.
+        expected: the parsed ``.expected.json`` (keys described in the fixtures' README).
+        raw: the ``.sse`` bytes, exactly as recorded.
+        provider_dir: the directory the files are in (``"openai-compatible"``...).
+        scenario: the manifest's one-line description of what the stream exercises.
+    """
+
+    name: str
+    protocol: str
+    sse_path: Path
+    expected: dict[str, Any] = field(repr=False, compare=False)
+    raw: bytes = field(repr=False)
+    provider_dir: str = ""
+    scenario: str = field(default="", repr=False)
+
+
+@functools.cache
+def _load() -> tuple[Transcript, ...]:
+    entries = json.loads((TRANSCRIPTS_DIR / "manifest.json").read_text(encoding="utf-8"))
+    transcripts = []
+    for entry in entries:
+        sse_path = TRANSCRIPTS_DIR / entry["file"]
+        expected = json.loads((TRANSCRIPTS_DIR / entry["expected"]).read_text(encoding="utf-8"))
+        transcripts.append(
+            Transcript(
+                name=entry["file"].removesuffix(".sse"),
+                protocol=entry["protocol"],
+                sse_path=sse_path,
+                expected=expected,
+                raw=sse_path.read_bytes(),
+                provider_dir=entry["provider_dir"],
+                scenario=entry.get("scenario", ""),
+            )
+        )
+    return tuple(transcripts)
+
+
+def load_manifest() -> list[Transcript]:
+    """Every transcript in the manifest, in manifest order (files are read once per session)."""
+    return list(_load())
+
+
+def by_protocol(protocol: str) -> list[Transcript]:
+    """The transcripts of one protocol (e.g. ``"openai-chat"``: both ``openai/`` and ``openai-compatible/``).
+
+    Raises:
+        ValueError: when no transcript has that protocol (a typo must not yield an empty, passing test).
+    """
+    found = [t for t in _load() if t.protocol == protocol]
+    if not found:
+        known = sorted({t.protocol for t in _load()})
+        raise ValueError(f"no transcripts with protocol {protocol!r}; known: {known}")
+    return found
+
+
+def by_name(name: str) -> Transcript:
+    """The transcript called ``name`` (``"openai/chat-refusal"``).
+
+    Raises:
+        KeyError: for an unknown name.
+    """
+    for transcript in _load():
+        if transcript.name == name:
+            return transcript
+    raise KeyError(name)
+
+
+def split_at(data: bytes, cuts: set[int] | list[int]) -> list[bytes]:
+    """Cut ``data`` before each offset in ``cuts`` (offsets outside ``1..len-1`` are ignored).
+
+    >>> split_at(b"abcd", [1, 3])
+    [b'a', b'bc', b'd']
+    """
+    points = [0, *sorted(c for c in set(cuts) if 0 < c < len(data)), len(data)]
+    return [data[a:b] for a, b in itertools.pairwise(points) if b > a] or [data]
+
+
+def split_randomly(data: bytes, rng: random.Random, pieces: int) -> list[bytes]:
+    """Cut ``data`` into ``pieces`` non-empty pieces at offsets drawn from ``rng``.
+
+    ``pieces`` is capped at ``len(data)``; the pieces always join back to ``data``.
+
+    >>> parts = split_randomly(b"hello world", random.Random(0), 4)
+    >>> len(parts), b"".join(parts)
+    (4, b'hello world')
+    """
+    if len(data) < 2 or pieces < 2:
+        return [data]
+    count = min(pieces, len(data)) - 1
+    return split_at(data, rng.sample(range(1, len(data)), count))
+
+
+def awkward_splits(data: bytes) -> list[list[bytes]]:
+    """The ways a network may cut ``data`` into reads, each a list of pieces joining back to ``data``.
+
+    In the order of :data:`AWKWARD_SPLIT_NAMES`:
+
+    1. the whole body in one read;
+    2. one byte per read;
+    3. a cut before every UTF-8 continuation byte, i.e. inside every multi-byte character;
+    4. a cut between every ``\\r`` and the ``\\n`` following it;
+    5. three seeded random splits (2, 16 and 200 pieces), the same on every run.
+
+    A split that does not apply to ``data`` (no multi-byte characters, no CRLF) is the whole body
+    in one piece; it is kept so the list always has the same shape.
+
+    >>> splits = awkward_splits("é\\r\\n".encode())
+    >>> splits[2], splits[3]
+    ([b'\\xc3', b'\\xa9\\r\\n'], [b'\\xc3\\xa9\\r', b'\\n'])
+    """
+    inside_utf8 = {i for i, byte in enumerate(data) if 0x80 <= byte < 0xC0}
+    between_cr_lf = {i for i in range(1, len(data)) if data[i - 1] == 0x0D and data[i] == 0x0A}
+    splits = [
+        [data],
+        [data[i : i + 1] for i in range(len(data))] or [data],
+        split_at(data, inside_utf8),
+        split_at(data, between_cr_lf),
+    ]
+    splits.extend(split_randomly(data, random.Random(seed), pieces) for seed, pieces in _RANDOM_SPLITS)
+    return splits
