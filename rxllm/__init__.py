@@ -10,7 +10,7 @@
 """
 
 from ._aggregation import StreamAggregator
-from ._base_llm import BaseLlm, BaseLlmConnection
+from ._base_llm import BaseLlm, BaseLlmConnection, model_stream_events
 from ._chunk import Chunk, InBandError, ToolCallFragment
 from ._errors import (
     BufferOverflowError,
@@ -29,6 +29,14 @@ from ._errors import (
     UnsupportedOperationError,
 )
 from ._http import HttpTransport
+from ._model_stream import (
+    ModelStreamEvent,
+    ResponseCompleteEvent,
+    TextDeltaEvent,
+    ThoughtDeltaEvent,
+    ToolCallCompleteEvent,
+    ToolCallDeltaEvent,
+)
 from ._provider import ChunkParser, HttpRequest, RequestMapper
 from ._retry import RetryPolicy, retry_before_first_item
 from ._sse import SseDecoder, SseEvent
@@ -75,10 +83,12 @@ __all__ = [
     "LlmRequest",
     "LlmResponse",
     "MalformedFunctionCallError",
+    "ModelStreamEvent",
     "Part",
     "ProtocolError",
     "ProviderError",
     "RequestMapper",
+    "ResponseCompleteEvent",
     "RetryPolicy",
     "RxLlmError",
     "SseChatModel",
@@ -86,12 +96,17 @@ __all__ = [
     "SseEvent",
     "StreamAggregator",
     "StreamInterruptedError",
+    "TextDeltaEvent",
     "ThinkingConfig",
+    "ThoughtDeltaEvent",
     "Tool",
+    "ToolCallCompleteEvent",
+    "ToolCallDeltaEvent",
     "ToolCallFragment",
     "ToolError",
     "TransportError",
     "UnsupportedOperationError",
     "UsageMetadata",
+    "model_stream_events",
     "retry_before_first_item",
 ]

@@ -27,6 +27,12 @@ Merge rules (each has a test in ``tests/test_aggregation.py``):
 6. An in-band error that arrives before any partial was emitted is raised as
    :class:`~rxllm.ProviderError` (so the retry policy may retry it: nothing has been shown);
    after the first partial it is recorded and reported on the final.
+7. A tool call is *complete* (for :meth:`StreamAggregator.take_completed_calls`, the fine-grained
+   stream's early notice) when its fragment says so (``complete=True``: the provider sent it whole
+   or closed its block), when a fragment for a new index begins (providers stream calls one after
+   another), or when the stream finishes. A complete call is parsed then; if its arguments do not
+   parse yet it is not reported early, and :meth:`finish` decides its fate. An early-reported call
+   is the very same ``FunctionCall`` the final carries (same id, same arguments).
 
 The aggregator is pure: no I/O, no Rx, no clock. One per subscription (``defer``), so a retry
 never inherits a half-filled buffer.
@@ -66,9 +72,14 @@ def generate_function_call_id() -> str:
 
 
 class _ToolCallBuffer:
-    __slots__ = ("arguments", "generated_id", "name", "provider_id", "thought_signature")
+    __slots__ = (
+        "arguments", "call", "complete", "generated_id", "name", "provider_id", "reported", "thought_signature"
+    )
 
     def __init__(self) -> None:
+        self.complete = False  # no more fragments expected (see merge rule 7)
+        self.reported = False  # returned by take_completed_calls
+        self.call: FunctionCall | None = None  # parsed once, shared by the early notice and the final
         self.provider_id: str | None = None
         self.generated_id: str | None = None
         self.name: str | None = None
@@ -183,8 +194,12 @@ class StreamAggregator:
             for fragment in fragments:
                 buffer = calls.get(fragment.index)
                 if buffer is None:
+                    for earlier in calls.values():  # a new index begins: the calls before it are complete
+                        earlier.complete = True
                     buffer = calls[fragment.index] = _ToolCallBuffer()
                 buffer.add(fragment)
+                if fragment.complete:
+                    buffer.complete = True
         if finish_reason is not None:
             self._finish_reason = finish_reason
         if raw_finish_reason is not None:
@@ -224,6 +239,24 @@ class StreamAggregator:
         self._has_emitted = True
         # One validator call builds the nested models (measured 1.9 µs, against 2.9 µs for three constructors).
         return [_validate_response({"content": {"role": "model", "parts": parts}, "partial": True})]
+
+    def take_completed_calls(self, *, all_remaining: bool = False) -> list[tuple[int, FunctionCall]]:
+        """The tool calls that became complete since the last call, as ``(index, call)``, in index order.
+
+        Each call is reported once. With ``all_remaining=True`` (after :meth:`finish`), every
+        call not yet reported is complete. A call whose arguments do not parse is never reported
+        (see merge rule 7).
+        """
+        out: list[tuple[int, FunctionCall]] = []
+        for index in sorted(self._calls):
+            buffer = self._calls[index]
+            if buffer.reported or not (buffer.complete or all_remaining):
+                continue
+            call = self._parse_call(buffer, tolerate=True)
+            if call is not None:
+                buffer.reported = True
+                out.append((index, call))
+        return out
 
     def finish(self) -> LlmResponse:
         """Build the one final response: the whole turn, ``partial`` unset."""
@@ -279,6 +312,8 @@ class StreamAggregator:
         return None, None
 
     def _parse_call(self, buffer: _ToolCallBuffer, *, tolerate: bool) -> FunctionCall | None:
+        if buffer.call is not None:
+            return buffer.call
         name = buffer.name or ""
         raw = "".join(buffer.arguments)
         call: FunctionCall | None = None
@@ -303,4 +338,6 @@ class StreamAggregator:
             if tolerate:
                 return None
             raise MalformedFunctionCallError(name or "<unnamed>", raw, reason or "invalid", provider=self._provider)
+        if buffer.complete:
+            buffer.call = call  # no more fragments can change it
         return call

@@ -7,9 +7,10 @@ import abc
 import reactivex
 
 from ._errors import UnsupportedOperationError
+from ._model_stream import ModelStreamEvent, derive_stream_events
 from ._types import Content, LlmRequest, LlmResponse
 
-__all__ = ["BaseLlm", "BaseLlmConnection"]
+__all__ = ["BaseLlm", "BaseLlmConnection", "model_stream_events"]
 
 
 class BaseLlmConnection(abc.ABC):
@@ -70,6 +71,18 @@ class BaseLlm(abc.ABC):
         ``stream=True`` it emits partials, then exactly one final.
         """
 
+    def stream_events(self, llm_request: LlmRequest) -> reactivex.Observable[ModelStreamEvent]:
+        """The fine-grained stream of one streaming call (for consumers that start tools early).
+
+        Emits :class:`~rxllm.TextDeltaEvent` / :class:`~rxllm.ThoughtDeltaEvent` as text arrives,
+        :class:`~rxllm.ToolCallDeltaEvent` and :class:`~rxllm.ToolCallCompleteEvent` for tool calls,
+        and last exactly one :class:`~rxllm.ResponseCompleteEvent` with the final aggregate. The
+        default derives it from ``generate_content(llm_request, stream=True)`` (tool calls then
+        arrive with the final); models that see provider chunks override it to report each call
+        as soon as it is complete. Cold; disposing cancels the call.
+        """
+        return derive_stream_events(self.generate_content(llm_request, stream=True))
+
     def connect(self, llm_request: LlmRequest) -> BaseLlmConnection:
         """Open a live (BIDI) session. The default refuses at once.
 
@@ -79,3 +92,8 @@ class BaseLlm(abc.ABC):
         raise UnsupportedOperationError(
             f"live (BIDI) sessions are not supported by {type(self).__name__} for model {self._model!r}"
         )
+
+
+def model_stream_events(llm: BaseLlm, llm_request: LlmRequest) -> reactivex.Observable[ModelStreamEvent]:
+    """The fine-grained stream of one call: the same as ``llm.stream_events(llm_request)``."""
+    return llm.stream_events(llm_request)

@@ -15,6 +15,7 @@ attempt that failed before its first item.
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Callable
 from typing import Any, cast
@@ -25,8 +26,17 @@ from reactivex.disposable import Disposable
 
 from ._aggregation import StreamAggregator
 from ._base_llm import BaseLlm
+from ._chunk import Chunk
 from ._errors import StreamInterruptedError
 from ._http import CancelScope, HttpResponse, HttpTransport, current_scope
+from ._model_stream import (
+    ModelStreamEvent,
+    ResponseCompleteEvent,
+    TextDeltaEvent,
+    ThoughtDeltaEvent,
+    ToolCallCompleteEvent,
+    ToolCallDeltaEvent,
+)
 from ._provider import ChunkParser, RequestMapper
 from ._retry import RetryPolicy, retry_before_first_item
 from ._sse import DEFAULT_MAX_LINE_BYTES, SseDecoder
@@ -103,10 +113,22 @@ class SseChatModel(BaseLlm):
         first item are retried as the :class:`~rxllm.RetryPolicy` says; after it, a
         provider-reported failure ends in an error final and a dead transport in ``on_error``.
         """
-        attempt = _blocking(lambda observer: self._attempt(llm_request, stream, observer), self._scheduler)
+        return self._call(llm_request, stream, _Emit.PARTIALS if stream else _Emit.SINGLE)
+
+    def stream_events(self, llm_request: LlmRequest) -> reactivex.Observable[ModelStreamEvent]:
+        """The fine-grained stream, straight from the provider's chunks.
+
+        Like ``generate_content(stream=True)`` (same request, cancellation and retry rules), but
+        emits text/thought deltas, every tool-call fragment, each tool call as soon as it is
+        complete (see the aggregator's merge rule 7), and last the final aggregate.
+        """
+        return self._call(llm_request, True, _Emit.EVENTS)
+
+    def _call(self, llm_request: LlmRequest, stream: bool, emit: _Emit) -> reactivex.Observable[Any]:
+        attempt = _blocking(lambda observer: self._attempt(llm_request, stream, emit, observer), self._scheduler)
         return retry_before_first_item(attempt, self._retry_policy, self._timer_scheduler)
 
-    def _attempt(self, llm_request: LlmRequest, stream: bool, observer: rx_abc.ObserverBase[LlmResponse]) -> None:
+    def _attempt(self, llm_request: LlmRequest, stream: bool, emit: _Emit, observer: rx_abc.ObserverBase[Any]) -> None:
         """One attempt, on the I/O thread: ``using`` / ``defer`` / ``concat``."""
         provider = self._mapper.provider
 
@@ -115,38 +137,80 @@ class SseChatModel(BaseLlm):
             request = self._mapper.to_http_request(llm_request, model=model, stream=stream)
             return self._transport.open(request, provider=provider, stream=stream)
 
-        def turn(resource: rx_abc.DisposableBase | None) -> reactivex.Observable[LlmResponse]:
+        def turn(resource: rx_abc.DisposableBase | None) -> reactivex.Observable[Any]:
             response = cast(HttpResponse, resource)
 
-            def fresh(_: Any) -> reactivex.Observable[LlmResponse]:
+            def fresh(_: Any) -> reactivex.Observable[Any]:
                 aggregator = StreamAggregator(provider=provider)
                 parser = self._parser_factory()
-                if not stream:
+                if emit is _Emit.SINGLE:
                     return reactivex.from_callable(lambda: _single(response, parser, aggregator))
-                partials = _partials(response, parser, aggregator, self._max_line_bytes, provider)
-                return reactivex.concat(partials, reactivex.from_callable(aggregator.finish))
+                if emit is _Emit.PARTIALS:
+                    body = _body(response, parser, aggregator, _emit_partials, self._max_line_bytes, provider)
+                    return reactivex.concat(body, reactivex.from_callable(aggregator.finish))
+                body = _body(response, parser, aggregator, _emit_events, self._max_line_bytes, provider)
+                final_events = reactivex.defer(lambda _: reactivex.from_iterable(_final_events(aggregator)))
+                return reactivex.concat(body, final_events)
 
             return reactivex.defer(fresh)
 
         reactivex.using(open_response, turn).subscribe(observer)
 
 
-def _partials(
-    response: HttpResponse, parser: ChunkParser, aggregator: StreamAggregator, max_line_bytes: int, provider: str
-) -> reactivex.Observable[LlmResponse]:
-    """The partials of one response body, emitted synchronously as the bytes arrive.
+class _Emit(enum.Enum):
+    """What one call emits: one response, partials then the final, or the fine-grained events."""
+
+    SINGLE = "single"
+    PARTIALS = "partials"
+    EVENTS = "events"
+
+
+def _emit_partials(chunk: Chunk, aggregator: StreamAggregator, on_next: Callable[[Any], None]) -> None:
+    for partial in aggregator.accept(chunk):
+        on_next(partial)
+
+
+def _emit_events(chunk: Chunk, aggregator: StreamAggregator, on_next: Callable[[Any], None]) -> None:
+    aggregator.accept(chunk)
+    if chunk.thought_delta:
+        on_next(ThoughtDeltaEvent(chunk.thought_delta))
+    if chunk.text_delta:
+        on_next(TextDeltaEvent(chunk.text_delta))
+    for fragment in chunk.tool_call_fragments:
+        on_next(ToolCallDeltaEvent(fragment.index, fragment.id, fragment.name, fragment.arguments_delta))
+    for index, call in aggregator.take_completed_calls():
+        on_next(ToolCallCompleteEvent(index, call))
+
+
+def _final_events(aggregator: StreamAggregator) -> list[ModelStreamEvent]:
+    final = aggregator.finish()
+    events: list[ModelStreamEvent] = [
+        ToolCallCompleteEvent(index, call) for index, call in aggregator.take_completed_calls(all_remaining=True)
+    ]
+    events.append(ResponseCompleteEvent(final))
+    return events
+
+
+def _body(
+    response: HttpResponse,
+    parser: ChunkParser,
+    aggregator: StreamAggregator,
+    emit: Callable[[Chunk, StreamAggregator, Callable[[Any], None]], None],
+    max_line_bytes: int,
+    provider: str,
+) -> reactivex.Observable[Any]:
+    """What one response body yields (``emit`` decides: partials or events), synchronously as bytes arrive.
 
     A synchronous loop, not ``concat_map`` over inner observables (which on a blocking source
     held every partial until the body ended), and no queue: a slow subscriber slows the reads.
     """
 
     def subscribe(
-        observer: rx_abc.ObserverBase[LlmResponse], scheduler: rx_abc.SchedulerBase | None = None
+        observer: rx_abc.ObserverBase[Any], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
         decoder = SseDecoder(max_line_bytes=max_line_bytes)
         scope = current_scope()
         on_next = observer.on_next
-        accept = aggregator.accept
         parse = parser.parse
         try:
             for data in response.iter_bytes():
@@ -154,8 +218,7 @@ def _partials(
                     chunk = parse(event)
                     if chunk is None:
                         continue
-                    for partial in accept(chunk):
-                        on_next(partial)
+                    emit(chunk, aggregator, on_next)
                     if chunk.end_of_stream:
                         observer.on_completed()
                         return Disposable()
@@ -181,16 +244,16 @@ def _single(response: HttpResponse, parser: ChunkParser, aggregator: StreamAggre
     return aggregator.finish()
 
 
-class _ScopedObserver(rx_abc.ObserverBase[LlmResponse]):
+class _ScopedObserver(rx_abc.ObserverBase[Any]):
     """Forwards to ``observer`` until the scope is cancelled; detaches the scope on a terminal event."""
 
     __slots__ = ("_observer", "_scope")
 
-    def __init__(self, observer: rx_abc.ObserverBase[LlmResponse], scope: CancelScope) -> None:
+    def __init__(self, observer: rx_abc.ObserverBase[Any], scope: CancelScope) -> None:
         self._observer = observer
         self._scope = scope
 
-    def on_next(self, value: LlmResponse) -> None:
+    def on_next(self, value: Any) -> None:
         if not self._scope.cancelled:
             self._observer.on_next(value)
 
@@ -206,8 +269,8 @@ class _ScopedObserver(rx_abc.ObserverBase[LlmResponse]):
 
 
 def _blocking(
-    work: Callable[[rx_abc.ObserverBase[LlmResponse]], None], scheduler: rx_abc.SchedulerBase
-) -> reactivex.Observable[LlmResponse]:
+    work: Callable[[rx_abc.ObserverBase[Any]], None], scheduler: rx_abc.SchedulerBase
+) -> reactivex.Observable[Any]:
     """Run blocking ``work`` on ``scheduler``; disposing cancels it from the disposing thread.
 
     Stock ``subscribe_on`` schedules ``dispose`` onto the worker that is blocked reading, so the
@@ -216,9 +279,7 @@ def _blocking(
     the blocked read wakes, and nothing more reaches the observer.
     """
 
-    def subscribe(
-        observer: rx_abc.ObserverBase[LlmResponse], _: rx_abc.SchedulerBase | None = None
-    ) -> rx_abc.DisposableBase:
+    def subscribe(observer: rx_abc.ObserverBase[Any], _: rx_abc.SchedulerBase | None = None) -> rx_abc.DisposableBase:
         scope = CancelScope()
         scoped = _ScopedObserver(observer, scope)
 

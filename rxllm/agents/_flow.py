@@ -353,7 +353,10 @@ def _run_call(
             raise ToolError(f"tool {name!r} returned a value that is not JSON: {exc}") from exc
 
     def recover(error: Exception, _: reactivex.Observable[Part]) -> reactivex.Observable[Part]:
-        message = str(error) if isinstance(error, ToolError) else f"tool {name!r} failed with {type(error).__name__}: {error}"
+        if isinstance(error, ToolError):
+            message = str(error)
+        else:
+            message = f"tool {name!r} failed with {type(error).__name__}: {error}"
         return emit_now(error_part(message, error))
 
     return reactivex.defer(start).pipe(ops.to_list(), ops.map(to_part), ops.catch(recover))

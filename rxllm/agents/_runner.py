@@ -244,7 +244,8 @@ class Runner:
             def run_agent(_: object) -> reactivex.Observable[Event]:
                 return agent.run_async(ctx)
 
-            return reactivex.concat(ctx.append_event(user_event).pipe(ops.ignore_elements()), reactivex.defer(run_agent))
+            store_user_event = ctx.append_event(user_event).pipe(ops.ignore_elements())
+            return reactivex.concat(store_user_event, reactivex.defer(run_agent))
 
         def start(_: object) -> reactivex.Observable[Event]:
             return service.get_session(app_name, user_id, session_id).pipe(ops.to_list(), ops.flat_map(run_on))

@@ -245,7 +245,9 @@ class FunctionTool(BaseTool):
             self._args_model: type[BaseModel] = create_model(f"{tool_name}_arguments", __config__=config, **fields)
             schema = self._args_model.model_json_schema(by_alias=True)
         except Exception as exc:  # pydantic's schema errors have several types
-            raise ConfigurationError(f"cannot build a JSON schema for the parameters of tool {tool_name!r}: {exc}") from exc
+            raise ConfigurationError(
+                f"cannot build a JSON schema for the parameters of tool {tool_name!r}: {exc}"
+            ) from exc
         self._parameters: dict[str, Any] = _strip_titles(schema)
 
     @property
@@ -268,9 +270,7 @@ class FunctionTool(BaseTool):
             try:
                 validated = self._args_model.model_validate(args)
             except ValidationError as exc:
-                raise ToolError(
-                    f"invalid arguments for tool {self.name!r}: {describe_validation_error(exc)}"
-                ) from exc
+                raise ToolError(f"invalid arguments for tool {self.name!r}: {describe_validation_error(exc)}") from exc
             positional = [getattr(validated, field) for field, _ in self._positional]
             keyword = {param: getattr(validated, field) for field, param in self._keyword}
             if self._takes_kwargs and validated.model_extra:

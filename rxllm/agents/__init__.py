@@ -1,0 +1,70 @@
+"""rxllm.agents: ADK Java's agent runtime in Python, returning Observables.
+
+Events, run configs, tools, sessions that never store partials, the LLM flow and the runner. The
+names are ADK's, in snake_case. Everything that returns an Observable is cold.
+
+>>> from reactivex import operators as ops
+>>> from rxllm import Chunk, Content, Part, ToolCallFragment
+>>> from rxllm.agents import InMemoryRunner, LlmAgent, RunConfig, StreamingMode
+>>> from rxllm.testing import ScriptedLlm, scripted_turn
+>>> def get_order(order_id: str) -> dict[str, str]:
+...     '''Look an order up by its id.'''
+...     return {"order_id": order_id, "status": "shipped Tuesday"}
+>>> model = ScriptedLlm([
+...     scripted_turn(Chunk(text_delta="Let me check."),
+...                   Chunk(tool_call_fragments=(ToolCallFragment(0, "call_1", "get_order", '{"order_id":'),)),
+...                   Chunk(tool_call_fragments=(ToolCallFragment(0, arguments_delta='"A17"}'),))),
+...     scripted_turn(Chunk(text_delta="It shipped "), Chunk(text_delta="Tuesday.")),
+... ])
+>>> runner = InMemoryRunner(LlmAgent("support", model, tools=[get_order]), app_name="shop")
+>>> _ = runner.session_service.create_session("shop", "u1", session_id="s1").run()
+>>> question = Content(role="user", parts=(Part.from_text("Where is order A17?"),))
+>>> events = runner.run_async("u1", "s1", question, RunConfig(streaming_mode=StreamingMode.SSE)).pipe(
+...     ops.to_list()).run()
+>>> [(e.partial, e.text()) for e in events if e.partial]
+[(True, 'Let me check.'), (True, 'It shipped '), (True, 'Tuesday.')]
+>>> history = runner.session_service.get_session("shop", "u1", "s1").run().events
+>>> for e in history:
+...     print(e.author, repr(e.text()), [c.args for c in e.function_calls()],
+...           [r.response for r in e.function_responses()])
+user 'Where is order A17?' [] []
+support 'Let me check.' [{'order_id': 'A17'}] []
+support '' [] [{'order_id': 'A17', 'status': 'shipped Tuesday'}]
+support 'It shipped Tuesday.' [] []
+"""
+
+from ._agent import BaseAgent, InstructionProvider, LlmAgent
+from ._context import CallbackContext, InvocationContext, ReadonlyContext, ToolActions, ToolContext
+from ._event import Event, EventActions
+from ._flow import AfterModelCallback, BeforeModelCallback
+from ._run_config import RunConfig, StreamingMode
+from ._runner import InMemoryRunner, Runner
+from ._sessions import BaseSessionService, InMemorySessionService, Session
+from ._state import State
+from ._tools import BaseTool, FunctionTool, ToolLike
+
+__all__ = [
+    "AfterModelCallback",
+    "BaseAgent",
+    "BaseSessionService",
+    "BaseTool",
+    "BeforeModelCallback",
+    "CallbackContext",
+    "Event",
+    "EventActions",
+    "FunctionTool",
+    "InMemoryRunner",
+    "InMemorySessionService",
+    "InstructionProvider",
+    "InvocationContext",
+    "LlmAgent",
+    "ReadonlyContext",
+    "RunConfig",
+    "Runner",
+    "Session",
+    "State",
+    "StreamingMode",
+    "ToolActions",
+    "ToolContext",
+    "ToolLike",
+]
