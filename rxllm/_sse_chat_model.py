@@ -27,6 +27,7 @@ from reactivex.disposable import Disposable
 from ._aggregation import StreamAggregator
 from ._base_llm import BaseLlm
 from ._chunk import Chunk
+from ._drive import drive_sse
 from ._errors import StreamInterruptedError
 from ._http import CancelScope, HttpResponse, HttpTransport, current_scope
 from ._model_stream import (
@@ -39,7 +40,7 @@ from ._model_stream import (
 )
 from ._provider import ChunkParser, RequestMapper
 from ._retry import RetryPolicy, retry_before_first_item
-from ._sse import DEFAULT_MAX_LINE_BYTES, SseDecoder
+from ._sse import DEFAULT_MAX_LINE_BYTES
 from ._types import LlmRequest, LlmResponse
 
 __all__ = ["SseChatModel", "default_transport"]
@@ -208,23 +209,18 @@ def _body(
     def subscribe(
         observer: rx_abc.ObserverBase[Any], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
-        decoder = SseDecoder(max_line_bytes=max_line_bytes)
         scope = current_scope()
         on_next = observer.on_next
-        parse = parser.parse
         try:
-            for data in response.iter_bytes():
-                for event in decoder.feed(data):
-                    chunk = parse(event)
-                    if chunk is None:
-                        continue
-                    emit(chunk, aggregator, on_next)
-                    if chunk.end_of_stream:
-                        observer.on_completed()
-                        return Disposable()
-                if scope is not None and scope.cancelled:
-                    return Disposable()
-            decoder.flush()
+            drive_sse(
+                response.iter_bytes(),
+                parser,
+                lambda chunk: emit(chunk, aggregator, on_next),
+                max_line_bytes=max_line_bytes,
+                is_cancelled=(lambda: scope.cancelled) if scope is not None else None,
+            )
+            if scope is not None and scope.cancelled:
+                return Disposable()
             if not aggregator.is_complete:
                 raise StreamInterruptedError(
                     "the response body ended before the provider said the turn was complete", provider=provider

@@ -41,6 +41,11 @@ class InvocationContext:
         run_config: the run's options.
         user_content: the user message that started the run.
         branch: the agent branch (``agent_1.agent_2``), None for a root agent.
+
+    Cancellation: the runner calls :meth:`cancel` when the run's subscription is disposed. Rx
+    disposal already stops everything that has subscribed; the flag also stops work that a
+    synchronous source would otherwise start before the disposal could reach it (a tool call or
+    store triggered from inside the same ``on_next`` chain that disposed).
     """
 
     def __init__(
@@ -63,6 +68,16 @@ class InvocationContext:
         self.branch = branch
         self._lock = threading.Lock()
         self._llm_calls = 0
+        self._cancelled = threading.Event()
+
+    @property
+    def is_cancelled(self) -> bool:
+        """Whether the run was disposed: no further model calls, tools or stores may start."""
+        return self._cancelled.is_set()
+
+    def cancel(self) -> None:
+        """Mark the run disposed (idempotent)."""
+        self._cancelled.set()
 
     @property
     def app_name(self) -> str:

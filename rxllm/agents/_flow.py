@@ -41,7 +41,7 @@ from ._context import CallbackContext, InvocationContext, ReadonlyContext, ToolC
 from ._event import Event, EventActions
 from ._instructions import inject_session_state
 from ._run_config import StreamingMode
-from ._rx import emit_now, fail_now, nothing_now
+from ._rx import emit_now, fail_now, nothing_now, then_now
 from ._sessions import Session
 from ._state import State
 from ._tools import BaseTool
@@ -82,11 +82,12 @@ def run_llm_flow(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observabl
         return _run_live(agent, ctx)
 
     def steps() -> Iterator[reactivex.Observable[Event]]:
-        while True:
+        while not ctx.is_cancelled:
             step = _Step()
             yield _one_step(agent, ctx, step)
             if not _should_continue(agent, ctx, step):
                 return
+        yield reactivex.never()  # disposed: start nothing more
 
     def start(_: object) -> reactivex.Observable[Event]:
         return reactivex.concat_with_iterable(steps())
@@ -175,6 +176,8 @@ def _call_model(
             f"before_model_callback of agent {agent.name!r} returned {type(result).__name__}; "
             "expected None, an LlmRequest or an LlmResponse"
         )
+    if ctx.is_cancelled:
+        return reactivex.never()
     ctx.increment_llm_call_count()
     stream = ctx.run_config.streaming_mode is StreamingMode.SSE
     responses = agent.model.generate_content(request, stream)
@@ -262,6 +265,8 @@ def _to_event(agent: LlmAgent, ctx: InvocationContext, step: _Step, response: Ll
 
 
 def _handle_event(agent: LlmAgent, ctx: InvocationContext, step: _Step, event: Event) -> reactivex.Observable[Event]:
+    if ctx.is_cancelled:
+        return reactivex.never()
     if event.partial:
         step.last_event = event
         return emit_now(event)
@@ -272,13 +277,15 @@ def _handle_event(agent: LlmAgent, ctx: InvocationContext, step: _Step, event: E
     def stored(event: Event) -> None:
         step.last_event = event
 
-    def then_tools(_: object) -> reactivex.Observable[Event]:
+    def then_tools() -> reactivex.Observable[Event]:
+        if ctx.is_cancelled:
+            return reactivex.never()
         model_event = step.last_event
         if model_event is None or model_event.error_code is not None or not model_event.function_calls():
             return nothing_now()
         return _run_tools(agent, ctx, step, model_event)
 
-    return reactivex.concat(ctx.append_event(event).pipe(ops.do_action(on_next=stored)), reactivex.defer(then_tools))
+    return then_now(ctx.append_event(event).pipe(ops.do_action(on_next=stored)), then_tools)
 
 
 def _run_tools(agent: LlmAgent, ctx: InvocationContext, step: _Step, model_event: Event) -> reactivex.Observable[Event]:
@@ -309,6 +316,8 @@ def _run_tools(agent: LlmAgent, ctx: InvocationContext, step: _Step, model_event
         def stored(event: Event) -> None:
             step.last_event = event
 
+        if ctx.is_cancelled:
+            return reactivex.never()
         return ctx.append_event(event).pipe(ops.do_action(on_next=stored))
 
     return reactivex.concat_with_iterable(responses()).pipe(ops.to_list(), ops.flat_map(store))
@@ -329,6 +338,8 @@ def _run_call(
         )
         return Part.from_function_response(call.name, {"error": message}, id=call.id)
 
+    if ctx.is_cancelled:
+        return reactivex.never()
     tool: BaseTool | None = agent.tools_by_name.get(call.name)
     if tool is None:
         known = ", ".join(sorted(agent.tools_by_name)) or "none"

@@ -18,7 +18,7 @@ from ._agent import BaseAgent
 from ._context import InvocationContext
 from ._event import Event
 from ._run_config import RunConfig
-from ._rx import fail_now
+from ._rx import fail_now, on_dispose
 from ._sessions import BaseSessionService, InMemorySessionService, Session
 
 __all__ = ["InMemoryRunner", "Runner"]
@@ -228,7 +228,7 @@ class Runner:
         service = self._session_service
         agent = self._agent
 
-        def run_on(sessions: list[Session]) -> reactivex.Observable[Event]:
+        def run_on(sessions: list[Session], contexts: list[InvocationContext]) -> reactivex.Observable[Event]:
             if not sessions:
                 return fail_now(
                     ConfigurationError(
@@ -239,6 +239,7 @@ class Runner:
             ctx = InvocationContext(
                 agent=agent, session=sessions[-1], session_service=service, run_config=config, user_content=message
             )
+            contexts.append(ctx)
             user_event = Event(invocation_id=ctx.invocation_id, author="user", content=message)
 
             def run_agent(_: object) -> reactivex.Observable[Event]:
@@ -248,7 +249,17 @@ class Runner:
             return reactivex.concat(store_user_event, reactivex.defer(run_agent))
 
         def start(_: object) -> reactivex.Observable[Event]:
-            return service.get_session(app_name, user_id, session_id).pipe(ops.to_list(), ops.flat_map(run_on))
+            contexts: list[InvocationContext] = []
+
+            def cancel() -> None:
+                for ctx in contexts:
+                    ctx.cancel()
+
+            def run_on_session(sessions: list[Session]) -> reactivex.Observable[Event]:
+                return run_on(sessions, contexts)
+
+            run = service.get_session(app_name, user_id, session_id).pipe(ops.to_list(), ops.flat_map(run_on_session))
+            return on_dispose(run, cancel)
 
         return self._lanes.serialized((app_name, user_id, session_id), reactivex.defer(start))
 

@@ -2,6 +2,7 @@
 a loopback SSE stub server and transcript replay."""
 
 from ._contract import assert_stream_protocol
+from ._replay import PROTOCOLS, parser_for, replay_sse
 from ._scripted import ScriptedLlm, scripted_turn
 from ._stub_server import (
     ConnectionRecord,
@@ -19,11 +20,14 @@ __all__ = [
     "Delay",
     "Disconnect",
     "Hold",
+    "PROTOCOLS",
     "RecordedRequest",
     "ScriptedLlm",
     "Step",
     "StubResponse",
     "StubServer",
     "assert_stream_protocol",
+    "parser_for",
+    "replay_sse",
     "scripted_turn",
 ]

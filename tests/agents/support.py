@@ -103,7 +103,8 @@ def get_order_function(calls: list[dict[str, Any]]) -> Callable[[str], dict[str,
 
 
 def make_runner(model: BaseLlm, tools: Sequence[Any] = (), **agent_options: Any) -> Runner:
-    agent = LlmAgent("support", model, instruction="You answer questions about orders.", tools=tools, **agent_options)
+    agent_options.setdefault("instruction", "You answer questions about orders.")
+    agent = LlmAgent("support", model, tools=tools, **agent_options)
     runner = InMemoryRunner(agent, app_name=APP)
     runner.session_service.create_session(APP, USER, session_id=SESSION).run()
     return runner

@@ -135,7 +135,9 @@ class HeldStoreService(InMemorySessionService):
         if event.partial or event.author == "user":
             return super().append_event(session, event)
 
-        def subscribe(observer: rx_abc.ObserverBase[Event], scheduler: rx_abc.SchedulerBase | None = None) -> Disposable:
+        def subscribe(
+            observer: rx_abc.ObserverBase[Event], scheduler: rx_abc.SchedulerBase | None = None
+        ) -> Disposable:
             self.pending.append((session, event, observer))
             self.arrived.release()
             return Disposable()

@@ -1,0 +1,163 @@
+"""``BoundedRelay``: one observer, many producing threads, a bounded queue, never two signals at once.
+
+The queue-drain pattern (RxJava's serialized emitter, bounded): a producer whose signal finds no
+delivery in progress delivers it itself, on its own thread, and then keeps delivering whatever
+other threads queued meanwhile. A producer whose signal finds a delivery in progress (another
+thread is inside the subscriber's ``on_next``) queues it and returns at once. So:
+
+* signals reach the observer one at a time, in the order they were offered (Rx grammar);
+* without contention nothing is queued: a synchronous subscriber called on the model's thread
+  slows the model's reads down to TCP, the natural backpressure of a blocking stream;
+* the queue only holds signals offered while the subscriber is busy on another thread, and holds
+  at most ``capacity`` of them: one more fails the stream with :class:`~rxllm.BufferOverflowError`
+  (delivered as soon as the busy ``on_next`` returns, ahead of the queued signals, which are
+  discarded with the failed stream) and calls ``on_failure`` so the producers stop. Never a
+  silent drop, never an unbounded queue.
+
+Terminal signals are always accepted (they do not count against the capacity); after one, or
+after :meth:`BoundedRelay.cancel`, every further signal is ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from reactivex import abc as rx_abc
+
+from .._errors import BufferOverflowError, ConfigurationError
+
+__all__ = ["BoundedRelay", "check_buffer_size"]
+
+_log = logging.getLogger("rxllm.service")
+
+T = TypeVar("T")
+
+_NEXT = 0
+_ERROR = 1
+_COMPLETED = 2
+
+
+def check_buffer_size(size: int, what: str) -> int:
+    """``size`` if it is an int >= 1.
+
+    Raises:
+        ConfigurationError: otherwise.
+    """
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ConfigurationError(f"{what} must be an int >= 1, got {size!r}")
+    return size
+
+
+class BoundedRelay(Generic[T]):
+    """Serializes ``on_next`` / ``on_error`` / ``on_completed`` from any thread to ``observer``.
+
+    Args:
+        observer: the downstream observer.
+        capacity: how many signals may wait while the observer is busy on another thread.
+        on_failure: called once (on the offering thread) when the queue overflows, or when the
+            observer raised from a callback; it should stop every producer.
+    """
+
+    __slots__ = ("_cancelled", "_capacity", "_closed", "_draining", "_lock", "_observer", "_on_failure",
+                 "_overflow", "_queue")
+
+    def __init__(self, observer: rx_abc.ObserverBase[T], capacity: int, on_failure: Callable[[], None]) -> None:
+        self._observer = observer
+        self._capacity = capacity
+        self._on_failure = on_failure
+        self._lock = threading.Lock()
+        self._queue: deque[tuple[int, Any]] = deque()
+        self._draining = False
+        self._closed = False  # no further signal is accepted
+        self._cancelled = False  # nothing further is delivered
+        self._overflow: BufferOverflowError | None = None
+
+    def on_next(self, value: T) -> None:
+        """Offer an item."""
+        self._offer(_NEXT, value)
+
+    def on_error(self, error: Exception) -> None:
+        """Offer the error; nothing after it is accepted."""
+        self._offer(_ERROR, error)
+
+    def on_completed(self) -> None:
+        """Offer completion; nothing after it is accepted."""
+        self._offer(_COMPLETED, None)
+
+    @property
+    def closed(self) -> bool:
+        """Whether a terminal signal was accepted, the buffer overflowed, or the relay was cancelled."""
+        return self._closed
+
+    def cancel(self) -> None:
+        """Deliver nothing more (a delivery in progress on another thread finishes); drop the queue."""
+        with self._lock:
+            self._closed = True
+            self._cancelled = True
+            self._overflow = None
+            self._queue.clear()
+
+    def _offer(self, kind: int, value: Any) -> None:
+        overflowed = False
+        with self._lock:
+            if self._closed:
+                return
+            if kind != _NEXT:
+                self._closed = True
+            if self._draining:
+                if kind != _NEXT or len(self._queue) < self._capacity:
+                    self._queue.append((kind, value))
+                    return
+                self._closed = True
+                self._queue.clear()
+                self._overflow = BufferOverflowError(
+                    f"the subscriber fell more than {self._capacity} events behind (it blocked, or was slower than "
+                    "the stream on another thread); rather than drop events silently, the stream fails. Do not block "
+                    "in on_next, or raise the buffer size"
+                )
+                overflowed = True
+            else:
+                self._draining = True
+        if overflowed:
+            self._on_failure()  # the thread inside on_next delivers the error as soon as it returns
+            return
+        self._drain(kind, value)
+
+    def _drain(self, kind: int, value: Any) -> None:
+        while True:
+            try:
+                self._deliver(kind, value)
+            except BaseException:
+                with self._lock:
+                    self._draining = False
+                    self._closed = True
+                    self._cancelled = True
+                    self._queue.clear()
+                _log.error("the subscriber raised from a callback; the interaction is cancelled", exc_info=True)
+                self._on_failure()
+                raise
+            with self._lock:
+                if self._cancelled:
+                    self._draining = False
+                    return
+                if self._overflow is not None:
+                    kind, value = _ERROR, self._overflow
+                    self._overflow = None
+                    self._cancelled = True  # the error is the last signal delivered
+                elif self._queue:
+                    kind, value = self._queue.popleft()
+                else:
+                    self._draining = False
+                    return
+
+    def _deliver(self, kind: int, value: Any) -> None:
+        if kind == _NEXT:
+            self._observer.on_next(value)
+        elif kind == _ERROR:
+            self._observer.on_error(value)
+        else:
+            self._observer.on_completed()

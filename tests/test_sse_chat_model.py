@@ -1,0 +1,471 @@
+"""SseChatModel over a real loopback server: the seed's four tests, for every provider.
+
+Streaming follows the protocol; dispose closes the connection at once (the server observes it)
+while waiting for headers, mid-body and between chunks; a transport failure after the first
+chunk is ``on_error`` with no retry; a 429 before any chunk is retried exactly once, on a
+``TestScheduler`` in virtual time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import reactivex
+from reactivex import abc as rx_abc
+from reactivex.scheduler import ImmediateScheduler, ThreadPoolScheduler
+from reactivex.testing import TestScheduler
+from wire import OPENAI, WIRES, Wire, openai_chunk
+
+from rxllm import (
+    Content,
+    FinishReason,
+    HttpStatusError,
+    HttpTransport,
+    LlmRequest,
+    LlmResponse,
+    Part,
+    ProviderError,
+    ResponseCompleteEvent,
+    RetryPolicy,
+    StreamInterruptedError,
+    TextDeltaEvent,
+    ToolCallCompleteEvent,
+    UnsupportedOperationError,
+)
+from rxllm.testing import Delay, Disconnect, Hold, StubResponse, StubServer, assert_stream_protocol
+
+REQUEST = LlmRequest(contents=(Content(role="user", parts=(Part.from_text("Where is order A17?"),)),))
+TIMEOUT = 5.0
+
+
+@pytest.fixture
+def server() -> Iterator[StubServer]:
+    with StubServer() as stub:
+        yield stub
+
+
+@pytest.fixture(params=WIRES, ids=lambda w: w.name)
+def wire(request: pytest.FixtureRequest) -> Wire:
+    return request.param  # type: ignore[no-any-return]
+
+
+class Recorder:
+    """Collects what an Observable emits, with latches instead of sleeps."""
+
+    def __init__(self, *, notify_after: int = 0) -> None:
+        self.items: list[Any] = []
+        self.errors: list[Exception] = []
+        self.completed = False
+        self.done = threading.Event()
+        self.reached = threading.Event()
+        self._notify_after = notify_after
+
+    def on_next(self, item: Any) -> None:
+        self.items.append(item)
+        if self._notify_after and len(self.items) >= self._notify_after:
+            self.reached.set()
+
+    def on_error(self, error: Exception) -> None:
+        self.errors.append(error)
+        self.done.set()
+
+    def on_completed(self) -> None:
+        self.completed = True
+        self.done.set()
+
+    def subscribe(self, source: reactivex.Observable[Any]) -> rx_abc.DisposableBase:
+        return source.subscribe(self.on_next, self.on_error, self.on_completed)
+
+
+class WatchedScheduler(ThreadPoolScheduler):
+    """A thread pool that counts the actions still running (to prove no thread stays blocked)."""
+
+    def __init__(self) -> None:
+        super().__init__(4)
+        self._lock = threading.Condition()
+        self.running = 0
+
+    def schedule(self, action: Any, state: Any = None) -> rx_abc.DisposableBase:
+        def wrapped(scheduler: Any, st: Any) -> Any:
+            with self._lock:
+                self.running += 1
+            try:
+                return action(scheduler, st)
+            finally:
+                with self._lock:
+                    self.running -= 1
+                    self._lock.notify_all()
+
+        return super().schedule(wrapped, state)
+
+    def wait_idle(self, timeout: float) -> bool:
+        with self._lock:
+            return self._lock.wait_for(lambda: self.running == 0, timeout)
+
+
+def run_to_list(source: reactivex.Observable[LlmResponse]) -> list[LlmResponse]:
+    recorder = Recorder()
+    recorder.subscribe(source)
+    assert recorder.done.wait(TIMEOUT), "the stream did not terminate"
+    if recorder.errors:
+        raise recorder.errors[0]
+    return recorder.items
+
+
+# --- the seed's streamFollowsProtocol, against every provider's wire -------------------------------
+
+
+def test_stream_follows_protocol(server: StubServer, wire: Wire) -> None:
+    server.enqueue(wire.response("The order", " ships", " Tuesday."))
+    responses = run_to_list(wire.model(server.url).generate_content(REQUEST, stream=True))
+    final = assert_stream_protocol(responses)
+    assert [r.text() for r in responses[:-1]] == ["The order", " ships", " Tuesday."]
+    assert final.text() == "The order ships Tuesday."
+    assert final.finish_reason is FinishReason.STOP
+    assert final.usage_metadata is not None and final.usage_metadata.total_token_count == 8
+    assert len(server.requests) == 1
+
+
+def test_partials_arrive_while_the_server_still_holds_the_stream(server: StubServer, wire: Wire) -> None:
+    release = threading.Event()
+    stream = wire.stream("first", " second")
+    cut = len(wire.prelude()) + 1
+    server.enqueue(StubResponse(body=[*stream[:cut], Hold(release), *stream[cut:]]))
+    recorder = Recorder(notify_after=1)
+    recorder.subscribe(wire.model(server.url).generate_content(REQUEST, stream=True))
+    try:
+        assert recorder.reached.wait(TIMEOUT), "the first partial did not arrive while the body was held open"
+        assert recorder.items[0].partial and recorder.items[0].text() == "first"
+        assert not recorder.done.is_set()
+    finally:
+        release.set()
+    assert recorder.done.wait(TIMEOUT)
+    assert assert_stream_protocol(recorder.items).text() == "first second"
+
+
+def test_stream_false_returns_exactly_one_final(server: StubServer, wire: Wire) -> None:
+    server.enqueue(StubResponse.json(200, wire.complete_body("The order ships Tuesday.")))
+    responses = run_to_list(wire.model(server.url).generate_content(REQUEST, stream=False))
+    assert len(responses) == 1
+    (only,) = responses
+    assert not only.partial and only.text() == "The order ships Tuesday."
+    assert only.usage_metadata is not None and only.usage_metadata.total_token_count == 8
+
+
+def test_every_subscription_is_a_fresh_request_with_a_fresh_aggregator(server: StubServer, wire: Wire) -> None:
+    server.enqueue(wire.response("one"), wire.response("two"))
+    source = wire.model(server.url).generate_content(REQUEST, stream=True)
+    assert run_to_list(source)[-1].text() == "one"
+    assert run_to_list(source)[-1].text() == "two"  # not "onetwo": the aggregator is per subscription
+    assert len(server.requests) == 2
+
+
+def test_stream_events_reports_a_tool_call_before_the_final(server: StubServer) -> None:
+    release = threading.Event()
+    def tool(index: int, arguments: str, call_id: str | None = None, name: str | None = None) -> dict[str, Any]:
+        function = {"arguments": arguments} if name is None else {"name": name, "arguments": arguments}
+        call = {"index": index, "function": function} if call_id is None else {"index": index, "id": call_id,
+                                                                                "function": function}
+        return {"tool_calls": [call]}
+
+    events: list[Any] = [
+        openai_chunk({"content": "Let me check."}),
+        openai_chunk(tool(0, "", "call_1", "get_order")),
+        openai_chunk(tool(0, '{"order_id": "A1')),
+        openai_chunk(tool(0, '7"}')),
+        openai_chunk(tool(1, "{}", "call_2", "get_eta")),
+        Hold(release),
+        openai_chunk({}, "tool_calls"),
+        b"data: [DONE]\n\n",
+    ]
+    server.enqueue(StubResponse(body=events))
+    recorder = Recorder()
+    model = OPENAI.model(server.url)
+
+    def on_next(event: Any) -> None:
+        recorder.on_next(event)
+        if isinstance(event, ToolCallCompleteEvent) and event.call.name == "get_order":
+            recorder.reached.set()
+
+    model.stream_events(REQUEST).subscribe(on_next, recorder.on_error, recorder.on_completed)
+    try:
+        assert recorder.reached.wait(TIMEOUT), "get_order was not reported complete while the round streamed"
+        assert not recorder.done.is_set()
+    finally:
+        release.set()
+    assert recorder.done.wait(TIMEOUT) and not recorder.errors
+    kinds = [type(e).__name__ for e in recorder.items]
+    assert kinds[0] == "TextDeltaEvent" and kinds[-1] == "ResponseCompleteEvent"
+    completes = [e for e in recorder.items if isinstance(e, ToolCallCompleteEvent)]
+    assert [(c.call.name, c.call.args) for c in completes] == [("get_order", {"order_id": "A17"}), ("get_eta", {})]
+    final = recorder.items[-1]
+    assert isinstance(final, ResponseCompleteEvent)
+    assert [c.call for c in completes] == final.response.function_calls()
+    assert "".join(e.text for e in recorder.items if isinstance(e, TextDeltaEvent)) == final.response.text()
+
+
+# --- cancellation: dispose closes the socket at once ----------------------------------------------
+
+
+@pytest.mark.parametrize("phase", ["mid_body", "between_chunks", "headers", "headers_on_reused_connection"])
+def test_dispose_closes_the_connection_at_once(server: StubServer, wire: Wire, phase: str) -> None:
+    release = threading.Event()
+    stream = wire.stream("Hello", " world", "!")
+    cut = len(wire.prelude()) + 2
+    pool = WatchedScheduler()
+    model = wire.model(server.url, scheduler=pool, transport=HttpTransport(max_concurrent_streams=4))
+    if phase == "headers_on_reused_connection":  # a complete non-streamed answer leaves the connection pooled
+        server.enqueue(StubResponse.json(200, wire.complete_body("warm-up")))
+        run_to_list(model.generate_content(REQUEST, stream=False))
+    if phase in ("headers", "headers_on_reused_connection"):
+        server.enqueue(StubResponse(before_headers=[Hold(release)], body=stream))
+    else:
+        pause = Hold(release) if phase == "mid_body" else Delay(30.0)
+        server.enqueue(StubResponse(body=[*stream[:cut], pause, *stream[cut:]]))
+
+    recorder = Recorder(notify_after=2)
+    subscription = recorder.subscribe(model.generate_content(REQUEST, stream=True))
+    if phase.startswith("headers"):
+        assert server.wait_for_requests(2 if phase == "headers_on_reused_connection" else 1, TIMEOUT)
+    else:
+        assert recorder.reached.wait(TIMEOUT), "two partials did not arrive"
+    connection = server.connections[-1]
+    if phase == "headers_on_reused_connection":
+        assert len(server.connections) == 1, "the second request should reuse the keep-alive connection"
+    seen = len(recorder.items)
+
+    disposed_at = time.monotonic()
+    subscription.dispose()
+    try:
+        assert connection.wait_closed_by_client(TIMEOUT), "the server never saw the connection close"
+        assert connection.closed_at is not None and connection.closed_at - disposed_at < 0.2
+        assert pool.wait_idle(TIMEOUT), "the I/O thread stayed blocked after dispose"
+    finally:
+        release.set()
+    assert len(recorder.items) == seen, "something was emitted after dispose"
+    assert not recorder.errors and not recorder.completed, "no terminal signal after dispose"
+
+
+def test_dispose_before_the_work_starts_sends_nothing(server: StubServer) -> None:
+    gate = threading.Event()
+    pool = ThreadPoolScheduler(1)
+    pool.schedule(lambda *_: gate.wait(TIMEOUT))  # occupy the only worker
+    subscription = OPENAI.model(server.url, scheduler=pool).generate_content(REQUEST, stream=True).subscribe()
+    subscription.dispose()
+    gate.set()
+    finished = threading.Event()
+    pool.schedule(lambda *_: finished.set())
+    assert finished.wait(TIMEOUT)
+    assert server.requests == []
+
+
+# --- errors before and after the first chunk ------------------------------------------------------
+
+
+def test_transport_failure_after_one_chunk_is_on_error_without_retry(server: StubServer, wire: Wire) -> None:
+    stream = wire.stream("Hello", " world")
+    cut = len(wire.prelude()) + 1
+    server.enqueue(StubResponse(body=[*stream[:cut], Disconnect(reset=True)]), wire.response("never"))
+    recorder = Recorder()
+    recorder.subscribe(wire.model(server.url).generate_content(REQUEST, stream=True))
+    assert recorder.done.wait(TIMEOUT)
+    assert [r.text() for r in recorder.items] == ["Hello"] and all(r.partial for r in recorder.items)
+    assert len(recorder.errors) == 1 and isinstance(recorder.errors[0], StreamInterruptedError)
+    assert len(server.requests) == 1
+
+
+def test_body_ending_early_after_a_chunk_is_on_error(server: StubServer, wire: Wire) -> None:
+    stream = wire.stream("Hello", " world")
+    cut = len(wire.prelude()) + 1
+    server.enqueue(StubResponse(body=[*stream[:cut], Disconnect(reset=False)]))
+    recorder = Recorder()
+    recorder.subscribe(wire.model(server.url).generate_content(REQUEST, stream=True))
+    assert recorder.done.wait(TIMEOUT)
+    assert isinstance(recorder.errors[0], StreamInterruptedError)
+    assert len(server.requests) == 1
+
+
+def test_in_band_error_after_the_first_chunk_ends_in_an_error_final(server: StubServer, wire: Wire) -> None:
+    stream = wire.stream("Partial answer")
+    cut = len(wire.prelude()) + 1
+    server.enqueue(StubResponse(body=[*stream[:cut], wire.error(True)]))
+    responses = run_to_list(wire.model(server.url).generate_content(REQUEST, stream=True))
+    final = assert_stream_protocol(responses)
+    assert final.text() == "Partial answer"
+    assert final.error_code and final.error_message
+    assert len(server.requests) == 1
+
+
+def _virtual_time_model(wire: Wire, url: str) -> tuple[Any, TestScheduler]:
+    clock = TestScheduler()
+    return wire.model(url, scheduler=ImmediateScheduler(), timer_scheduler=clock), clock
+
+
+def test_429_before_any_chunk_is_retried_exactly_once(server: StubServer, wire: Wire) -> None:
+    server.enqueue(StubResponse.json(429, {"error": {"message": "slow down"}}), wire.response("after retry"))
+    model, clock = _virtual_time_model(wire, server.url)
+    recorder = Recorder()
+    recorder.subscribe(model.generate_content(REQUEST, stream=True))
+    assert len(server.requests) == 1 and not recorder.items
+    clock.advance_to(0.399)
+    assert len(server.requests) == 1
+    clock.advance_to(0.4)
+    assert len(server.requests) == 2
+    assert recorder.done.is_set() and not recorder.errors
+    assert assert_stream_protocol(recorder.items).text() == "after retry"
+
+
+def test_three_503s_make_three_requests_then_the_error(server: StubServer, wire: Wire) -> None:
+    for _ in range(3):
+        server.enqueue(StubResponse.json(503, {"error": {"message": "overloaded"}}, headers={"x-request-id": "req-9"}))
+    model, clock = _virtual_time_model(wire, server.url)
+    recorder = Recorder()
+    recorder.subscribe(model.generate_content(REQUEST, stream=True))
+    assert len(server.requests) == 1
+    clock.advance_to(0.4)
+    assert len(server.requests) == 2 and not recorder.done.is_set()
+    clock.advance_to(1.199)
+    assert len(server.requests) == 2
+    clock.advance_to(1.2)
+    assert len(server.requests) == 3
+    assert recorder.done.is_set()
+    (error,) = recorder.errors
+    assert isinstance(error, HttpStatusError) and error.status_code == 503
+    assert error.provider_message == "overloaded" and error.request_id == "req-9"
+    clock.advance_to(100.0)
+    assert len(server.requests) == 3
+
+
+def test_retry_after_is_honoured(server: StubServer) -> None:
+    server.enqueue(StubResponse.json(429, {"error": {"message": "later"}}, headers={"retry-after": "2"}),
+                   OPENAI.response("ok"))
+    model, clock = _virtual_time_model(OPENAI, server.url)
+    recorder = Recorder()
+    recorder.subscribe(model.generate_content(REQUEST, stream=True))
+    clock.advance_to(1.999)
+    assert len(server.requests) == 1
+    clock.advance_to(2.0)
+    assert len(server.requests) == 2 and recorder.completed
+
+
+def test_other_4xx_fails_at_once_with_status_message_and_request_id(server: StubServer, wire: Wire) -> None:
+    server.enqueue(StubResponse.json(400, {"error": {"message": "max_tokens is too large"}},
+                                     headers={"request-id": "req-42"}))
+    model, clock = _virtual_time_model(wire, server.url)
+    recorder = Recorder()
+    recorder.subscribe(model.generate_content(REQUEST, stream=True))
+    (error,) = recorder.errors
+    assert isinstance(error, HttpStatusError)
+    assert (error.status_code, error.provider_message, error.request_id) == (400, "max_tokens is too large", "req-42")
+    assert "max_tokens is too large" in str(error) and "req-42" in str(error)
+    clock.advance_to(10.0)
+    assert len(server.requests) == 1
+
+
+def test_retryable_in_band_error_before_any_chunk_is_retried(server: StubServer, wire: Wire) -> None:
+    server.enqueue(StubResponse(body=[*wire.prelude(), wire.error(True)]), wire.response("second try"))
+    model, clock = _virtual_time_model(wire, server.url)
+    recorder = Recorder()
+    recorder.subscribe(model.generate_content(REQUEST, stream=True))
+    assert len(server.requests) == 1 and not recorder.done.is_set()
+    clock.advance_to(0.4)
+    assert recorder.completed and assert_stream_protocol(recorder.items).text() == "second try"
+
+
+def test_non_retryable_in_band_error_before_any_chunk_fails(server: StubServer, wire: Wire) -> None:
+    server.enqueue(StubResponse(body=[*wire.prelude(), wire.error(False)]))
+    model, clock = _virtual_time_model(wire, server.url)
+    recorder = Recorder()
+    recorder.subscribe(model.generate_content(REQUEST, stream=True))
+    assert len(recorder.errors) == 1 and isinstance(recorder.errors[0], ProviderError)
+    clock.advance_to(10.0)
+    assert len(server.requests) == 1
+
+
+def test_connection_refused_is_retried_then_fails() -> None:
+    with StubServer() as gone:
+        url = gone.url
+    model, clock = _virtual_time_model(OPENAI, url)
+    recorder = Recorder()
+    recorder.subscribe(model.generate_content(REQUEST, stream=True))
+    assert not recorder.done.is_set()
+    clock.advance_to(1.2)
+    assert recorder.done.is_set() and type(recorder.errors[0]).__name__ == "TransportError"
+
+
+def test_retry_policy_never_makes_one_attempt(server: StubServer) -> None:
+    server.enqueue(StubResponse.json(503, {"error": {"message": "overloaded"}}))
+    model = OPENAI.model(server.url, scheduler=ImmediateScheduler(), retry_policy=RetryPolicy.never())
+    recorder = Recorder()
+    recorder.subscribe(model.generate_content(REQUEST, stream=True))
+    assert isinstance(recorder.errors[0], HttpStatusError) and len(server.requests) == 1
+
+
+# --- misc contract points -------------------------------------------------------------------------
+
+
+def test_connect_refuses_naming_the_model(server: StubServer, wire: Wire) -> None:
+    model = wire.model(server.url)
+    with pytest.raises(UnsupportedOperationError, match=model.model):
+        model.connect(REQUEST)
+
+
+def test_the_requests_model_wins_over_the_models_own(server: StubServer) -> None:
+    server.enqueue(OPENAI.response("hi"))
+    run_to_list(OPENAI.model(server.url).generate_content(REQUEST.model_copy(update={"model": "other"}), stream=True))
+    assert server.requests[0].json()["model"] == "other"
+
+
+def test_api_key_never_appears_in_repr_errors_or_logs(server: StubServer, caplog: pytest.LogCaptureFixture) -> None:
+    from rxllm.providers.openai import OpenAiChatModel
+
+    secret = "sk-very-secret-key-123"
+    server.enqueue(StubResponse.json(401, {"error": {"message": "invalid api key"}}))
+    model = OpenAiChatModel("gpt-test", base_url=f"{server.url}/v1", api_key=secret, scheduler=ImmediateScheduler())
+    with caplog.at_level(logging.DEBUG, logger="rxllm"):
+        recorder = Recorder()
+        recorder.subscribe(model.generate_content(REQUEST, stream=True))
+    assert server.requests[0].headers["authorization"] == f"Bearer {secret}"
+    (error,) = recorder.errors
+    for text in (repr(model), str(error), repr(error), caplog.text):
+        assert secret not in text
+
+
+def test_1000_subscribe_dispose_cycles_leak_no_threads_or_sockets() -> None:
+    baseline_threads = threading.active_count()
+    baseline_fds = len(os.listdir("/proc/self/fd"))
+    release = threading.Event()
+    stream = OPENAI.stream("a", "b")
+    held = StubResponse(body=[*stream[:2], Hold(release, timeout=5.0), *stream[2:]])
+    server = StubServer(responder=lambda _: held).start()
+    transport = HttpTransport(max_concurrent_streams=8)
+    pool = WatchedScheduler()
+    model = OPENAI.model(server.url, transport=transport, scheduler=pool)
+    try:
+        for i in range(1000):
+            recorder = Recorder(notify_after=1)
+            subscription = recorder.subscribe(model.generate_content(REQUEST, stream=True))
+            if i % 2:  # half disposed at once (before or during headers), half after the first partial
+                assert recorder.reached.wait(TIMEOUT)
+            subscription.dispose()
+            assert not recorder.errors
+        assert pool.wait_idle(TIMEOUT), "an I/O thread stayed blocked"
+        assert threading.active_count() <= baseline_threads + 4 + server_threads_bound(server)
+    finally:
+        release.set()
+        transport.close()
+        server.close()
+        pool.executor.shutdown(wait=True)
+    assert threading.active_count() <= baseline_threads, "threads leaked"
+    assert len(os.listdir("/proc/self/fd")) <= baseline_fds, "sockets or files leaked"
+
+
+def server_threads_bound(server: StubServer) -> int:
+    """The stub server's own threads: an acceptor and one per connection still open."""
+    return 1 + sum(1 for c in server.connections if c.closed_at is None)
