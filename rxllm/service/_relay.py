@@ -30,7 +30,7 @@ from reactivex import abc as rx_abc
 
 from .._errors import BufferOverflowError, ConfigurationError
 
-__all__ = ["BoundedRelay", "check_buffer_size"]
+__all__ = ["BoundedRelay", "check_positive_int"]
 
 _log = logging.getLogger("rxllm.service")
 
@@ -41,7 +41,7 @@ _ERROR = 1
 _COMPLETED = 2
 
 
-def check_buffer_size(size: int, what: str) -> int:
+def check_positive_int(size: int, what: str) -> int:
     """``size`` if it is an int >= 1.
 
     Raises:

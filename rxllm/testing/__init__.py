@@ -14,6 +14,7 @@ from ._stub_server import (
     StubResponse,
     StubServer,
 )
+from ._wire import ToolCallScript, complete_json, sse_turn
 
 __all__ = [
     "ConnectionRecord",
@@ -26,8 +27,11 @@ __all__ = [
     "Step",
     "StubResponse",
     "StubServer",
+    "ToolCallScript",
     "assert_stream_protocol",
+    "complete_json",
     "parser_for",
     "replay_sse",
     "scripted_turn",
+    "sse_turn",
 ]

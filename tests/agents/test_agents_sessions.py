@@ -27,7 +27,13 @@ def service() -> InMemorySessionService:
 
 def test_create_and_get(service: InMemorySessionService) -> None:
     created = service.create_session("app", "u", state={"a": 1}, session_id="s").run()
-    assert (created.id, created.app_name, created.user_id, created.state, created.events) == ("s", "app", "u", {"a": 1}, ())
+    assert (created.id, created.app_name, created.user_id, created.state, created.events) == (
+        "s",
+        "app",
+        "u",
+        {"a": 1},
+        (),
+    )
     assert service.get_session("app", "u", "s").run() == created
     generated = service.create_session("app", "u").run()
     assert len(generated.id) == 36 and generated.id != "s"

@@ -1,0 +1,356 @@
+"""One subscription to :meth:`AiService.stream`: the rounds of a tool-using turn, as a state machine.
+
+Threads. Model events arrive on the model's thread (an I/O thread for
+:class:`~rxllm.SseChatModel`, the subscribing thread for a synchronous model), tool and retriever
+work runs on the tool scheduler. Everything reaches the subscriber through one
+:class:`~rxllm.service._relay.BoundedRelay`, which serializes the threads and bounds what waits.
+Shared state changes under ``_lock``; no callback, emission or subscription happens under it.
+
+A round is over when its model stream completed *and* every tool it started finished (whichever
+comes last, on its thread, runs :meth:`_Interaction._end_round`). Then:
+
+* the response has ``error_code`` (length, safety, malformed call, in-band provider error):
+  results of tools that ran are not sent anywhere; the response becomes the final (an error
+  :class:`FinalResponseEvent`, then ``on_completed``);
+* it has function calls: their results go to the next round, in the response's call order
+  (``LimitExceededError`` instead when that round would pass ``max_rounds``);
+* otherwise it is the final answer, through the output guardrails.
+
+Disposal sets ``_stopped``, cancels the relay (nothing more is delivered, not even a terminal
+signal) and disposes the model call (its connection is closed). A tool already running finishes;
+its result is dropped. A retriever or tool scheduled but not started never runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import reactivex
+from reactivex import abc as rx_abc
+from reactivex.disposable import CompositeDisposable, Disposable, SingleAssignmentDisposable
+
+from .._base_llm import model_stream_events
+from .._errors import GuardrailError, LimitExceededError, ProtocolError, RxLlmError
+from .._model_stream import (
+    ModelStreamEvent,
+    ResponseCompleteEvent,
+    TextDeltaEvent,
+    ThoughtDeltaEvent,
+    ToolCallCompleteEvent,
+    ToolCallDeltaEvent,
+)
+from .._types import Content, FunctionCall, FunctionResponse, GenerateContentConfig, LlmRequest, LlmResponse, Part
+from ._events import (
+    AfterToolExecutionEvent,
+    AiServiceStreamingEvent,
+    BeforeToolExecutionEvent,
+    CompleteToolCallEvent,
+    FinalResponseEvent,
+    IntermediateResponseEvent,
+    PartialResponseEvent,
+    PartialThinkingEvent,
+    PartialToolCallEvent,
+    RetrievedContentsEvent,
+)
+from ._guardrails import apply_output_guardrails
+from ._relay import BoundedRelay
+from ._tool_execution import ToolEnvironment, execute_tool
+
+if TYPE_CHECKING:
+    from ._service import AiService
+
+__all__ = ["start_interaction"]
+
+_log = logging.getLogger("rxllm.service")
+
+RETRIEVED_CONTENT_PREAMBLE = "\n\nAnswer using the following information:\n"
+"""Put between the user message and the retrieved snippets (LangChain4j's default content injector)."""
+
+
+class _ToolRun:
+    __slots__ = ("call", "failed", "result")
+
+    def __init__(self, call: FunctionCall) -> None:
+        self.call = call
+        self.result: FunctionResponse | None = None
+        self.failed = False
+
+
+class _Round:
+    """One model call and the tools it started (mutable fields guarded by the interaction's lock)."""
+
+    __slots__ = ("ended", "number", "pending", "reported", "response", "runs", "stream_done")
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.reported = 0  # complete calls the stream reported (model thread only)
+        self.response: LlmResponse | None = None
+        self.runs: dict[str, _ToolRun] = {}  # by call id, in start order
+        self.pending = 0
+        self.stream_done = False
+        self.ended = False
+
+
+def _key(call: FunctionCall, position: int) -> str:
+    return call.id if call.id else f"#{position}:{call.name}"
+
+
+class _Interaction:
+    def __init__(self, service: AiService, user_content: Content, observer: rx_abc.ObserverBase[Any]) -> None:
+        self._service = service
+        self._user_content = user_content
+        self._relay: BoundedRelay[AiServiceStreamingEvent] = BoundedRelay(
+            observer, service.streaming_buffer_size, self._stop
+        )
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._disposables = CompositeDisposable()
+        self._contents: list[Content] = []
+        self._rounds = 0
+        self._tools = ToolEnvironment(service.tools_by_name)
+        self._guarded = bool(service.output_guardrails)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> rx_abc.DisposableBase:
+        if self._service.retriever is not None:
+            self._schedule(self._retrieve)
+        else:
+            self._contents.append(self._user_content)
+            self._start_round()
+        return Disposable(self.dispose)
+
+    def dispose(self) -> None:
+        """Cancel: nothing more is emitted (no terminal signal either); the model call is closed."""
+        self._relay.cancel()
+        self._stop()
+
+    def _stop(self) -> None:
+        """Stop every producer: no further round, tool or event; the model call is disposed."""
+        with self._lock:
+            self._stopped = True
+        self._disposables.dispose()
+
+    def _fail(self, error: Exception) -> None:
+        self._stop()
+        self._relay.on_error(error)
+
+    def _schedule(self, work: Callable[[], None]) -> None:
+        """Run ``work`` on the tool scheduler (not at all when the interaction stops before it starts)."""
+
+        def action(_scheduler: rx_abc.SchedulerBase, _state: Any = None) -> None:
+            if self._stopped:
+                return
+            try:
+                work()
+            except Exception as exc:  # a bug below must still reach the subscriber, never vanish on a pool thread
+                _log.exception("unexpected error on the tool scheduler")
+                self._fail(_mapped(exc, "work on the tool scheduler"))
+
+        self._disposables.add(self._service.tool_scheduler.schedule(action))
+
+    # -- retrieval ------------------------------------------------------------------------------
+
+    def _retrieve(self) -> None:
+        retriever = self._service.retriever
+        assert retriever is not None
+        query = self._user_content.text()
+        try:
+            found = [str(item) for item in retriever(query)]
+        except Exception as exc:
+            self._fail(_mapped(exc, "the retriever"))
+            return
+        if self._stopped:  # disposed while the retriever ran: its result is dropped
+            return
+        content = self._user_content
+        if found:
+            self._relay.on_next(RetrievedContentsEvent(tuple(found)))
+            content = _with_retrieved(content, found)
+        self._contents.append(content)
+        self._start_round()
+
+    # -- rounds ---------------------------------------------------------------------------------
+
+    def _request(self) -> LlmRequest:
+        service = self._service
+        update: dict[str, Any] = {}
+        if service.system_message is not None:
+            update["system_instruction"] = service.system_message
+        if service.tool_declarations:
+            update["tools"] = service.tool_declarations
+        config = GenerateContentConfig.model_validate(update) if update else GenerateContentConfig()
+        return LlmRequest(contents=tuple(self._contents), config=config)
+
+    def _start_round(self) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            self._rounds += 1
+            round_ = _Round(self._rounds)
+        try:
+            events = model_stream_events(self._service.model, self._request())
+        except Exception as exc:
+            self._fail(_mapped(exc, "the model call"))
+            return
+
+        def on_next(event: ModelStreamEvent) -> None:
+            self._on_model_event(round_, event)
+
+        def on_error(error: Exception) -> None:
+            if not self._stopped:
+                self._fail(error)
+
+        def on_completed() -> None:
+            self._on_model_completed(round_)
+
+        subscription = SingleAssignmentDisposable()
+        self._disposables.add(subscription)  # disposed at once when the interaction already stopped
+        subscription.disposable = events.subscribe(on_next, on_error, on_completed)
+
+    def _on_model_event(self, round_: _Round, event: ModelStreamEvent) -> None:
+        if self._stopped:
+            return
+        relay = self._relay
+        if isinstance(event, TextDeltaEvent):
+            if not self._guarded and event.text:
+                relay.on_next(PartialResponseEvent(event.text))
+        elif isinstance(event, ThoughtDeltaEvent):
+            if event.text:
+                relay.on_next(PartialThinkingEvent(event.text))
+        elif isinstance(event, ToolCallDeltaEvent):
+            relay.on_next(PartialToolCallEvent(event.index, event.id, event.name, event.arguments_delta))
+        elif isinstance(event, ToolCallCompleteEvent):
+            relay.on_next(CompleteToolCallEvent(event.index, event.call))
+            position = round_.reported
+            round_.reported += 1
+            self._start_tool(round_, event.call, _key(event.call, position))
+        elif isinstance(event, ResponseCompleteEvent):
+            round_.response = event.response
+
+    def _on_model_completed(self, round_: _Round) -> None:
+        if self._stopped:
+            return
+        response = round_.response
+        if response is None:
+            self._fail(ProtocolError("the model's stream completed without its final response"))
+            return
+        calls = response.function_calls()
+        if response.error_code is None and calls:
+            self._relay.on_next(IntermediateResponseEvent(response))
+            for position, call in enumerate(calls):  # a call the stream never reported complete runs now
+                self._start_tool(round_, call, _key(call, position))
+        with self._lock:
+            round_.stream_done = True
+            ready = self._take_end(round_)
+        if ready:
+            self._end_round(round_)
+
+    def _take_end(self, round_: _Round) -> bool:
+        """Under the lock: whether the round just became over (and mark it so: it ends once)."""
+        if self._stopped or round_.ended or not round_.stream_done or round_.pending:
+            return False
+        round_.ended = True
+        return True
+
+    # -- tools ----------------------------------------------------------------------------------
+
+    def _start_tool(self, round_: _Round, call: FunctionCall, key: str) -> None:
+        with self._lock:
+            if self._stopped or key in round_.runs:
+                return
+            run = round_.runs[key] = _ToolRun(call)
+            round_.pending += 1
+
+        def work() -> None:
+            self._relay.on_next(BeforeToolExecutionEvent(call))
+            execute_tool(self._tools, call, lambda result, failed: self._tool_done(round_, run, result, failed))
+
+        self._schedule(work)
+
+    def _tool_done(self, round_: _Round, run: _ToolRun, result: FunctionResponse, failed: bool) -> None:
+        if self._stopped:  # disposed while the tool ran: its result is dropped
+            return
+        run.result = result
+        run.failed = failed
+        self._relay.on_next(AfterToolExecutionEvent(run.call, result, failed))
+        with self._lock:
+            round_.pending -= 1
+            ready = self._take_end(round_)
+        if ready:
+            self._end_round(round_)
+
+    # -- the end of a round ---------------------------------------------------------------------
+
+    def _end_round(self, round_: _Round) -> None:
+        response = round_.response
+        assert response is not None
+        calls = response.function_calls()
+        if response.error_code is not None or not calls:
+            self._finish(response)
+            return
+        if round_.number >= self._service.max_rounds:
+            self._fail(
+                LimitExceededError(
+                    f"the model still requested tools after {round_.number} round(s) (max_rounds="
+                    f"{self._service.max_rounds}); raise max_rounds if this is expected"
+                )
+            )
+            return
+        results: list[Part] = []
+        for position, call in enumerate(calls):
+            run = round_.runs.get(_key(call, position))
+            result = run.result if run is not None else None
+            if result is None:  # cannot happen: every call of the response was started
+                result = FunctionResponse(id=call.id, name=call.name, response={"error": "the tool did not run"})
+            results.append(Part(function_response=result))
+        model_content = response.content or Content(role="model")
+        if model_content.role is None:
+            model_content = model_content.model_copy(update={"role": "model"})
+        self._contents.append(model_content)
+        self._contents.append(Content(role="user", parts=tuple(results)))
+        self._start_round()
+
+    def _finish(self, response: LlmResponse) -> None:
+        if self._guarded:
+            try:
+                response = apply_output_guardrails(self._service.output_guardrails, response)
+            except GuardrailError as exc:
+                self._fail(exc)
+                return
+        if self._stopped:
+            return
+        self._relay.on_next(FinalResponseEvent(response))
+        self._relay.on_completed()
+        self._stop()
+
+
+def _mapped(error: Exception, what: str) -> RxLlmError:
+    """``error`` itself when it is rxllm's, else an :class:`~rxllm.RxLlmError` chaining it."""
+    if isinstance(error, RxLlmError):
+        return error
+    mapped = RxLlmError(f"{what} failed with {type(error).__name__}: {error}")
+    mapped.__cause__ = error
+    return mapped
+
+
+def _with_retrieved(content: Content, found: Sequence[str]) -> Content:
+    """The user message with the retrieved snippets appended (into its text when it is text only)."""
+    addition = RETRIEVED_CONTENT_PREAMBLE + "\n\n".join(found)
+    if content.parts and all(p.text is not None and not p.thought for p in content.parts):
+        merged = "".join(p.text or "" for p in content.parts) + addition
+        return content.model_copy(update={"parts": (Part(text=merged),)})
+    return content.model_copy(update={"parts": (*content.parts, Part(text=addition.lstrip()))})
+
+
+def start_interaction(service: AiService, user_content: Content) -> reactivex.Observable[AiServiceStreamingEvent]:
+    """The cold Observable of one interaction: each subscription runs its own."""
+
+    def subscribe(
+        observer: rx_abc.ObserverBase[AiServiceStreamingEvent], scheduler: rx_abc.SchedulerBase | None = None
+    ) -> rx_abc.DisposableBase:
+        return _Interaction(service, user_content, observer).start()
+
+    return reactivex.create(subscribe)
