@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import reactivex
@@ -67,26 +67,6 @@ def question() -> Content:
 
 def user_message(text: str) -> Content:
     return Content(role="user", parts=(Part.from_text(text),))
-
-
-@dataclass
-class OrderTool:
-    """``get_order`` that records every call."""
-
-    calls: list[dict[str, Any]] = field(default_factory=list)
-
-    def __call__(self, order_id: str) -> dict[str, Any]:
-        """Look an order up by its id.
-
-        Args:
-            order_id: The order's id, like "A17".
-        """
-        self.calls.append({"order_id": order_id})
-        return dict(ORDER)
-
-    @property
-    def __name__(self) -> str:
-        return "get_order"
 
 
 def get_order_function(calls: list[dict[str, Any]]) -> Callable[[str], dict[str, Any]]:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import date
 from typing import Any
 
 import pytest
 import reactivex
+from pydantic import BaseModel
 
 from rxllm import (
     BaseLlmConnection,
@@ -39,6 +41,11 @@ from .support import (
     worked_example_chunks,
     worked_example_model,
 )
+
+
+class Order(BaseModel):
+    order_id: str
+    shipped: date
 
 
 def call_turn(name: str, arguments: str, call_id: str | None = "call_1") -> list[LlmResponse]:
@@ -178,6 +185,14 @@ def test_a_result_that_is_not_json_answers_with_an_error(caplog: pytest.LogCaptu
 
     response, _ = run_one_call(get_order, "get_order", '{"order_id": "A17"}', caplog)
     assert response.response["error"].startswith("tool 'get_order' returned a value that is not JSON")
+
+
+def test_pydantic_results_are_sent_as_json(caplog: pytest.LogCaptureFixture) -> None:
+    def get_order(order_id: str) -> Order:
+        return Order(order_id=order_id, shipped=date(2025, 1, 7))
+
+    response, _ = run_one_call(get_order, "get_order", '{"order_id": "A17"}', caplog)
+    assert response.response == {"result": {"order_id": "A17", "shipped": "2025-01-07"}}
 
 
 def test_an_observable_tool_that_fails_answers_with_an_error(caplog: pytest.LogCaptureFixture) -> None:

@@ -91,7 +91,7 @@ def test_run_validates_and_converts_arguments() -> None:
         tool.run({"order_id": "A17", "speed": "warp"}, tool_context()).run()
 
 
-def test_a_non_dict_result_is_wrapped_and_models_become_json() -> None:
+def test_a_non_dict_result_is_wrapped() -> None:
     def city() -> Address:
         return Address(city="Oslo")
 
