@@ -193,7 +193,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         question = Content(role="user", parts=(Part.from_text("Where is order A17?"),))
         print(f"user    : {question.text()!r}")
         run = runner.run_async("user-1", "session-1", question, RunConfig(streaming_mode=mode))
-        run.pipe(ops.do_action(on_next=lambda event: print(describe(event))), ops.to_list()).run()
+
+        def show(event: Event) -> None:
+            print(describe(event))
+
+        run.pipe(ops.do_action(on_next=show), ops.to_list()).run()
         history = runner.session_service.get_session("shop", "user-1", "session-1").run().events
         print(f"\nsession history ({len(history)} events, {len(server.requests)} model calls):")
         for event in history:

@@ -245,8 +245,10 @@ class HttpResponse(rx_abc.DisposableBase):
 
     def iter_bytes(self) -> Iterator[bytes]:
         """The body as it arrives. Transport failures raise :class:`StreamInterruptedError`."""
+        encoding = self._response.headers.get("content-encoding", "identity").strip().lower()
         try:
-            yield from self._response.iter_bytes()
+            # Uncompressed bodies (every SSE stream seen so far) skip httpx's content decoder.
+            yield from (self._response.iter_raw() if encoding == "identity" else self._response.iter_bytes())
         except httpx.HTTPError as exc:
             raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}") from exc
 

@@ -80,6 +80,17 @@ class SseDecoder:
         """
         if not data:
             return []
+        # Fast path: one whole ``data:`` event in one read, nothing carried over (the usual shape
+        # when a provider sends one HTTP chunk per event): no splitting, no field dispatch.
+        if (
+            data.startswith(b"data: ")
+            and data.endswith(b"\n\n")
+            and data.count(b"\n") == 2
+            and not (self._pending or self._data or self._event or self._at_start or self._skip_lf)
+            and b"\r" not in data
+            and len(data) <= self._max
+        ):
+            return [SseEvent("message", data[6:-2].decode("utf-8", "replace"), self._last_id, self._retry)]
         if self._at_start:
             if self._pending:
                 data = b"".join(self._pending) + data

@@ -11,9 +11,22 @@ import types
 import pytest
 
 import rxllm
+import rxllm.agents
+import rxllm.providers
+import rxllm.providers.anthropic
+import rxllm.providers.gemini
+import rxllm.providers.openai
 import rxllm.testing
 
-PACKAGES = [rxllm, rxllm.testing]
+PACKAGES = [
+    rxllm,
+    rxllm.agents,
+    rxllm.providers,
+    rxllm.providers.anthropic,
+    rxllm.providers.gemini,
+    rxllm.providers.openai,
+    rxllm.testing,
+]
 
 
 def _public_attributes(package: types.ModuleType) -> set[str]:

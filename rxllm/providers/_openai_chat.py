@@ -73,6 +73,7 @@ _FINISH_REASONS: dict[str, FinishReason] = {
     "content_filter": FinishReason.SAFETY,
 }
 
+_PLAIN_TEXT_DELTA = frozenset({"content", "role"})
 _RETRYABLE_STATUSES = frozenset({408, 409, 429})
 _RETRYABLE_WORDS = ("server_error", "internal", "overload", "rate_limit", "timeout", "unavailable", "capacity")
 
@@ -368,6 +369,14 @@ class OpenAiChatChunkParser:
                 f"choices[].delta must be a JSON object, got {type(delta).__name__}", provider=_PROVIDER
             )
         content = delta.get("content")
+        if (
+            type(content) is str
+            and delta.keys() <= _PLAIN_TEXT_DELTA
+            and choice.get("finish_reason") is None
+            and usage is None
+            and error is None
+        ):  # the most common event by far: a plain text delta
+            return Chunk(text_delta=content or None, model_version=model if type(model) is str else None)
         thought = delta.get("reasoning_content") or delta.get("reasoning")
         if thought is not None and type(thought) is not str:
             thought = _thought(delta, "delta")  # raises for the wrong type

@@ -266,6 +266,8 @@ class _Interaction:
 
         def work() -> None:
             self._relay.on_next(BeforeToolExecutionEvent(call))
+            if self._stopped:  # stopped while the subscriber took the event: the tool never starts
+                return
             execute_tool(self._tools, call, lambda result, failed: self._tool_done(round_, run, result, failed))
 
         self._schedule(work)

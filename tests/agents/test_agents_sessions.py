@@ -5,18 +5,19 @@ from __future__ import annotations
 import threading
 
 import pytest
+from pydantic import JsonValue
 from reactivex import operators as ops
 
 from rxllm import ConfigurationError, Content, Part
 from rxllm.agents import Event, EventActions, InMemorySessionService, Session
 
 
-def text_event(text: str, *, partial: bool | None = None, delta: dict[str, object] | None = None) -> Event:
+def text_event(text: str, *, partial: bool | None = None, delta: dict[str, JsonValue] | None = None) -> Event:
     return Event(
         author="bot",
         partial=partial,
         content=Content(role="model", parts=(Part.from_text(text),)),
-        actions=EventActions(state_delta=delta or {}),  # type: ignore[arg-type]
+        actions=EventActions(state_delta=delta or {}),
     )
 
 

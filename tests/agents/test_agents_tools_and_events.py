@@ -23,6 +23,7 @@ from rxllm.agents import (
     InvocationContext,
     LlmAgent,
     RunConfig,
+    Session,
     State,
     StreamingMode,
     ToolContext,
@@ -236,5 +237,9 @@ def test_docstring_examples_run() -> None:
 
 def test_cold_session_service_observables_compose() -> None:
     service = InMemorySessionService()
-    ids = service.create_session("app", "u").pipe(ops.map(lambda s: s.id), ops.to_list()).run()
+
+    def session_id(session: Session) -> str:
+        return session.id
+
+    ids = service.create_session("app", "u").pipe(ops.map(session_id), ops.to_list()).run()
     assert len(ids) == 1

@@ -1,0 +1,157 @@
+"""The ready-made provider models: each a request mapper + chunk parser pair on :class:`~rxllm.SseChatModel`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Unpack
+
+from .._sse_chat_model import SseChatModel
+from ._anthropic import ANTHROPIC_BASE_URL, AnthropicChunkParser, AnthropicRequestMapper
+from ._gemini import DEFAULT_GEMINI_BASE_URL as GEMINI_BASE_URL
+from ._gemini import GeminiChunkParser, GeminiRequestMapper
+from ._openai_chat import OpenAiChatChunkParser, OpenAiChatRequestMapper
+from ._openai_responses import OPENAI_BASE_URL, OpenAiResponsesChunkParser, OpenAiResponsesRequestMapper
+from ._options import SseModelOptions, resolve_api_key
+
+__all__ = [
+    "ANTHROPIC_BASE_URL",
+    "GEMINI_BASE_URL",
+    "OPENAI_BASE_URL",
+    "AnthropicModel",
+    "GeminiModel",
+    "OpenAiChatModel",
+    "OpenAiResponsesModel",
+]
+
+class OpenAiChatModel(SseChatModel):
+    """An OpenAI-compatible chat-completions model: POST ``{base_url}/chat/completions``.
+
+    Args:
+        model: the model name.
+        base_url: the API root, e.g. ``http://127.0.0.1:11434/v1`` for Ollama.
+        api_key: the key; defaults to ``OPENAI_API_KEY``. Required only for the default
+            ``base_url`` (local servers usually need none). Never shown in a repr, log or error.
+        extra_headers: more headers for every request (e.g. OpenRouter's ``HTTP-Referer``).
+        **options: :class:`~rxllm.providers.SseModelOptions` (transport, scheduler, retry policy...).
+
+    Raises:
+        ConfigurationError: no key for api.openai.com.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str = OPENAI_BASE_URL,
+        api_key: str | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        **options: Unpack[SseModelOptions],
+    ) -> None:
+        key = resolve_api_key(
+            api_key, ("OPENAI_API_KEY",), required=base_url.rstrip("/") == OPENAI_BASE_URL, provider="openai"
+        )
+        mapper = OpenAiChatRequestMapper(base_url=base_url, api_key=key, extra_headers=extra_headers)
+        super().__init__(model, mapper=mapper, parser=OpenAiChatChunkParser, **options)
+
+
+class OpenAiResponsesModel(SseChatModel):
+    """An OpenAI Responses-API model: POST ``{base_url}/responses``.
+
+    Args:
+        model: the model name.
+        base_url: the API root.
+        api_key: the key; defaults to ``OPENAI_API_KEY``; required for the default ``base_url``.
+            Never shown in a repr, log or error.
+        extra_headers: more headers for every request.
+        **options: :class:`~rxllm.providers.SseModelOptions`.
+
+    Raises:
+        ConfigurationError: no key for api.openai.com.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str = OPENAI_BASE_URL,
+        api_key: str | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        **options: Unpack[SseModelOptions],
+    ) -> None:
+        key = resolve_api_key(
+            api_key, ("OPENAI_API_KEY",), required=base_url.rstrip("/") == OPENAI_BASE_URL, provider="openai"
+        )
+        mapper = OpenAiResponsesRequestMapper(base_url=base_url, api_key=key, extra_headers=extra_headers)
+        super().__init__(model, mapper=mapper, parser=OpenAiResponsesChunkParser, **options)
+
+
+class AnthropicModel(SseChatModel):
+    """A Claude model: POST ``{base_url}/v1/messages`` with ``x-api-key`` and ``anthropic-version``.
+
+    Args:
+        model: the model name.
+        base_url: the API root (without ``/v1``).
+        api_key: the key; defaults to ``ANTHROPIC_API_KEY``; required for the default ``base_url``.
+            Never shown in a repr, log or error.
+        max_tokens: ``max_tokens`` when the request's config sets no ``max_output_tokens``
+            (Anthropic requires one).
+        extra_headers: more headers for every request (e.g. ``anthropic-beta``).
+        **options: :class:`~rxllm.providers.SseModelOptions`.
+
+    Raises:
+        ConfigurationError: no key for api.anthropic.com.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str = ANTHROPIC_BASE_URL,
+        api_key: str | None = None,
+        max_tokens: int = 4096,
+        extra_headers: Mapping[str, str] | None = None,
+        **options: Unpack[SseModelOptions],
+    ) -> None:
+        key = resolve_api_key(
+            api_key, ("ANTHROPIC_API_KEY",), required=base_url.rstrip("/") == ANTHROPIC_BASE_URL, provider="anthropic"
+        )
+        mapper = AnthropicRequestMapper(
+            base_url=base_url, api_key=key, max_tokens=max_tokens, extra_headers=extra_headers
+        )
+        super().__init__(model, mapper=mapper, parser=AnthropicChunkParser, **options)
+
+
+class GeminiModel(SseChatModel):
+    """A Gemini model: POST ``{base_url}/v1beta/models/{model}:streamGenerateContent?alt=sse``
+    (``:generateContent`` when not streaming). The key travels in the ``x-goog-api-key`` header,
+    never in the URL.
+
+    Args:
+        model: the model name.
+        base_url: the API root.
+        api_key: the key; defaults to ``GEMINI_API_KEY``, then ``GOOGLE_API_KEY``; required for
+            the default ``base_url``. Never shown in a repr, log or error.
+        extra_headers: more headers for every request.
+        **options: :class:`~rxllm.providers.SseModelOptions`.
+
+    Raises:
+        ConfigurationError: no key for the Google endpoint.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str = GEMINI_BASE_URL,
+        api_key: str | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        **options: Unpack[SseModelOptions],
+    ) -> None:
+        key = resolve_api_key(
+            api_key,
+            ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+            required=base_url.rstrip("/") == GEMINI_BASE_URL,
+            provider="gemini",
+        )
+        mapper = GeminiRequestMapper(base_url=base_url, api_key=key, extra_headers=extra_headers)
+        super().__init__(model, mapper=mapper, parser=GeminiChunkParser, **options)
