@@ -28,7 +28,7 @@ from ._errors import (
     TransportError,
     UnsupportedOperationError,
 )
-from ._http import HttpTransport
+from ._http import AsyncHttpTransport, HttpTransport
 from ._model_stream import (
     ModelStreamEvent,
     ResponseCompleteEvent,
@@ -60,6 +60,7 @@ from ._types import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncHttpTransport",
     "BaseLlm",
     "BaseLlmConnection",
     "Blob",

@@ -1,8 +1,8 @@
 """The pure loop every stream runs: bytes → SSE events → chunks, until the provider's end marker.
 
-Shared by :class:`~rxllm.SseChatModel` (bytes from the network) and
-:func:`rxllm.testing.replay_sse` (recorded bytes), so a replayed transcript goes through exactly
-the code a live stream does.
+:class:`SseReader` is fed one network read at a time (by the threaded transport's loop, the
+asyncio transport's ``async for``, or :func:`drive_sse` over recorded bytes), so a replayed
+transcript goes through exactly the code a live stream does.
 """
 
 from __future__ import annotations
@@ -13,7 +13,37 @@ from ._chunk import Chunk
 from ._provider import ChunkParser
 from ._sse import DEFAULT_MAX_LINE_BYTES, SseDecoder
 
-__all__ = ["drive_sse"]
+__all__ = ["SseReader", "drive_sse"]
+
+
+class SseReader:
+    """Feeds bytes through a fresh SSE decoder and ``parser``, handing each chunk to ``on_chunk``."""
+
+    __slots__ = ("_decoder", "_on_chunk", "_parse")
+
+    def __init__(
+        self, parser: ChunkParser, on_chunk: Callable[[Chunk], None], *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    ) -> None:
+        self._decoder = SseDecoder(max_line_bytes=max_line_bytes)
+        self._parse = parser.parse
+        self._on_chunk = on_chunk
+
+    def feed(self, data: bytes) -> bool:
+        """Take one read; ``True`` once a chunk said ``end_of_stream`` (read nothing more after it)."""
+        parse = self._parse
+        on_chunk = self._on_chunk
+        for event in self._decoder.feed(data):
+            chunk = parse(event)
+            if chunk is None:
+                continue
+            on_chunk(chunk)
+            if chunk.end_of_stream:
+                return True
+        return False
+
+    def end(self) -> None:
+        """The bytes ran out: an event the stream ended in the middle of is discarded."""
+        self._decoder.flush()
 
 
 def drive_sse(
@@ -24,24 +54,18 @@ def drive_sse(
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     is_cancelled: Callable[[], bool] | None = None,
 ) -> bool:
-    """Feed ``pieces`` through a fresh SSE decoder and ``parser``, handing each chunk to ``on_chunk``.
+    """Run ``pieces`` through an :class:`SseReader`.
 
     Returns:
         ``True`` when a chunk said ``end_of_stream`` (nothing after it is read), ``False`` when
         the bytes ran out first or ``is_cancelled()`` became true between reads.
     """
-    decoder = SseDecoder(max_line_bytes=max_line_bytes)
-    feed = decoder.feed
-    parse = parser.parse
+    reader = SseReader(parser, on_chunk, max_line_bytes=max_line_bytes)
+    feed = reader.feed
     for data in pieces:
-        for event in feed(data):
-            chunk = parse(event)
-            if chunk is None:
-                continue
-            on_chunk(chunk)
-            if chunk.end_of_stream:
-                return True
+        if feed(data):
+            return True
         if is_cancelled is not None and is_cancelled():
             return False
-    decoder.flush()
+    reader.end()
     return False

@@ -18,6 +18,8 @@ reader with an error that the reader then ignores because its scope is cancelled
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import email.utils
 import logging
@@ -25,7 +27,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterable, Iterator
 from typing import Any
 
 import httpcore
@@ -36,7 +38,14 @@ from reactivex.scheduler import ThreadPoolScheduler
 from ._errors import ConfigurationError, HttpStatusError, StreamInterruptedError, TransportError
 from ._provider import HttpRequest
 
-__all__ = ["CancelScope", "HttpResponse", "HttpTransport", "current_scope"]
+__all__ = [
+    "AsyncHttpResponse",
+    "AsyncHttpTransport",
+    "CancelScope",
+    "HttpResponse",
+    "HttpTransport",
+    "current_scope",
+]
 
 _log = logging.getLogger("rxllm.http")
 _local = threading.local()
@@ -346,6 +355,157 @@ class HttpTransport:
         self._client.close()
 
 
+class AsyncHttpResponse:
+    """An open response of the asyncio transport (used on its event loop only)."""
+
+    __slots__ = ("_response",)
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        """The body as it arrives. Transport failures raise :class:`StreamInterruptedError`."""
+        encoding = self._response.headers.get("content-encoding", "identity").strip().lower()
+        try:
+            chunks = self._response.aiter_raw() if encoding == "identity" else self._response.aiter_bytes()
+            async for data in chunks:
+                yield data
+        except httpx.HTTPError as exc:
+            raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}") from exc
+
+    async def aread(self) -> bytes:
+        """The whole body."""
+        try:
+            return await self._response.aread()
+        except httpx.HTTPError as exc:
+            raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}") from exc
+
+    async def aclose(self) -> None:
+        """Release the connection (closes it when the body was not read to the end)."""
+        with contextlib.suppress(Exception):
+            await self._response.aclose()
+
+
+class AsyncHttpTransport:
+    """The asyncio transport: one event loop thread and an ``httpx.AsyncClient`` for every open stream.
+
+    Where :class:`HttpTransport` holds a thread per open stream, this one holds a task: thousands
+    of concurrent streams cost one thread. Disposing a subscription cancels its task; httpx then
+    closes the connection, whether the task was waiting for headers or for the next byte.
+    Subscribers are called on the loop's thread and must not block there (a blocking subscriber
+    stalls every stream of the transport); hop with ``observe_on`` for heavy work.
+
+    Args:
+        max_concurrent_streams: connections in the HTTP pool.
+        connect_timeout: seconds to connect (and to wait for a free pooled connection).
+        read_timeout: seconds without a byte before a read fails.
+        keepalive_expiry: seconds an idle keep-alive connection is kept.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_concurrent_streams: int = 10_000,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 300.0,
+        keepalive_expiry: float = 30.0,
+    ) -> None:
+        if max_concurrent_streams < 1:
+            raise ConfigurationError("max_concurrent_streams must be at least 1")
+        self.max_concurrent_streams = max_concurrent_streams
+        self._timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout,
+                                      pool=connect_timeout)
+        self._limits = httpx.Limits(max_connections=max_concurrent_streams,
+                                    max_keepalive_connections=max_concurrent_streams,
+                                    keepalive_expiry=keepalive_expiry)
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: httpx.AsyncClient | None = None
+        self._thread: threading.Thread | None = None
+        self._timer_scheduler: rx_abc.SchedulerBase | None = None
+
+    def __repr__(self) -> str:
+        return f"AsyncHttpTransport(max_concurrent_streams={self.max_concurrent_streams})"
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The transport's event loop, running on its own daemon thread (started on first use)."""
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                started = threading.Event()
+
+                def run() -> None:
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(started.set)
+                    loop.run_forever()
+
+                self._thread = threading.Thread(target=run, name="rxllm-asyncio", daemon=True)
+                self._thread.start()
+                started.wait()
+                self._loop = loop
+            return self._loop
+
+    @property
+    def timer_scheduler(self) -> rx_abc.SchedulerBase:
+        """A scheduler whose timers run on the loop (retry backoff without a thread per timer)."""
+        from reactivex.scheduler.eventloop import AsyncIOThreadSafeScheduler
+
+        loop = self.loop
+        with self._lock:
+            if self._timer_scheduler is None:
+                self._timer_scheduler = AsyncIOThreadSafeScheduler(loop)
+            return self._timer_scheduler
+
+    def submit(self, coroutine: Coroutine[Any, Any, None]) -> concurrent.futures.Future[None]:
+        """Run ``coroutine`` on the loop; cancelling the returned future cancels its task."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+    def _client_on_loop(self) -> httpx.AsyncClient:
+        if self._client is None:  # only ever touched on the loop thread
+            self._client = httpx.AsyncClient(timeout=self._timeout, limits=self._limits, follow_redirects=False)
+        return self._client
+
+    async def open(self, request: HttpRequest, *, provider: str, stream: bool) -> AsyncHttpResponse:
+        """Send ``request`` and await the response headers (on the loop).
+
+        Raises:
+            HttpStatusError: for a non-2xx status (its body read, bounded, for the message).
+            TransportError: when the connection fails or times out.
+        """
+        client = self._client_on_loop()
+        try:
+            http_request = client.build_request(request.method, request.url, content=request.body,
+                                                headers=dict(request.headers))
+            response = await client.send(http_request, stream=True)
+        except httpx.InvalidURL as exc:
+            raise ConfigurationError(f"invalid URL {request.url!r}: {exc}", provider=provider) from exc
+        except httpx.HTTPError as exc:
+            raise TransportError(f"request to {request.url} failed: {type(exc).__name__}: {exc}",
+                                 provider=provider) from exc
+        if response.status_code >= 300:
+            try:
+                raise await _async_status_error(response, provider)
+            finally:
+                await response.aclose()
+        return AsyncHttpResponse(response)
+
+    def close(self) -> None:
+        """Close every pooled connection and stop the loop thread."""
+        with self._lock:
+            loop, client, thread = self._loop, self._client, self._thread
+            self._loop = self._client = self._thread = None
+            self._timer_scheduler = None
+        if loop is None:
+            return
+        if client is not None:
+            asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join(10)
+        loop.close()
+
+
 def _status_error(response: httpx.Response, provider: str) -> HttpStatusError:
     body = b""
     with contextlib.suppress(httpx.HTTPError):
@@ -353,6 +513,20 @@ def _status_error(response: httpx.Response, provider: str) -> HttpStatusError:
             body += piece
             if len(body) >= _MAX_ERROR_BODY:
                 break
+    return _status_error_of(response, body, provider)
+
+
+async def _async_status_error(response: httpx.Response, provider: str) -> HttpStatusError:
+    body = b""
+    with contextlib.suppress(httpx.HTTPError):
+        async for piece in response.aiter_raw():
+            body += piece
+            if len(body) >= _MAX_ERROR_BODY:
+                break
+    return _status_error_of(response, body, provider)
+
+
+def _status_error_of(response: httpx.Response, body: bytes, provider: str) -> HttpStatusError:
     request_id = next((response.headers[h] for h in _REQUEST_ID_HEADERS if h in response.headers), None)
     return HttpStatusError(
         response.status_code,

@@ -27,9 +27,9 @@ from reactivex.disposable import Disposable
 from ._aggregation import StreamAggregator
 from ._base_llm import BaseLlm
 from ._chunk import Chunk
-from ._drive import drive_sse
-from ._errors import StreamInterruptedError
-from ._http import CancelScope, HttpResponse, HttpTransport, current_scope
+from ._drive import SseReader, drive_sse
+from ._errors import ConfigurationError, StreamInterruptedError
+from ._http import AsyncHttpTransport, CancelScope, HttpResponse, HttpTransport, current_scope
 from ._model_stream import (
     ModelStreamEvent,
     ResponseCompleteEvent,
@@ -65,12 +65,15 @@ class SseChatModel(BaseLlm):
         mapper: builds the provider's HTTP request from an :class:`~rxllm.LlmRequest`.
         parser: a zero-argument factory of :class:`~rxllm.ChunkParser` (the parser class
             itself will do); called once per attempt so per-stream state never leaks.
-        transport: the HTTP client and I/O pool (default: a shared :class:`HttpTransport`).
+        transport: the HTTP client and I/O pool (default: a shared :class:`HttpTransport`, a
+            thread per open stream), or an :class:`AsyncHttpTransport` (a task per open stream,
+            for thousands of concurrent streams; subscribers are then called on its loop).
         scheduler: where the blocking request and reads run (default: the transport's
-            I/O pool, one thread per open stream).
+            I/O pool); only for :class:`HttpTransport`.
         retry_policy: retries before the first item (default: :class:`~rxllm.RetryPolicy`).
         timer_scheduler: runs the retry backoff timers (default: reactivex's
-            ``TimeoutScheduler``; pass a ``TestScheduler`` for virtual time).
+            ``TimeoutScheduler``, or the asyncio transport's loop; pass a ``TestScheduler`` for
+            virtual time).
         max_line_bytes: the SSE decoder's cap on one line.
 
     >>> from rxllm.providers.openai import OpenAiChatModel  # a ready-made SseChatModel
@@ -84,7 +87,7 @@ class SseChatModel(BaseLlm):
         *,
         mapper: RequestMapper,
         parser: Callable[[], ChunkParser],
-        transport: HttpTransport | None = None,
+        transport: HttpTransport | AsyncHttpTransport | None = None,
         scheduler: rx_abc.SchedulerBase | None = None,
         retry_policy: RetryPolicy | None = None,
         timer_scheduler: rx_abc.SchedulerBase | None = None,
@@ -94,7 +97,12 @@ class SseChatModel(BaseLlm):
         self._mapper = mapper
         self._parser_factory = parser
         self._transport = transport or default_transport()
-        self._scheduler = scheduler or self._transport.scheduler
+        if isinstance(self._transport, AsyncHttpTransport):
+            if scheduler is not None:
+                raise ConfigurationError("scheduler= applies to HttpTransport; AsyncHttpTransport runs on its loop")
+            self._scheduler: rx_abc.SchedulerBase | None = None
+        else:
+            self._scheduler = scheduler or self._transport.scheduler
         self._retry_policy = retry_policy or RetryPolicy()
         self._timer_scheduler = timer_scheduler
         self._max_line_bytes = max_line_bytes
@@ -126,6 +134,12 @@ class SseChatModel(BaseLlm):
         return self._call(llm_request, True, _Emit.EVENTS)
 
     def _call(self, llm_request: LlmRequest, stream: bool, emit: _Emit) -> reactivex.Observable[Any]:
+        transport = self._transport
+        if isinstance(transport, AsyncHttpTransport):
+            attempt = self._async_attempt(transport, llm_request, stream, emit)
+            timers = self._timer_scheduler or transport.timer_scheduler
+            return retry_before_first_item(attempt, self._retry_policy, timers)
+        assert self._scheduler is not None
         attempt = _blocking(lambda observer: self._attempt(llm_request, stream, emit, observer), self._scheduler)
         return retry_before_first_item(attempt, self._retry_policy, self._timer_scheduler)
 
@@ -136,6 +150,7 @@ class SseChatModel(BaseLlm):
         def open_response() -> HttpResponse:
             model = llm_request.model or self.model
             request = self._mapper.to_http_request(llm_request, model=model, stream=stream)
+            assert isinstance(self._transport, HttpTransport)
             return self._transport.open(request, provider=provider, stream=stream)
 
         def turn(resource: rx_abc.DisposableBase | None) -> reactivex.Observable[Any]:
@@ -146,16 +161,70 @@ class SseChatModel(BaseLlm):
                 parser = self._parser_factory()
                 if emit is _Emit.SINGLE:
                     return reactivex.from_callable(lambda: _single(response, parser, aggregator))
-                if emit is _Emit.PARTIALS:
-                    body = _body(response, parser, aggregator, _emit_partials, self._max_line_bytes, provider)
-                    return reactivex.concat(body, reactivex.from_callable(aggregator.finish))
-                body = _body(response, parser, aggregator, _emit_events, self._max_line_bytes, provider)
-                final_events = reactivex.defer(lambda _: reactivex.from_iterable(_final_events(aggregator)))
-                return reactivex.concat(body, final_events)
+                on_chunk = _EMITTERS[emit]
+                body = _body(response, parser, aggregator, on_chunk, self._max_line_bytes, provider)
+                final = reactivex.defer(lambda _: reactivex.from_iterable(_final_items(emit, aggregator)))
+                return reactivex.concat(body, final)
 
             return reactivex.defer(fresh)
 
         reactivex.using(open_response, turn).subscribe(observer)
+
+    def _async_attempt(
+        self, transport: AsyncHttpTransport, llm_request: LlmRequest, stream: bool, emit: _Emit
+    ) -> reactivex.Observable[Any]:
+        """One attempt on the asyncio transport: the same ``using`` / ``defer`` / ``concat`` shape,
+        written as a task: ``async with``-style release of the response in ``finally`` (using), a
+        fresh parser and aggregator per attempt (defer), the final after the body (concat).
+        Disposing cancels the task, which closes the connection."""
+        provider = self._mapper.provider
+
+        def subscribe(
+            observer: rx_abc.ObserverBase[Any], _: rx_abc.SchedulerBase | None = None
+        ) -> rx_abc.DisposableBase:
+            stopped = _Stop()
+            guarded = _GuardedObserver(observer, stopped)
+
+            async def run() -> None:
+                response = None
+                try:
+                    model = llm_request.model or self.model
+                    request = self._mapper.to_http_request(llm_request, model=model, stream=stream)
+                    response = await transport.open(request, provider=provider, stream=stream)
+                    aggregator = StreamAggregator(provider=provider)
+                    parser = self._parser_factory()
+                    if emit is _Emit.SINGLE:
+                        guarded.on_next(_single_of(await response.aread(), parser, aggregator))
+                    else:
+                        on_chunk = _EMITTERS[emit]
+                        reader = SseReader(parser, lambda chunk: on_chunk(chunk, aggregator, guarded.on_next),
+                                           max_line_bytes=self._max_line_bytes)
+                        ended = False
+                        async for data in response.aiter_bytes():
+                            if reader.feed(data):
+                                ended = True
+                                break
+                        if not ended:
+                            reader.end()
+                        _check_complete(aggregator, provider)
+                        for item in _final_items(emit, aggregator):
+                            guarded.on_next(item)
+                    guarded.on_completed()
+                except Exception as exc:
+                    guarded.on_error(exc)
+                finally:
+                    if response is not None:
+                        await response.aclose()
+
+            future = transport.submit(run())
+
+            def dispose() -> None:
+                stopped.set()
+                future.cancel()
+
+            return Disposable(dispose)
+
+        return reactivex.create(subscribe)
 
 
 class _Emit(enum.Enum):
@@ -181,6 +250,14 @@ def _emit_events(chunk: Chunk, aggregator: StreamAggregator, on_next: Callable[[
         on_next(ToolCallDeltaEvent(fragment.index, fragment.id, fragment.name, fragment.arguments_delta))
     for index, call in aggregator.take_completed_calls():
         on_next(ToolCallCompleteEvent(index, call))
+
+
+_EMITTERS = {_Emit.PARTIALS: _emit_partials, _Emit.EVENTS: _emit_events}
+
+
+def _final_items(emit: _Emit, aggregator: StreamAggregator) -> list[Any]:
+    """What follows the body: the final response, or (events) the remaining tool calls and the final."""
+    return _final_events(aggregator) if emit is _Emit.EVENTS else [aggregator.finish()]
 
 
 def _final_events(aggregator: StreamAggregator) -> list[ModelStreamEvent]:
@@ -221,10 +298,7 @@ def _body(
             )
             if scope is not None and scope.cancelled:
                 return Disposable()
-            if not aggregator.is_complete:
-                raise StreamInterruptedError(
-                    "the response body ended before the provider said the turn was complete", provider=provider
-                )
+            _check_complete(aggregator, provider)
         except Exception as exc:
             observer.on_error(exc)
             return Disposable()
@@ -235,9 +309,56 @@ def _body(
 
 
 def _single(response: HttpResponse, parser: ChunkParser, aggregator: StreamAggregator) -> LlmResponse:
-    for chunk in parser.parse_response(response.read()):
+    return _single_of(response.read(), parser, aggregator)
+
+
+def _single_of(body: bytes, parser: ChunkParser, aggregator: StreamAggregator) -> LlmResponse:
+    for chunk in parser.parse_response(body):
         aggregator.accept(chunk)
     return aggregator.finish()
+
+
+def _check_complete(aggregator: StreamAggregator, provider: str) -> None:
+    if not aggregator.is_complete:
+        raise StreamInterruptedError(
+            "the response body ended before the provider said the turn was complete", provider=provider
+        )
+
+
+class _Stop:
+    """A flag set once, read without a lock (a bool store is atomic)."""
+
+    __slots__ = ("is_set",)
+
+    def __init__(self) -> None:
+        self.is_set = False
+
+    def set(self) -> None:
+        self.is_set = True
+
+
+class _GuardedObserver(rx_abc.ObserverBase[Any]):
+    """Forwards until stopped (disposed); at most one terminal event."""
+
+    __slots__ = ("_observer", "_stopped")
+
+    def __init__(self, observer: rx_abc.ObserverBase[Any], stopped: _Stop) -> None:
+        self._observer = observer
+        self._stopped = stopped
+
+    def on_next(self, value: Any) -> None:
+        if not self._stopped.is_set:
+            self._observer.on_next(value)
+
+    def on_error(self, error: Exception) -> None:
+        if not self._stopped.is_set:
+            self._stopped.set()
+            self._observer.on_error(error)
+
+    def on_completed(self) -> None:
+        if not self._stopped.is_set:
+            self._stopped.set()
+            self._observer.on_completed()
 
 
 class _ScopedObserver(rx_abc.ObserverBase[Any]):

@@ -8,6 +8,7 @@ chunk is ``on_error`` with no retry; a 429 before any chunk is retried exactly o
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -23,6 +24,7 @@ from reactivex.testing import TestScheduler
 from wire import OPENAI, WIRES, Wire, openai_chunk
 
 from rxllm import (
+    AsyncHttpTransport,
     Content,
     FinishReason,
     HttpStatusError,
@@ -33,6 +35,7 @@ from rxllm import (
     ProviderError,
     ResponseCompleteEvent,
     RetryPolicy,
+    SseChatModel,
     StreamInterruptedError,
     TextDeltaEvent,
     ToolCallCompleteEvent,
@@ -53,6 +56,71 @@ def server() -> Iterator[StubServer]:
 @pytest.fixture(params=WIRES, ids=lambda w: w.name)
 def wire(request: pytest.FixtureRequest) -> Wire:
     return request.param  # type: ignore[no-any-return]
+
+
+class VirtualClock(TestScheduler):
+    """A TestScheduler that tells when a timer was scheduled (the retry operator's backoff)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._scheduled = threading.Condition()
+        self.timers = 0
+
+    def schedule_absolute(self, duetime: Any, action: Any, state: Any = None) -> rx_abc.DisposableBase:
+        disposable = super().schedule_absolute(duetime, action, state)
+        with self._scheduled:
+            self.timers += 1
+            self._scheduled.notify_all()
+        return disposable
+
+    def wait_timers(self, count: int) -> bool:
+        with self._scheduled:
+            return self._scheduled.wait_for(lambda: self.timers >= count, TIMEOUT)
+
+
+class Harness:
+    """One transport kind: a thread per stream (``HttpTransport``) or a task per stream (asyncio)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.pool = WatchedScheduler() if kind == "threads" else None
+        self.transport: HttpTransport | AsyncHttpTransport = (
+            HttpTransport(max_concurrent_streams=8) if kind == "threads" else AsyncHttpTransport()
+        )
+
+    def model(self, wire: Wire, url: str, *, clock: VirtualClock | None = None, **options: Any) -> SseChatModel:
+        if self.pool is not None:  # threads: virtual-time tests run the I/O on the test's thread
+            options.setdefault("scheduler", ImmediateScheduler() if clock is not None else self.pool)
+        if clock is not None:
+            options["timer_scheduler"] = clock
+        return wire.model(url, transport=self.transport, **options)
+
+    def wait_idle(self) -> bool:
+        """No request work is left running (no blocked I/O thread, no pending task)."""
+        if self.pool is not None:
+            return self.pool.wait_idle(TIMEOUT)
+        assert isinstance(self.transport, AsyncHttpTransport)
+
+        async def others_done() -> bool:
+            others = asyncio.all_tasks() - {asyncio.current_task()}
+            if not others:
+                return True
+            _, pending = await asyncio.wait(others, timeout=TIMEOUT)
+            return not pending
+
+        return bool(asyncio.run_coroutine_threadsafe(others_done(), self.transport.loop).result(TIMEOUT + 1))
+
+    def close(self) -> None:
+        self.transport.close()
+        if self.pool is not None:
+            self.pool.executor.shutdown(wait=True)
+
+
+@pytest.fixture(params=["threads", "asyncio"])
+def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
+    created = Harness(request.param)
+    yield created
+    created.close()
 
 
 class Recorder:
@@ -121,9 +189,9 @@ def run_to_list(source: reactivex.Observable[LlmResponse]) -> list[LlmResponse]:
 # --- the seed's streamFollowsProtocol, against every provider's wire -------------------------------
 
 
-def test_stream_follows_protocol(server: StubServer, wire: Wire) -> None:
+def test_stream_follows_protocol(server: StubServer, wire: Wire, harness: Harness) -> None:
     server.enqueue(wire.response("The order", " ships", " Tuesday."))
-    responses = run_to_list(wire.model(server.url).generate_content(REQUEST, stream=True))
+    responses = run_to_list(harness.model(wire, server.url).generate_content(REQUEST, stream=True))
     final = assert_stream_protocol(responses)
     assert [r.text() for r in responses[:-1]] == ["The order", " ships", " Tuesday."]
     assert final.text() == "The order ships Tuesday."
@@ -132,13 +200,15 @@ def test_stream_follows_protocol(server: StubServer, wire: Wire) -> None:
     assert len(server.requests) == 1
 
 
-def test_partials_arrive_while_the_server_still_holds_the_stream(server: StubServer, wire: Wire) -> None:
+def test_partials_arrive_while_the_server_still_holds_the_stream(
+    server: StubServer, wire: Wire, harness: Harness
+) -> None:
     release = threading.Event()
     stream = wire.stream("first", " second")
     cut = len(wire.prelude()) + 1
     server.enqueue(StubResponse(body=[*stream[:cut], Hold(release), *stream[cut:]]))
     recorder = Recorder(notify_after=1)
-    recorder.subscribe(wire.model(server.url).generate_content(REQUEST, stream=True))
+    recorder.subscribe(harness.model(wire, server.url).generate_content(REQUEST, stream=True))
     try:
         assert recorder.reached.wait(TIMEOUT), "the first partial did not arrive while the body was held open"
         assert recorder.items[0].partial and recorder.items[0].text() == "first"
@@ -149,29 +219,35 @@ def test_partials_arrive_while_the_server_still_holds_the_stream(server: StubSer
     assert assert_stream_protocol(recorder.items).text() == "first second"
 
 
-def test_stream_false_returns_exactly_one_final(server: StubServer, wire: Wire) -> None:
+def test_stream_false_returns_exactly_one_final(server: StubServer, wire: Wire, harness: Harness) -> None:
     server.enqueue(StubResponse.json(200, wire.complete_body("The order ships Tuesday.")))
-    responses = run_to_list(wire.model(server.url).generate_content(REQUEST, stream=False))
+    responses = run_to_list(harness.model(wire, server.url).generate_content(REQUEST, stream=False))
     assert len(responses) == 1
     (only,) = responses
     assert not only.partial and only.text() == "The order ships Tuesday."
     assert only.usage_metadata is not None and only.usage_metadata.total_token_count == 8
 
 
-def test_every_subscription_is_a_fresh_request_with_a_fresh_aggregator(server: StubServer, wire: Wire) -> None:
+def test_every_subscription_is_a_fresh_request_with_a_fresh_aggregator(
+    server: StubServer, wire: Wire, harness: Harness
+) -> None:
     server.enqueue(wire.response("one"), wire.response("two"))
-    source = wire.model(server.url).generate_content(REQUEST, stream=True)
+    source = harness.model(wire, server.url).generate_content(REQUEST, stream=True)
     assert run_to_list(source)[-1].text() == "one"
     assert run_to_list(source)[-1].text() == "two"  # not "onetwo": the aggregator is per subscription
     assert len(server.requests) == 2
 
 
-def test_stream_events_reports_a_tool_call_before_the_final(server: StubServer) -> None:
+def test_stream_events_reports_a_tool_call_before_the_final(server: StubServer, harness: Harness) -> None:
     release = threading.Event()
+
     def tool(index: int, arguments: str, call_id: str | None = None, name: str | None = None) -> dict[str, Any]:
         function = {"arguments": arguments} if name is None else {"name": name, "arguments": arguments}
-        call = {"index": index, "function": function} if call_id is None else {"index": index, "id": call_id,
-                                                                                "function": function}
+        call = (
+            {"index": index, "function": function}
+            if call_id is None
+            else {"index": index, "id": call_id, "function": function}
+        )
         return {"tool_calls": [call]}
 
     events: list[Any] = [
@@ -186,7 +262,7 @@ def test_stream_events_reports_a_tool_call_before_the_final(server: StubServer) 
     ]
     server.enqueue(StubResponse(body=events))
     recorder = Recorder()
-    model = OPENAI.model(server.url)
+    model = harness.model(OPENAI, server.url)
 
     def on_next(event: Any) -> None:
         recorder.on_next(event)
@@ -214,12 +290,11 @@ def test_stream_events_reports_a_tool_call_before_the_final(server: StubServer) 
 
 
 @pytest.mark.parametrize("phase", ["mid_body", "between_chunks", "headers", "headers_on_reused_connection"])
-def test_dispose_closes_the_connection_at_once(server: StubServer, wire: Wire, phase: str) -> None:
+def test_dispose_closes_the_connection_at_once(server: StubServer, wire: Wire, phase: str, harness: Harness) -> None:
     release = threading.Event()
     stream = wire.stream("Hello", " world", "!")
     cut = len(wire.prelude()) + 2
-    pool = WatchedScheduler()
-    model = wire.model(server.url, scheduler=pool, transport=HttpTransport(max_concurrent_streams=4))
+    model = harness.model(wire, server.url)
     if phase == "headers_on_reused_connection":  # a complete non-streamed answer leaves the connection pooled
         server.enqueue(StubResponse.json(200, wire.complete_body("warm-up")))
         run_to_list(model.generate_content(REQUEST, stream=False))
@@ -245,7 +320,7 @@ def test_dispose_closes_the_connection_at_once(server: StubServer, wire: Wire, p
     try:
         assert connection.wait_closed_by_client(TIMEOUT), "the server never saw the connection close"
         assert connection.closed_at is not None and connection.closed_at - disposed_at < 0.2
-        assert pool.wait_idle(TIMEOUT), "the I/O thread stayed blocked after dispose"
+        assert harness.wait_idle(), "the request's work stayed blocked after dispose"
     finally:
         release.set()
     assert len(recorder.items) == seen, "something was emitted after dispose"
@@ -268,157 +343,176 @@ def test_dispose_before_the_work_starts_sends_nothing(server: StubServer) -> Non
 # --- errors before and after the first chunk ------------------------------------------------------
 
 
-def test_transport_failure_after_one_chunk_is_on_error_without_retry(server: StubServer, wire: Wire) -> None:
+def test_transport_failure_after_one_chunk_is_on_error_without_retry(
+    server: StubServer, wire: Wire, harness: Harness
+) -> None:
     stream = wire.stream("Hello", " world")
     cut = len(wire.prelude()) + 1
     server.enqueue(StubResponse(body=[*stream[:cut], Disconnect(reset=True)]), wire.response("never"))
     recorder = Recorder()
-    recorder.subscribe(wire.model(server.url).generate_content(REQUEST, stream=True))
+    recorder.subscribe(harness.model(wire, server.url).generate_content(REQUEST, stream=True))
     assert recorder.done.wait(TIMEOUT)
     assert [r.text() for r in recorder.items] == ["Hello"] and all(r.partial for r in recorder.items)
     assert len(recorder.errors) == 1 and isinstance(recorder.errors[0], StreamInterruptedError)
     assert len(server.requests) == 1
 
 
-def test_body_ending_early_after_a_chunk_is_on_error(server: StubServer, wire: Wire) -> None:
+def test_body_ending_early_after_a_chunk_is_on_error(server: StubServer, wire: Wire, harness: Harness) -> None:
     stream = wire.stream("Hello", " world")
     cut = len(wire.prelude()) + 1
     server.enqueue(StubResponse(body=[*stream[:cut], Disconnect(reset=False)]))
     recorder = Recorder()
-    recorder.subscribe(wire.model(server.url).generate_content(REQUEST, stream=True))
+    recorder.subscribe(harness.model(wire, server.url).generate_content(REQUEST, stream=True))
     assert recorder.done.wait(TIMEOUT)
     assert isinstance(recorder.errors[0], StreamInterruptedError)
     assert len(server.requests) == 1
 
 
-def test_in_band_error_after_the_first_chunk_ends_in_an_error_final(server: StubServer, wire: Wire) -> None:
+def test_in_band_error_after_the_first_chunk_ends_in_an_error_final(
+    server: StubServer, wire: Wire, harness: Harness
+) -> None:
     stream = wire.stream("Partial answer")
     cut = len(wire.prelude()) + 1
     server.enqueue(StubResponse(body=[*stream[:cut], wire.error(True)]))
-    responses = run_to_list(wire.model(server.url).generate_content(REQUEST, stream=True))
+    responses = run_to_list(harness.model(wire, server.url).generate_content(REQUEST, stream=True))
     final = assert_stream_protocol(responses)
     assert final.text() == "Partial answer"
     assert final.error_code and final.error_message
     assert len(server.requests) == 1
 
 
-def _virtual_time_model(wire: Wire, url: str) -> tuple[Any, TestScheduler]:
-    clock = TestScheduler()
-    return wire.model(url, scheduler=ImmediateScheduler(), timer_scheduler=clock), clock
+def _virtual_time_model(harness: Harness, wire: Wire, url: str) -> tuple[SseChatModel, VirtualClock]:
+    clock = VirtualClock()
+    return harness.model(wire, url, clock=clock), clock
 
 
-def test_429_before_any_chunk_is_retried_exactly_once(server: StubServer, wire: Wire) -> None:
+def test_429_before_any_chunk_is_retried_exactly_once(server: StubServer, wire: Wire, harness: Harness) -> None:
     server.enqueue(StubResponse.json(429, {"error": {"message": "slow down"}}), wire.response("after retry"))
-    model, clock = _virtual_time_model(wire, server.url)
+    model, clock = _virtual_time_model(harness, wire, server.url)
     recorder = Recorder()
     recorder.subscribe(model.generate_content(REQUEST, stream=True))
+    assert clock.wait_timers(1), "no retry was scheduled"
     assert len(server.requests) == 1 and not recorder.items
     clock.advance_to(0.399)
     assert len(server.requests) == 1
     clock.advance_to(0.4)
-    assert len(server.requests) == 2
-    assert recorder.done.is_set() and not recorder.errors
+    assert recorder.done.wait(TIMEOUT) and not recorder.errors
+    assert len(server.requests) == 2 and clock.timers == 1
     assert assert_stream_protocol(recorder.items).text() == "after retry"
 
 
-def test_three_503s_make_three_requests_then_the_error(server: StubServer, wire: Wire) -> None:
+def test_three_503s_make_three_requests_then_the_error(server: StubServer, wire: Wire, harness: Harness) -> None:
     for _ in range(3):
         server.enqueue(StubResponse.json(503, {"error": {"message": "overloaded"}}, headers={"x-request-id": "req-9"}))
-    model, clock = _virtual_time_model(wire, server.url)
+    model, clock = _virtual_time_model(harness, wire, server.url)
     recorder = Recorder()
     recorder.subscribe(model.generate_content(REQUEST, stream=True))
+    assert clock.wait_timers(1)
     assert len(server.requests) == 1
     clock.advance_to(0.4)
+    assert clock.wait_timers(2)
     assert len(server.requests) == 2 and not recorder.done.is_set()
     clock.advance_to(1.199)
     assert len(server.requests) == 2
     clock.advance_to(1.2)
+    assert recorder.done.wait(TIMEOUT)
     assert len(server.requests) == 3
-    assert recorder.done.is_set()
     (error,) = recorder.errors
     assert isinstance(error, HttpStatusError) and error.status_code == 503
     assert error.provider_message == "overloaded" and error.request_id == "req-9"
     clock.advance_to(100.0)
-    assert len(server.requests) == 3
+    assert len(server.requests) == 3 and clock.timers == 2
 
 
-def test_retry_after_is_honoured(server: StubServer) -> None:
-    server.enqueue(StubResponse.json(429, {"error": {"message": "later"}}, headers={"retry-after": "2"}),
-                   OPENAI.response("ok"))
-    model, clock = _virtual_time_model(OPENAI, server.url)
+def test_retry_after_is_honoured(server: StubServer, harness: Harness) -> None:
+    server.enqueue(
+        StubResponse.json(429, {"error": {"message": "later"}}, headers={"retry-after": "2"}), OPENAI.response("ok")
+    )
+    model, clock = _virtual_time_model(harness, OPENAI, server.url)
     recorder = Recorder()
     recorder.subscribe(model.generate_content(REQUEST, stream=True))
+    assert clock.wait_timers(1)
     clock.advance_to(1.999)
     assert len(server.requests) == 1
     clock.advance_to(2.0)
-    assert len(server.requests) == 2 and recorder.completed
+    assert recorder.done.wait(TIMEOUT) and recorder.completed and len(server.requests) == 2
 
 
-def test_other_4xx_fails_at_once_with_status_message_and_request_id(server: StubServer, wire: Wire) -> None:
-    server.enqueue(StubResponse.json(400, {"error": {"message": "max_tokens is too large"}},
-                                     headers={"request-id": "req-42"}))
-    model, clock = _virtual_time_model(wire, server.url)
+def test_other_4xx_fails_at_once_with_status_message_and_request_id(
+    server: StubServer, wire: Wire, harness: Harness
+) -> None:
+    server.enqueue(
+        StubResponse.json(400, {"error": {"message": "max_tokens is too large"}}, headers={"request-id": "req-42"})
+    )
+    model, clock = _virtual_time_model(harness, wire, server.url)
     recorder = Recorder()
     recorder.subscribe(model.generate_content(REQUEST, stream=True))
+    assert recorder.done.wait(TIMEOUT)
     (error,) = recorder.errors
     assert isinstance(error, HttpStatusError)
     assert (error.status_code, error.provider_message, error.request_id) == (400, "max_tokens is too large", "req-42")
     assert "max_tokens is too large" in str(error) and "req-42" in str(error)
-    clock.advance_to(10.0)
-    assert len(server.requests) == 1
+    assert clock.timers == 0 and len(server.requests) == 1
 
 
-def test_retryable_in_band_error_before_any_chunk_is_retried(server: StubServer, wire: Wire) -> None:
+def test_retryable_in_band_error_before_any_chunk_is_retried(server: StubServer, wire: Wire, harness: Harness) -> None:
     server.enqueue(StubResponse(body=[*wire.prelude(), wire.error(True)]), wire.response("second try"))
-    model, clock = _virtual_time_model(wire, server.url)
+    model, clock = _virtual_time_model(harness, wire, server.url)
     recorder = Recorder()
     recorder.subscribe(model.generate_content(REQUEST, stream=True))
+    assert clock.wait_timers(1)
     assert len(server.requests) == 1 and not recorder.done.is_set()
     clock.advance_to(0.4)
+    assert recorder.done.wait(TIMEOUT)
     assert recorder.completed and assert_stream_protocol(recorder.items).text() == "second try"
 
 
-def test_non_retryable_in_band_error_before_any_chunk_fails(server: StubServer, wire: Wire) -> None:
+def test_non_retryable_in_band_error_before_any_chunk_fails(server: StubServer, wire: Wire, harness: Harness) -> None:
     server.enqueue(StubResponse(body=[*wire.prelude(), wire.error(False)]))
-    model, clock = _virtual_time_model(wire, server.url)
+    model, clock = _virtual_time_model(harness, wire, server.url)
     recorder = Recorder()
     recorder.subscribe(model.generate_content(REQUEST, stream=True))
+    assert recorder.done.wait(TIMEOUT)
     assert len(recorder.errors) == 1 and isinstance(recorder.errors[0], ProviderError)
-    clock.advance_to(10.0)
-    assert len(server.requests) == 1
+    assert clock.timers == 0 and len(server.requests) == 1
 
 
-def test_connection_refused_is_retried_then_fails() -> None:
+def test_connection_refused_is_retried_then_fails(harness: Harness) -> None:
     with StubServer() as gone:
         url = gone.url
-    model, clock = _virtual_time_model(OPENAI, url)
+    model, clock = _virtual_time_model(harness, OPENAI, url)
     recorder = Recorder()
     recorder.subscribe(model.generate_content(REQUEST, stream=True))
-    assert not recorder.done.is_set()
+    assert clock.wait_timers(1) and not recorder.done.is_set()
+    clock.advance_to(0.4)
+    assert clock.wait_timers(2)
     clock.advance_to(1.2)
-    assert recorder.done.is_set() and type(recorder.errors[0]).__name__ == "TransportError"
+    assert recorder.done.wait(TIMEOUT) and type(recorder.errors[0]).__name__ == "TransportError"
 
 
-def test_retry_policy_never_makes_one_attempt(server: StubServer) -> None:
+def test_retry_policy_never_makes_one_attempt(server: StubServer, harness: Harness) -> None:
     server.enqueue(StubResponse.json(503, {"error": {"message": "overloaded"}}))
-    model = OPENAI.model(server.url, scheduler=ImmediateScheduler(), retry_policy=RetryPolicy.never())
+    model = harness.model(OPENAI, server.url, retry_policy=RetryPolicy.never())
     recorder = Recorder()
     recorder.subscribe(model.generate_content(REQUEST, stream=True))
+    assert recorder.done.wait(TIMEOUT)
     assert isinstance(recorder.errors[0], HttpStatusError) and len(server.requests) == 1
 
 
 # --- misc contract points -------------------------------------------------------------------------
 
 
-def test_connect_refuses_naming_the_model(server: StubServer, wire: Wire) -> None:
-    model = wire.model(server.url)
+def test_connect_refuses_naming_the_model(server: StubServer, wire: Wire, harness: Harness) -> None:
+    model = harness.model(wire, server.url)
     with pytest.raises(UnsupportedOperationError, match=model.model):
         model.connect(REQUEST)
 
 
-def test_the_requests_model_wins_over_the_models_own(server: StubServer) -> None:
+def test_the_requests_model_wins_over_the_models_own(server: StubServer, harness: Harness) -> None:
     server.enqueue(OPENAI.response("hi"))
-    run_to_list(OPENAI.model(server.url).generate_content(REQUEST.model_copy(update={"model": "other"}), stream=True))
+    run_to_list(
+        harness.model(OPENAI, server.url).generate_content(REQUEST.model_copy(update={"model": "other"}), stream=True)
+    )
     assert server.requests[0].json()["model"] == "other"
 
 
@@ -437,35 +531,29 @@ def test_api_key_never_appears_in_repr_errors_or_logs(server: StubServer, caplog
         assert secret not in text
 
 
-def test_1000_subscribe_dispose_cycles_leak_no_threads_or_sockets() -> None:
+@pytest.mark.parametrize("kind", ["threads", "asyncio"])
+def test_1000_subscribe_dispose_cycles_leak_no_threads_or_sockets(kind: str) -> None:
     baseline_threads = threading.active_count()
     baseline_fds = len(os.listdir("/proc/self/fd"))
     release = threading.Event()
     stream = OPENAI.stream("a", "b")
     held = StubResponse(body=[*stream[:2], Hold(release, timeout=5.0), *stream[2:]])
     server = StubServer(responder=lambda _: held).start()
-    transport = HttpTransport(max_concurrent_streams=8)
-    pool = WatchedScheduler()
-    model = OPENAI.model(server.url, transport=transport, scheduler=pool)
+    harness = Harness(kind)
+    model = harness.model(OPENAI, server.url)
     try:
         for i in range(1000):
             recorder = Recorder(notify_after=1)
             subscription = recorder.subscribe(model.generate_content(REQUEST, stream=True))
             if i % 2:  # half disposed at once (before or during headers), half after the first partial
                 assert recorder.reached.wait(TIMEOUT)
+            seen = len(recorder.items)
             subscription.dispose()
-            assert not recorder.errors
-        assert pool.wait_idle(TIMEOUT), "an I/O thread stayed blocked"
-        assert threading.active_count() <= baseline_threads + 4 + server_threads_bound(server)
+            assert not recorder.errors and len(recorder.items) == seen
+        assert harness.wait_idle(), "request work stayed blocked"
     finally:
         release.set()
-        transport.close()
+        harness.close()
         server.close()
-        pool.executor.shutdown(wait=True)
     assert threading.active_count() <= baseline_threads, "threads leaked"
     assert len(os.listdir("/proc/self/fd")) <= baseline_fds, "sockets or files leaked"
-
-
-def server_threads_bound(server: StubServer) -> int:
-    """The stub server's own threads: an acceptor and one per connection still open."""
-    return 1 + sum(1 for c in server.connections if c.closed_at is None)

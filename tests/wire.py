@@ -56,8 +56,12 @@ OPENAI = Wire(
     make=lambda url, **o: OpenAiChatModel("gpt-test", base_url=f"{url}/v1", **o),
     prelude_events=1,
     error=lambda retryable: _event(
-        {"error": {"message": "upstream overloaded" if retryable else "bad tool output",
-                   "type": "server_error" if retryable else "invalid_request_error"}}
+        {
+            "error": {
+                "message": "upstream overloaded" if retryable else "bad tool output",
+                "type": "server_error" if retryable else "invalid_request_error",
+            }
+        }
     ),
 )
 
@@ -67,8 +71,13 @@ ANTHROPIC = Wire(
     make=lambda url, **o: AnthropicModel("claude-test", base_url=url, **o),
     prelude_events=2,
     error=lambda retryable: _event(
-        {"type": "error", "error": {"type": "overloaded_error" if retryable else "invalid_request_error",
-                                    "message": "Overloaded" if retryable else "bad request"}},
+        {
+            "type": "error",
+            "error": {
+                "type": "overloaded_error" if retryable else "invalid_request_error",
+                "message": "Overloaded" if retryable else "bad request",
+            },
+        },
         event="error",
     ),
 )
@@ -79,8 +88,13 @@ GEMINI = Wire(
     make=lambda url, **o: GeminiModel("gemini-test", base_url=url, **o),
     prelude_events=0,
     error=lambda retryable: _event(
-        {"error": {"code": 503 if retryable else 400, "message": "overloaded" if retryable else "bad request",
-                   "status": "UNAVAILABLE" if retryable else "INVALID_ARGUMENT"}},
+        {
+            "error": {
+                "code": 503 if retryable else 400,
+                "message": "overloaded" if retryable else "bad request",
+                "status": "UNAVAILABLE" if retryable else "INVALID_ARGUMENT",
+            }
+        },
         line_end="\r\n",
     ),
 )

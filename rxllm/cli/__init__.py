@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import sys
 from collections.abc import Sequence
 
+from ._chat import CHAT_PROVIDERS, run_chat
 from ._demo import PROVIDERS, run_demo
+from ._replay import REPLAY_PROTOCOLS, run_replay
 from ._style import Style
 
 __all__ = ["main"]
@@ -20,7 +24,31 @@ def _parser() -> argparse.ArgumentParser:
                       help="the wire format the local provider speaks (default: openai)")
     demo.add_argument("--pace", type=float, default=0.04, metavar="SECONDS",
                       help="pause between streamed events, like a real model (default: 0.04; 0 for none)")
+    chat = commands.add_parser(
+        "chat", help="chat with a real model, streaming (Ctrl-C cancels an answer)",
+        description="An interactive streaming chat. The key comes from OPENAI_API_KEY, ANTHROPIC_API_KEY or "
+                    "GEMINI_API_KEY/GOOGLE_API_KEY; a local OpenAI-compatible server (Ollama, vLLM, llama.cpp) "
+                    "needs none: rxllm chat --provider openai --model llama3.2 --base-url http://127.0.0.1:11434/v1",
+    )
+    chat.add_argument("--provider", choices=CHAT_PROVIDERS, required=True,
+                      help="the API to speak (openai also means any OpenAI-compatible server)")
+    chat.add_argument("--model", required=True, help="the model name, e.g. gpt-4o-mini")
+    chat.add_argument("--base-url", metavar="URL",
+                      help="the API root (default: the provider's public endpoint), e.g. http://127.0.0.1:11434/v1")
+    chat.add_argument("--system", metavar="TEXT", help="a system instruction for the whole conversation")
+    replay = commands.add_parser("replay", help="replay a captured SSE body: partials, final aggregate, contract")
+    replay.add_argument("file", metavar="FILE.sse", help="the raw response body, as the HTTP client read it")
+    replay.add_argument("--protocol", choices=REPLAY_PROTOCOLS, required=True, help="the wire protocol of the body")
+    replay.add_argument("--json", action="store_true", dest="as_json",
+                        help="print only the final aggregate, as genai-style JSON (the verdict goes to stderr)")
     return parser
+
+
+def _enable_line_editing() -> None:
+    """Arrow keys and history at the chat prompt, when both ends are a terminal (never when piped)."""
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        with contextlib.suppress(ImportError):
+            import readline  # noqa: F401  (importing it is what makes input() use it)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -30,4 +58,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     style = Style.for_stream(out)
     if args.command == "demo":
         return run_demo(provider=args.provider, pace=args.pace, out=out, style=style)
+    if args.command == "chat":
+        _enable_line_editing()
+        # Retries before the first item are logged as warnings; in the chat the outcome is what counts.
+        logging.getLogger("rxllm").addHandler(logging.NullHandler())
+        return run_chat(provider=args.provider, model=args.model, base_url=args.base_url, system=args.system,
+                        out=out, err=sys.stderr, style=style)
+    if args.command == "replay":
+        return run_replay(args.file, args.protocol, as_json=args.as_json, out=out, err=sys.stderr, style=style)
     return 2

@@ -91,7 +91,8 @@ def test_errors_propagate_through_the_text() -> None:
 
 @pytest.mark.parametrize("guarded", [False, True])
 def test_an_error_final_fails_the_text_after_its_text(guarded: bool) -> None:
-    model = ScriptedLlm([scripted_turn(Chunk(text_delta="The answer is"), Chunk(finish_reason=FinishReason.MAX_TOKENS))])
+    cut_off = scripted_turn(Chunk(text_delta="The answer is"), Chunk(finish_reason=FinishReason.MAX_TOKENS))
+    model = ScriptedLlm([cut_off])
     service = AiService(model, output_guardrails=[lambda response: None] if guarded else [])
     recorder = Recorder()
     to_text(service.stream("hi"), service.has_output_guardrails).subscribe(recorder)

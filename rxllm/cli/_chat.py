@@ -1,0 +1,234 @@
+"""``rxllm chat``: an interactive streaming chat against a real endpoint.
+
+Each answer streams to the terminal as it arrives (``generate_content(request, stream=True)``).
+Ctrl-C during an answer disposes its subscription, which closes the connection at once; the
+half answer and its question are dropped from the conversation and the prompt comes back.
+Ctrl-C, Ctrl-D (EOF) or ``/exit`` at the prompt ends the chat with exit code 0. Transport and
+HTTP errors print one line and return to the prompt.
+
+The SIGINT path: Python delivers SIGINT to the main thread, which is waiting for the answer in
+an interruptible ``Event.wait`` loop; the partials are written by the I/O thread under a lock
+that the main thread takes to mark the answer cancelled, so nothing of a cancelled answer is
+written after ``[cancelled]``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from typing import TextIO
+
+import reactivex
+from reactivex import abc as rx_abc
+
+from .._base_llm import BaseLlm
+from .._errors import ConfigurationError, HttpStatusError, RxLlmError, TransportError
+from .._types import Content, GenerateContentConfig, LlmRequest, LlmResponse, Part
+from ..providers.anthropic import AnthropicModel
+from ..providers.gemini import GeminiModel
+from ..providers.openai import OpenAiChatModel
+from ._style import Style
+
+__all__ = ["CHAT_PROVIDERS", "KEY_VARIABLES", "run_chat"]
+
+CHAT_PROVIDERS = ("anthropic", "gemini", "openai")
+"""The providers ``rxllm chat --provider`` accepts."""
+
+KEY_VARIABLES: dict[str, tuple[str, ...]] = {
+    "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+}
+"""The environment variables each provider's key is read from, in lookup order."""
+
+EXIT_COMMANDS = frozenset({"/exit", "/quit"})
+PROMPT = "you › "
+_WAIT_TICK = 0.1  # how often the main thread re-enters Event.wait (SIGINT also interrupts it at once)
+
+
+def _make_model(provider: str, model: str, base_url: str | None) -> BaseLlm:
+    """The provider's model; the key comes from the environment (never from the command line)."""
+    if provider == "anthropic":
+        return AnthropicModel(model) if base_url is None else AnthropicModel(model, base_url=base_url)
+    if provider == "gemini":
+        return GeminiModel(model) if base_url is None else GeminiModel(model, base_url=base_url)
+    return OpenAiChatModel(model) if base_url is None else OpenAiChatModel(model, base_url=base_url)
+
+
+def _configuration_message(provider: str, error: ConfigurationError) -> str:
+    names = KEY_VARIABLES.get(provider, ())
+    if names and not any(os.environ.get(name) for name in names):
+        return (f"rxllm chat: no API key for {provider}: set {' or '.join(names)} "
+                "(or pass --base-url for a local OpenAI-compatible server)")
+    return f"rxllm chat: {error.message}"
+
+
+def error_line(error: BaseException, provider: str) -> str:
+    """One line describing why an answer failed (no traceback, never a key)."""
+    if isinstance(error, HttpStatusError):
+        hint = ""
+        if error.status_code in (401, 403):
+            hint = f" (the key is read from {' or '.join(KEY_VARIABLES.get(provider, ('the environment',)))})"
+        return f"error: the server answered {error.message}{hint}"
+    if isinstance(error, TransportError):
+        return f"error: could not reach the server: {error.message}"
+    if isinstance(error, RxLlmError):
+        return f"error: {error.message}"
+    return f"error: {type(error).__name__}: {error}"
+
+
+class _Answer:
+    """One answer in flight: writes partials as they arrive, unless cancelled."""
+
+    def __init__(self, label: str, out: TextIO, style: Style) -> None:
+        self._label = label
+        self._out = out
+        self._style = style
+        self._lock = threading.Lock()
+        self._cancelled = False
+        self._mode: str | None = None  # None (nothing written yet), "thought" or "text"
+        self.done = threading.Event()
+        self.final: LlmResponse | None = None
+        self.error: Exception | None = None
+
+    @property
+    def wrote_anything(self) -> bool:
+        return self._mode is not None
+
+    def on_next(self, response: LlmResponse) -> None:
+        with self._lock:
+            if self._cancelled:
+                return
+            if not response.partial:
+                self.final = response
+                return
+            self._write_delta(response.thought_text(), "thought")
+            self._write_delta(response.text(), "text")
+            self._out.flush()
+
+    def _write_delta(self, delta: str, mode: str) -> None:
+        if not delta:
+            return
+        if mode != self._mode:
+            self._out.write(self._label if self._mode is None else "\n")
+            if mode == "thought":
+                self._out.write(self._style.dim("(thinking) "))
+            self._mode = mode
+        self._out.write(self._style.dim(delta) if mode == "thought" else delta)
+
+    def on_error(self, error: Exception) -> None:
+        self.error = error
+        self.done.set()
+
+    def on_completed(self) -> None:
+        self.done.set()
+
+    def cancel(self) -> None:
+        """Stop writing: after this returns, no callback writes anything more."""
+        with self._lock:
+            self._cancelled = True
+
+
+class _Chat:
+    def __init__(self, provider: str, llm: BaseLlm, system: str | None, out: TextIO, style: Style) -> None:
+        self._provider = provider
+        self._llm = llm
+        self._config = GenerateContentConfig(system_instruction=system) if system else GenerateContentConfig()
+        self._out = out
+        self._style = style
+        self.history: list[Content] = []
+
+    def turn(self, text: str) -> None:
+        """Ask, stream the answer, and keep the exchange only when it completed cleanly."""
+        out, style = self._out, self._style
+        question = Content(role="user", parts=(Part.from_text(text),))
+        request = LlmRequest(contents=(*self.history, question), config=self._config)
+        answer = _Answer(style.bold(self._llm.model) + " › ", out, style)
+        subscription: rx_abc.DisposableBase | None = None
+        observable: reactivex.Observable[LlmResponse] = self._llm.generate_content(request, stream=True)
+        try:
+            subscription = observable.subscribe(answer.on_next, answer.on_error, answer.on_completed)
+            while not answer.done.wait(_WAIT_TICK):
+                pass
+        except KeyboardInterrupt:
+            answer.cancel()
+            if subscription is not None:
+                subscription.dispose()  # closes the connection at once
+            out.write(("\n" if answer.wrote_anything else "") + style.dim("[cancelled]") + "\n")
+            out.flush()
+            return
+        if answer.wrote_anything:
+            out.write("\n")
+        final = answer.final
+        if answer.error is not None or final is None:
+            error = answer.error or RxLlmError("the stream ended without a final response")
+            out.write(error_line(error, self._provider) + "\n")
+        elif final.error_code or final.error_message:
+            code = f"{final.error_code}: " if final.error_code else ""
+            out.write(f"error: the provider stopped the answer: {code}{final.error_message or ''}\n")
+        elif final.content is None or not final.content.parts:
+            out.write(style.dim("(empty answer)") + "\n")
+        else:
+            if not answer.wrote_anything and final.text():  # a provider that sent the whole answer at once
+                out.write(f"{style.bold(self._llm.model)} › {final.text()}\n")
+            self.history += [question, final.content.model_copy(update={"role": "model"})]
+        out.flush()
+
+
+def run_chat(
+    *,
+    provider: str,
+    model: str,
+    base_url: str | None = None,
+    system: str | None = None,
+    out: TextIO,
+    err: TextIO,
+    style: Style,
+    read_line: Callable[[str], str] = input,
+) -> int:
+    """Run the interactive chat; returns the exit code.
+
+    Args:
+        provider: ``"openai"`` (any OpenAI-compatible server with ``base_url``), ``"anthropic"``
+            or ``"gemini"``.
+        model: the model name.
+        base_url: the API root; the provider's public endpoint when ``None``.
+        system: a system instruction for every turn.
+        out: where the conversation is written.
+        err: where a fatal error (no key) is written.
+        style: terminal styling (off when ``out`` is not a terminal).
+        read_line: reads one line after writing the prompt; raises ``EOFError`` at the end of
+            input and ``KeyboardInterrupt`` on Ctrl-C (``input`` does both).
+
+    Returns:
+        0 when the user leaves; 2 when the model cannot be set up (e.g. no API key).
+    """
+    try:
+        llm = _make_model(provider, model, base_url)
+    except ConfigurationError as exc:
+        err.write(_configuration_message(provider, exc) + "\n")
+        err.flush()
+        return 2
+    where = base_url or "the provider's public endpoint"
+    out.write(style.dim(f"rxllm chat: {provider} model {model!r} at {where}.") + "\n"
+              + style.dim("Ctrl-C cancels an answer; /exit, Ctrl-D or Ctrl-C at the prompt quits.") + "\n")
+    out.flush()
+    chat = _Chat(provider, llm, system, out, style)
+    while True:
+        try:
+            line = read_line(PROMPT)
+        except (EOFError, KeyboardInterrupt):
+            out.write("\n")
+            out.flush()
+            return 0
+        text = line.strip()
+        if not text:
+            continue
+        if text in EXIT_COMMANDS:
+            return 0
+        try:
+            chat.turn(text)
+        except KeyboardInterrupt:  # a Ctrl-C just after the answer ended: nothing to cancel
+            out.write("\n")
+            out.flush()

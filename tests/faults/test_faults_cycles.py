@@ -1,0 +1,128 @@
+"""10,000 subscribe/dispose cycles at random moments: no leaked threads, sockets or fds; nothing after dispose.
+
+Each cycle picks a moment at random (seeded): dispose right after subscribing (the request may
+not even have started), while the server holds the response headers, in the middle of the body
+(after the first partial, while the server holds the rest), or not at all (the turn completes). Every emission is stamped with a process-wide sequence number; a
+stamp taken after ``dispose()`` returned must be greater than every stamp of that subscription.
+At the end the transport, the server and the I/O pool are closed and the process must be back
+to its baseline threads and file descriptors.
+
+A ``spin`` cycle disposes after a random number of ``sched_yield`` calls (each lets the I/O
+thread run), so the dispose
+lands anywhere from "still queued" through "connecting" to "streaming"; it may even come after
+the turn completed, which is fine: then nothing at all may follow the terminal event.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections import Counter
+
+from faults_support import REQUEST, TIMEOUT, CountingPool, Recorder, open_fds
+from wire import OPENAI
+
+from rxllm import HttpTransport, RetryPolicy
+from rxllm.testing import Hold, RecordedRequest, StubResponse, StubServer
+
+SEED = 0xD15_905E
+CYCLES = 10_000
+PHASES = ("immediate", "spin", "headers", "mid_body", "complete")
+WEIGHTS = (25, 25, 15, 20, 15)
+SPIN = 400  # up to this many GIL-releasing yields: the request is then anywhere from queued to streaming
+STREAMS = 8
+
+
+def test_10000_subscribe_dispose_cycles_leak_nothing_and_emit_nothing_after_dispose() -> None:
+    baseline_threads = threading.active_count()
+    baseline_fds = open_fds()
+    rng = random.Random(SEED)
+    release = threading.Event()  # never set while cycling: held responses wait for the client to go
+    stream = OPENAI.stream("a", "b", "c")
+    responses = {
+        "headers": StubResponse(before_headers=[Hold(release, timeout=TIMEOUT)], body=stream),
+        "mid_body": StubResponse(body=[*stream[:2], Hold(release, timeout=TIMEOUT), *stream[2:]]),
+        "complete": StubResponse(body=stream),
+    }
+
+    rng_server = random.Random(SEED + 1)
+    arrived = threading.Condition()
+    seen: Counter[str] = Counter()
+    last_connection: dict[str, int] = {}
+
+    def responder(request: RecordedRequest) -> StubResponse:
+        phase = request.path.split("/")[1]
+        with arrived:
+            seen[phase] += 1
+            last_connection[phase] = request.connection_id
+            arrived.notify_all()
+            return responses.get(phase) or responses[rng_server.choice(("headers", "mid_body", "complete"))]
+
+    server = StubServer(responder=responder).start()
+    transport = HttpTransport(max_concurrent_streams=STREAMS, read_timeout=TIMEOUT)
+    pool = CountingPool(STREAMS)
+    models = {
+        phase: OPENAI.make(f"{server.url}/{phase}", transport=transport, scheduler=pool,
+                           retry_policy=RetryPolicy.never())
+        for phase in PHASES
+    }
+    counts: Counter[str] = Counter()
+    spin_outcomes: Counter[str] = Counter()
+    peak_threads = 0
+    started = time.monotonic()
+    try:
+        for cycle in range(CYCLES):
+            phase = rng.choices(PHASES, WEIGHTS)[0]
+            counts[phase] += 1
+            where = f"cycle {cycle} ({phase}, seed {SEED:#x})"
+            recorder = Recorder(notify_after=1)
+            with arrived:
+                requests_before = seen[phase]
+            subscription = recorder.subscribe(models[phase].generate_content(REQUEST, stream=True))
+            if phase == "complete":
+                recorder.wait(where)
+                assert recorder.completed and not recorder.errors, f"{where}: {recorder.errors!r}"
+                assert recorder.items[-1].text() == "abc", where
+                subscription.dispose()
+                continue
+            if phase == "headers":
+                with arrived:
+                    assert arrived.wait_for(lambda: seen[phase] > requests_before, TIMEOUT), f"{where}: no request"
+            elif phase == "mid_body":
+                assert recorder.reached.wait(TIMEOUT), f"{where}: no first partial"
+            elif phase == "spin":  # a random moment, not a synchronisation: nothing waits on it
+                for _ in range(rng.randrange(SPIN)):
+                    os.sched_yield()  # releases the GIL, so the I/O thread makes progress meanwhile
+            subscription.dispose()
+            disposed_at = Recorder.next_stamp()
+            emitted = len(recorder.items)
+            if phase in ("headers", "mid_body"):
+                assert not recorder.done.is_set(), f"{where}: a terminal event before dispose: {recorder.errors!r}"
+            if phase == "spin":
+                spin_outcomes["done" if recorder.done.is_set() else "partials" if emitted else "nothing"] += 1
+            late = [s for s in recorder.stamps if s > disposed_at]
+            assert not late, f"{where}: {len(late)} item(s) emitted after dispose"
+            if cycle % 500 == 0:  # now and then, prove the server saw the close and the I/O thread is free
+                if phase in ("headers", "mid_body"):
+                    with arrived:
+                        connection = server.connections[last_connection[phase] - 1]
+                    assert connection.wait_closed_by_client(TIMEOUT), f"{where}: the server never saw the close"
+                assert pool.wait_idle(TIMEOUT), f"{where}: an I/O thread stayed blocked"
+                assert len(recorder.items) == emitted and (recorder.terminal_stamp or 0) < disposed_at, where
+                peak_threads = max(peak_threads, threading.active_count())
+        assert pool.wait_idle(TIMEOUT), "an I/O thread stayed blocked after the last dispose"
+        peak_threads = max(peak_threads, threading.active_count())
+    finally:
+        release.set()
+        transport.close()
+        server.close()
+        pool.shutdown()
+    elapsed = time.monotonic() - started
+    assert threading.active_count() <= baseline_threads, "threads leaked"
+    assert open_fds() <= baseline_fds, "sockets or file descriptors leaked"
+    assert peak_threads <= baseline_threads + STREAMS + 1 + STREAMS * 2, f"thread count grew to {peak_threads}"
+    assert pool.peak <= STREAMS
+    print(f"\n{CYCLES} cycles in {elapsed:.2f}s: {dict(counts)}; {len(server.connections)} connections, "
+          f"{len(server.requests)} requests; spin cycles at dispose: {dict(spin_outcomes)}; peak threads {peak_threads} (baseline {baseline_threads})")
