@@ -202,24 +202,30 @@ def main() -> int:
     for name, (kind, _) in contenders.items():
         us = statistics.median(results[name]["total"]) / args.chunks * 1e6
         floor_us = statistics.median(results[floors[kind]]["total"]) / args.chunks * 1e6
-        rows.append({
-            "contender": name,
-            "kind": kind,
-            "us_per_chunk": round(us, 2),
-            "ratio_to_floor": round(us / floor_us, 2),
-            "first_item_ms": round(statistics.median(results[name]["first"]) * 1e3, 2),
-            "peak_mib": {k: round(v / 2**20, 2) for k, v in memory.get(name, {}).items()},
-        })
-    print(f"\n{args.chunks} chunks per stream, {args.reps} interleaved reps, medians; python {sys.version.split()[0]}, "
-          f"{os.cpu_count()} cpus\n")
+        rows.append(
+            {
+                "contender": name,
+                "kind": kind,
+                "us_per_chunk": round(us, 2),
+                "ratio_to_floor": round(us / floor_us, 2),
+                "first_item_ms": round(statistics.median(results[name]["first"]) * 1e3, 2),
+                "peak_mib": {k: round(v / 2**20, 2) for k, v in memory.get(name, {}).items()},
+            }
+        )
+    print(
+        f"\n{args.chunks} chunks per stream, {args.reps} interleaved reps, medians; python {sys.version.split()[0]}, "
+        f"{os.cpu_count()} cpus\n"
+    )
     header = f"{'contender':40} {'µs/chunk':>9} {'vs floor':>9} {'1st item ms':>12}  peak MiB (n/4 → n)"
     print(header)
     print("-" * len(header))
     for row in rows:
         mem = row["peak_mib"]
         mem_text = " → ".join(f"{v}" for v in mem.values()) if mem else "-"
-        print(f"{row['contender']:40} {row['us_per_chunk']:>9} {row['ratio_to_floor']:>8}× {row['first_item_ms']:>12}  "
-              f"{mem_text}")
+        print(
+            f"{row['contender']:40} {row['us_per_chunk']:>9} {row['ratio_to_floor']:>8}× {row['first_item_ms']:>12}  "
+            f"{mem_text}"
+        )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"chunks": args.chunks, "reps": args.reps, "rows": rows}, indent=2))
     print(f"\nwritten: {args.json}")
