@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from ._chat import CHAT_PROVIDERS, run_chat
@@ -51,6 +53,15 @@ def _enable_line_editing() -> None:
             import readline  # noqa: F401  (importing it is what makes input() use it)
 
 
+def _restore_ctrl_c() -> None:
+    """Make Ctrl-C raise KeyboardInterrupt even when SIGINT was inherited ignored (a background job, nohup).
+
+    Python keeps an inherited ``SIG_IGN``; the chat's Ctrl-C (cancel the answer) depends on the signal.
+    """
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = _parser().parse_args(argv)
@@ -60,6 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_demo(provider=args.provider, pace=args.pace, out=out, style=style)
     if args.command == "chat":
         _enable_line_editing()
+        _restore_ctrl_c()
         # Retries before the first item are logged as warnings; in the chat the outcome is what counts.
         logging.getLogger("rxllm").addHandler(logging.NullHandler())
         return run_chat(provider=args.provider, model=args.model, base_url=args.base_url, system=args.system,

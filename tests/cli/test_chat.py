@@ -235,3 +235,16 @@ def test_in_band_provider_error_is_shown_and_the_exchange_dropped() -> None:
         assert f"{PROMPT}m › Partial" in lines
         assert any(line.startswith("error: ") and "tool_use_failed" in line for line in lines)
         assert [m["content"] for m in server.requests[2].json()["messages"]] == ["two", "Whole.", "three"]
+
+
+@pytest.mark.parametrize(("provider", "protocol"), [("anthropic", "anthropic"), ("gemini", "gemini")])
+def test_other_providers_keep_the_conversation(provider: str, protocol: str) -> None:
+    turns = [StubResponse(body=sse_turn(protocol, text=pieces)) for pieces in (["Bonjour", " !"], ["Oui."])]
+    with StubServer(turns) as server:
+        session = _Session(["salut", "encore ?"])
+        code = run_chat(provider=provider, model="m", base_url=server.url, system="Sois bref.", out=session.out,
+                        err=session.out, style=Style(False), read_line=session.read_line)
+        assert code == 0
+        assert [f"{PROMPT}m › Bonjour !", f"{PROMPT}m › Oui."] == session.out.getvalue().splitlines()[2:4]
+        second = server.requests[1].body.decode()
+        assert all(text in second for text in ("salut", "Bonjour !", "encore ?", "Sois bref."))
