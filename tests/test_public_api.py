@@ -16,6 +16,7 @@ import rxllm.providers
 import rxllm.providers.anthropic
 import rxllm.providers.gemini
 import rxllm.providers.openai
+import rxllm.service
 import rxllm.testing
 
 PACKAGES = [
@@ -25,6 +26,7 @@ PACKAGES = [
     rxllm.providers.anthropic,
     rxllm.providers.gemini,
     rxllm.providers.openai,
+    rxllm.service,
     rxllm.testing,
 ]
 

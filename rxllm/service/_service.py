@@ -42,7 +42,9 @@ class AiService:
             tool starts while the model is still streaming; for others calls arrive with the
             round's final response (see :func:`rxllm.model_stream_events`).
         tools: :class:`~rxllm.agents.BaseTool` instances or plain functions (wrapped in
-            :class:`~rxllm.agents.FunctionTool`); names must be unique.
+            :class:`~rxllm.agents.FunctionTool`); names must be unique. A tool that asks for a
+            ``tool_context`` gets one whose state lives for the interaction only (a service keeps
+            no sessions). A tool that fails answers the model with ``{"error": ...}``.
         system_message: the system instruction of every model call.
         retriever: finds content for the user message (see :data:`Retriever`).
         output_guardrails: checks of the final answer (see :data:`OutputGuardrail`). With any,
@@ -52,8 +54,9 @@ class AiService:
         tool_scheduler: where tools and the retriever run (default: a small dedicated thread
             pool shared by all services, never the model's I/O pool). Tools of one round run
             concurrently when it has more than one worker.
-        max_rounds: the most model calls one interaction makes; a round past it that still asks
-            for tools fails the stream with :class:`~rxllm.LimitExceededError`.
+        max_rounds: the most model calls one interaction makes. When round ``max_rounds`` still
+            asks for tools, its tools run and then, instead of another model call, the stream
+            fails with :class:`~rxllm.LimitExceededError`.
 
     Raises:
         ConfigurationError: a model that is not a ``BaseLlm``, duplicate tool names, a

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +20,7 @@ from reactivex import abc as rx_abc
 from reactivex.scheduler import ThreadPoolScheduler
 
 from rxllm import Content, LlmRequest, LlmResponse, Part
-from rxllm.testing import ToolCallScript, sse_turn
+from rxllm.testing import Disconnect, StubResponse, ToolCallScript, sse_turn
 
 TIMEOUT = 5.0
 """The bound on every single wait of the suite (seconds)."""
@@ -106,9 +106,11 @@ def _dispatched_at(start: int, event: bytes) -> int:
     return end - 1 if event.endswith(b"\r\n\r\n") else end
 
 
-def fault_body(protocol: str, *, with_tool_call: bool = True) -> FaultBody:
-    """The turn the cut tests serve: :data:`TEXT_PIECES`, then :data:`TOOL_CALL` (if asked)."""
-    events = utf8_events(sse_turn(protocol, text=TEXT_PIECES, tool_calls=[TOOL_CALL] if with_tool_call else []))
+def fault_body(
+    protocol: str, *, text: Sequence[str] = TEXT_PIECES, tool_calls: Sequence[ToolCallScript] = (TOOL_CALL,)
+) -> FaultBody:
+    """A turn to cut: ``text`` then ``tool_calls`` (by default :data:`TEXT_PIECES` and :data:`TOOL_CALL`)."""
+    events = utf8_events(sse_turn(protocol, text=text, tool_calls=tool_calls))
     body = b"".join(events)
     finish_at = usage_at = -1
     offset = 0
@@ -120,9 +122,53 @@ def fault_body(protocol: str, *, with_tool_call: bool = True) -> FaultBody:
             usage_at = done
         offset += len(event)
     assert finish_at > 0 and usage_at > 0, protocol
-    args_inside = _argument_offsets(protocol, body) if with_tool_call else []
+    args_inside = _argument_offsets(protocol, body) if TOOL_CALL in tool_calls else []
     utf8_inside = tuple(i for i, byte in enumerate(body) if 0x80 <= byte < 0xC0)
     return FaultBody(protocol, tuple(events), body, finish_at, usage_at, utf8_inside, tuple(args_inside))
+
+
+MODES = [(reset, chunked) for reset in (True, False) for chunked in (True, False)]
+"""How a cut is served: (TCP reset, else clean FIN) x (chunked, else close-delimited body)."""
+_END_MARKERS = {"openai-chat": b"data: [DONE]", "anthropic": b'"type":"message_stop"'}
+
+
+def end_marker_at(fb: FaultBody) -> int | None:
+    """The prefix length that includes the provider's end-of-stream event (Gemini has none)."""
+    marker = _END_MARKERS.get(fb.protocol)
+    if marker is None:
+        return None
+    offset = 0
+    for event in fb.events:
+        offset += len(event)
+        if marker in event:
+            return offset
+    raise AssertionError(f"no end marker in the {fb.protocol} body")
+
+
+def cut_offsets(fb: FaultBody, rng: random.Random, random_cuts: int = 40) -> list[int]:
+    """The offsets to cut at: the interesting ones, then seeded-random ones."""
+    interesting = {0, 1, fb.finish_at - 1, fb.finish_at, fb.finish_at + 1, fb.usage_at - 1, fb.usage_at,
+                   len(fb.body) - 1, len(fb.body)}
+    interesting.update(rng.sample(fb.utf8_inside, 6))
+    interesting.update(rng.sample(fb.args_inside, min(6, len(fb.args_inside))))
+    marker = end_marker_at(fb)
+    if marker is not None:
+        interesting.update({marker - 1, marker})
+    randoms = set(rng.sample(range(len(fb.body) + 1), random_cuts))
+    return sorted(o for o in interesting | randoms if 0 <= o <= len(fb.body))
+
+
+def cut_response(fb: FaultBody, offset: int, *, reset: bool, chunked: bool) -> StubResponse:
+    """The turn's events up to ``offset`` (the event at the cut truncated there), then the fault."""
+    steps: list[bytes | Disconnect] = []
+    start = 0
+    for event in fb.events:
+        if start >= offset:
+            break
+        steps.append(event[: offset - start])
+        start += len(event)
+    steps.append(Disconnect(reset=reset))
+    return StubResponse(body=steps, chunked=chunked)
 
 
 class Recorder:
@@ -181,17 +227,6 @@ def final_signature(response: LlmResponse) -> tuple[Any, ...]:
 def open_fds() -> int:
     """How many file descriptors this process holds now."""
     return len(os.listdir("/proc/self/fd"))
-
-
-def wait_until(condition: Any, timeout: float = TIMEOUT, interval: float = 0.005) -> bool:
-    """Poll ``condition()`` (for OS-level counts that have no event) until true or ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if condition():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        threading.Event().wait(interval)
 
 
 class CountingPool(ThreadPoolScheduler):

@@ -16,16 +16,23 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from faults_support import REQUEST, TIMEOUT, FaultBody, Recorder, fault_body, final_signature
+from faults_support import (
+    MODES,
+    REQUEST,
+    TIMEOUT,
+    Recorder,
+    cut_offsets,
+    cut_response,
+    end_marker_at,
+    fault_body,
+    final_signature,
+)
 from wire import WIRES, Wire
 
 from rxllm import HttpTransport, LlmResponse, RetryPolicy, RxLlmError, TransportError
 from rxllm.testing import Disconnect, StubResponse, StubServer, complete_json, parser_for, replay_sse
 
 SEED = 0x5EED_C075
-RANDOM_CUTS_PER_PROVIDER = 40
-MODES = [(reset, chunked) for reset in (True, False) for chunked in (True, False)]
-_END_MARKERS = {"openai-chat": b"data: [DONE]", "anthropic": b'"type":"message_stop"'}
 
 
 @pytest.fixture(params=WIRES, ids=lambda w: w.name)
@@ -40,45 +47,6 @@ def transport() -> Iterator[HttpTransport]:
         yield transport
     finally:
         transport.close()
-
-
-def end_marker_at(fb: FaultBody) -> int | None:
-    """The prefix length that includes the provider's end-of-stream event (Gemini has none)."""
-    marker = _END_MARKERS.get(fb.protocol)
-    if marker is None:
-        return None
-    offset = 0
-    for event in fb.events:
-        offset += len(event)
-        if marker in event:
-            return offset
-    raise AssertionError(f"no end marker in the {fb.protocol} body")
-
-
-def cut_offsets(fb: FaultBody, rng: random.Random) -> list[int]:
-    """The offsets to cut at: the interesting ones, then seeded-random ones."""
-    interesting = {0, 1, fb.finish_at - 1, fb.finish_at, fb.finish_at + 1, fb.usage_at - 1, fb.usage_at,
-                   len(fb.body) - 1, len(fb.body)}
-    interesting.update(rng.sample(fb.utf8_inside, 6))
-    interesting.update(rng.sample(fb.args_inside, 6))
-    marker = end_marker_at(fb)
-    if marker is not None:
-        interesting.update({marker - 1, marker})
-    randoms = set(rng.sample(range(len(fb.body) + 1), RANDOM_CUTS_PER_PROVIDER))
-    return sorted(o for o in interesting | randoms if 0 <= o <= len(fb.body))
-
-
-def cut_response(fb: FaultBody, offset: int, *, reset: bool, chunked: bool) -> StubResponse:
-    """The turn's events up to ``offset`` (the event at the cut truncated there), then the fault."""
-    steps: list[bytes | Disconnect] = []
-    start = 0
-    for event in fb.events:
-        if start >= offset:
-            break
-        steps.append(event[: offset - start])
-        start += len(event)
-    steps.append(Disconnect(reset=reset))
-    return StubResponse(body=steps, chunked=chunked)
 
 
 def run(model_source: object) -> Recorder:

@@ -2,8 +2,9 @@
 
 Each cycle picks a moment at random (seeded): dispose right after subscribing (the request may
 not even have started), while the server holds the response headers, in the middle of the body
-(after the first partial, while the server holds the rest), or not at all (the turn completes). Every emission is stamped with a process-wide sequence number; a
-stamp taken after ``dispose()`` returned must be greater than every stamp of that subscription.
+(after the first partial, while the server holds the rest), or not at all (the turn completes).
+Every emission is stamped with a process-wide sequence number; a stamp taken after ``dispose()``
+returned must be greater than every stamp of that subscription.
 At the end the transport, the server and the I/O pool are closed and the process must be back
 to its baseline threads and file descriptors.
 
@@ -89,7 +90,8 @@ def test_10000_subscribe_dispose_cycles_leak_nothing_and_emit_nothing_after_disp
                 continue
             if phase == "headers":
                 with arrived:
-                    assert arrived.wait_for(lambda: seen[phase] > requests_before, TIMEOUT), f"{where}: no request"
+                    arrived_in_time = arrived.wait_for(lambda n=requests_before: seen["headers"] > n, TIMEOUT)
+                assert arrived_in_time, f"{where}: no request"
             elif phase == "mid_body":
                 assert recorder.reached.wait(TIMEOUT), f"{where}: no first partial"
             elif phase == "spin":  # a random moment, not a synchronisation: nothing waits on it
@@ -125,4 +127,5 @@ def test_10000_subscribe_dispose_cycles_leak_nothing_and_emit_nothing_after_disp
     assert peak_threads <= baseline_threads + STREAMS + 1 + STREAMS * 2, f"thread count grew to {peak_threads}"
     assert pool.peak <= STREAMS
     print(f"\n{CYCLES} cycles in {elapsed:.2f}s: {dict(counts)}; {len(server.connections)} connections, "
-          f"{len(server.requests)} requests; spin cycles at dispose: {dict(spin_outcomes)}; peak threads {peak_threads} (baseline {baseline_threads})")
+          f"{len(server.requests)} requests; spin cycles at dispose: {dict(spin_outcomes)}; "
+          f"peak threads {peak_threads} (baseline {baseline_threads})")

@@ -13,6 +13,7 @@ socket, to show the Rx wiring adds no foreign exception of its own.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -31,7 +32,7 @@ from wire import WIRES
 from rxllm import LineTooLongError, RetryPolicy, RxLlmError, SseDecoder, SseEvent
 from rxllm.testing import PROTOCOLS, StubResponse, StubServer, complete_json, parser_for, replay_sse, sse_turn
 
-EXAMPLES = int(os.environ.get("RXLLM_FUZZ_EXAMPLES", "120"))
+EXAMPLES = int(os.environ.get("RXLLM_FUZZ_EXAMPLES", "400"))
 """Examples per fuzz test (raise it locally for a deeper run: ``RXLLM_FUZZ_EXAMPLES=5000``)."""
 
 FUZZ = settings(
@@ -79,7 +80,7 @@ def only_rxllm_errors(run: Any, *args: Any) -> str:
 
 def pieces_of(data: bytes, cuts: list[int]) -> list[bytes]:
     points = [0, *sorted(c for c in set(cuts) if 0 < c < len(data)), len(data)]
-    return [data[a:b] for a, b in zip(points, points[1:], strict=False)]
+    return [data[a:b] for a, b in itertools.pairwise(points)]
 
 
 # --- the SSE decoder -----------------------------------------------------------------------------------------------
@@ -133,7 +134,9 @@ def replay(protocol: str, pieces: list[bytes]) -> None:
     ),
     data=st.data(),
 )
-def test_every_parser_on_random_bytes_raises_only_rxllm_errors(protocol: str, stream: bytes, data: st.DataObject) -> None:
+def test_every_parser_on_random_bytes_raises_only_rxllm_errors(
+    protocol: str, stream: bytes, data: st.DataObject
+) -> None:
     cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=10), label="cuts")
     only_rxllm_errors(replay, protocol, pieces_of(stream, cuts))
 
@@ -288,7 +291,9 @@ _COMPLETE = {p: json.dumps(complete_json(p, "Grüße 🌦️")).encode() for p i
 
 @FUZZ
 @given(protocol=st.sampled_from(sorted(_COMPLETE)), seed=st.integers(0, 2**32 - 1), garbage=st.binary(max_size=300))
-def test_every_non_streamed_parser_on_garbage_raises_only_rxllm_errors(protocol: str, seed: int, garbage: bytes) -> None:
+def test_every_non_streamed_parser_on_garbage_raises_only_rxllm_errors(
+    protocol: str, seed: int, garbage: bytes
+) -> None:
     rng = random.Random(seed)
     body = _COMPLETE[protocol]
     mutated = swap_json_value(b"data: " + body + b"\n\n", rng).removeprefix(b"data: ").removesuffix(b"\n\n")

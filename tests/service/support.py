@@ -35,7 +35,7 @@ from rxllm import (
 )
 from rxllm.providers.openai import OpenAiChatModel
 from rxllm.service import AiServiceStreamingEvent
-from rxllm.testing import Step, StubResponse, StubServer
+from rxllm.testing import Delay, Disconnect, Hold, Step, StubResponse, StubServer
 
 WAIT = 10.0
 """Upper bound of every wait (a failing test fails instead of hanging); never a synchronisation sleep."""
@@ -89,14 +89,14 @@ def end(reason: str = "stop") -> list[bytes]:
     return [chunk({}, reason, usage), b"data: [DONE]\n\n"]
 
 
-def sse(*steps: bytes | Step | Sequence[bytes]) -> StubResponse:
+def sse(*steps: Step | Sequence[bytes]) -> StubResponse:
     """A chunked event-stream response; bytes steps are sent one HTTP chunk each, other steps play in place."""
     body: list[Step] = []
     for step in steps:
-        if isinstance(step, list | tuple):
-            body.extend(step)
+        if isinstance(step, bytes | Delay | Hold | Disconnect):
+            body.append(step)
         else:
-            body.append(step)  # type: ignore[arg-type]
+            body.extend(step)
     return StubResponse(body=body)
 
 
@@ -118,6 +118,27 @@ def tool_round_body(*extra: Step) -> list[Step]:
 
 def answer_body() -> list[Step]:
     return [role(), text("A17 shipped Tuesday; "), text("B2 ships Friday."), *end("stop")]
+
+
+class CountingLlm(BaseLlm):
+    """Delegates to ``inner`` and counts the model calls started (a call counts when it is subscribed)."""
+
+    def __init__(self, inner: BaseLlm) -> None:
+        super().__init__(model=inner.model)
+        self.inner = inner
+        self.calls = 0
+
+    def generate_content(self, llm_request: LlmRequest, stream: bool = False) -> reactivex.Observable[LlmResponse]:
+        return self.inner.generate_content(llm_request, stream)
+
+    def stream_events(self, llm_request: LlmRequest) -> reactivex.Observable[ModelStreamEvent]:
+        def subscribe(
+            observer: rx_abc.ObserverBase[ModelStreamEvent], scheduler: rx_abc.SchedulerBase | None = None
+        ) -> rx_abc.DisposableBase:
+            self.calls += 1
+            return self.inner.stream_events(llm_request).subscribe(observer, scheduler=scheduler)
+
+        return reactivex.create(subscribe)
 
 
 @contextmanager

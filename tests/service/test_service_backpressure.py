@@ -11,7 +11,7 @@ import pytest
 from rxllm import BufferOverflowError, Chunk, ConfigurationError, FinishReason, ToolCallFragment
 from rxllm.service import DEFAULT_BUFFER_SIZE, AiService
 from rxllm.service._relay import BoundedRelay
-from rxllm.testing import Hold, ScriptedLlm
+from rxllm.testing import Hold, ScriptedLlm, Step
 
 from .support import (
     QUESTION,
@@ -61,7 +61,7 @@ def test_sse_blocking_subscriber_trips_buffer_overflow_and_the_connection_is_clo
     never = threading.Event()
     orders = OrderTool()
     tools = JoinableScheduler()
-    body = [
+    body: list[Step] = [
         role(),
         tool_start(0, "call_a", "get_order", '{"order_id": "A17"}'),
         tool_start(1, "call_b", "get_order", '{"order_id"'),  # call_a complete: its tool is scheduled
@@ -93,7 +93,7 @@ def test_scripted_blocking_subscriber_trips_buffer_overflow_and_the_model_is_can
     never = threading.Event()
     orders = OrderTool()
     tools = JoinableScheduler()
-    turn = [
+    turn: list[Chunk | threading.Event | Exception] = [
         Chunk(tool_call_fragments=(ToolCallFragment(0, "call_a", "get_order", '{"order_id": "A17"}'),)),
         Chunk(tool_call_fragments=(ToolCallFragment(1, "call_b", "get_order", '{"order_id"'),)),
         subscriber.blocked,

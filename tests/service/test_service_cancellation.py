@@ -6,10 +6,6 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import reactivex
-
-from rxllm import LlmRequest, ModelStreamEvent
-from rxllm.providers.openai import OpenAiChatModel
 from rxllm.service import AiService, RetrievedContentsEvent
 from rxllm.testing import Hold, ScriptedLlm, StubResponse, scripted_turn
 
@@ -17,6 +13,7 @@ from .support import (
     ANSWER,
     QUESTION,
     WAIT,
+    CountingLlm,
     GatedLlm,
     JoinableScheduler,
     OrderTool,
@@ -28,27 +25,6 @@ from .support import (
     tool_round_body,
     tool_round_chunks,
 )
-
-
-class CountingModel:
-    """Counts the model calls an interaction starts (a call is counted when it is subscribed)."""
-
-    def __init__(self, model: OpenAiChatModel) -> None:
-        self.model = model
-        self.calls = 0
-        original = model.stream_events
-
-        def counted(request: LlmRequest) -> Any:
-            source = original(request)
-
-            def subscribe(observer: Any, scheduler: Any = None) -> Any:
-                self.calls += 1
-                return source.subscribe(observer, scheduler=scheduler)
-
-            counted_source: reactivex.Observable[ModelStreamEvent] = reactivex.create(subscribe)
-            return counted_source
-
-        model.stream_events = counted  # type: ignore[method-assign]
 
 
 class GatedRetriever:
@@ -86,8 +62,8 @@ def test_sse_cancel_mid_round_closes_the_connection_and_drops_the_running_tools_
     tools = JoinableScheduler()
     never = threading.Event()
     with openai_server(sse(*tool_round_body(Hold(never, timeout=WAIT))), sse(*answer_body())) as (server, model):
-        counting = CountingModel(model)
-        service = AiService(model, tools=[orders.get_order], tool_scheduler=tools)
+        counting = CountingLlm(model)
+        service = AiService(counting, tools=[orders.get_order], tool_scheduler=tools)
         recorder = Recorder()
         subscription = service.stream(QUESTION).subscribe(recorder)
         assert orders.started.wait(WAIT)  # call_a's tool runs; the server holds the rest of the round
@@ -194,8 +170,8 @@ def test_sse_cancel_during_retrieval_then_resubscribe_is_a_fresh_complete_intera
     orders = OrderTool()
     tools = JoinableScheduler()
     with openai_server(sse(*tool_round_body()), sse(*answer_body())) as (server, model):
-        counting = CountingModel(model)
-        service = AiService(model, tools=[orders.get_order], retriever=retriever, tool_scheduler=tools)
+        counting = CountingLlm(model)
+        service = AiService(counting, tools=[orders.get_order], retriever=retriever, tool_scheduler=tools)
         stream = service.stream(QUESTION)
 
         first = Recorder()

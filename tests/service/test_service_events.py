@@ -52,6 +52,11 @@ def call_of(event: Any) -> str | None:
     return call.id if isinstance(call, FunctionCall) else None
 
 
+def position_of(events: Sequence[Any], event_type: type, call_id: str) -> int:
+    """Where the event of that type for that call is."""
+    return index_of(events, lambda e: isinstance(e, event_type) and call_of(e) == call_id)
+
+
 def assert_turn_order(events: Sequence[Any], *, retrieved: bool) -> None:
     """The order every two-round turn with calls call_a and call_b must have, whatever the threads did."""
     kinds = [event.kind for event in events]
@@ -61,9 +66,9 @@ def assert_turn_order(events: Sequence[Any], *, retrieved: bool) -> None:
     assert kinds.count("intermediate_response") == 1
     intermediate = kinds.index("intermediate_response")
     for call_id in ("call_a", "call_b"):
-        complete = index_of(events, lambda e, c=call_id: isinstance(e, CompleteToolCallEvent) and call_of(e) == c)
-        before = index_of(events, lambda e, c=call_id: isinstance(e, BeforeToolExecutionEvent) and call_of(e) == c)
-        after = index_of(events, lambda e, c=call_id: isinstance(e, AfterToolExecutionEvent) and call_of(e) == c)
+        complete = position_of(events, CompleteToolCallEvent, call_id)
+        before = position_of(events, BeforeToolExecutionEvent, call_id)
+        after = position_of(events, AfterToolExecutionEvent, call_id)
         assert complete < before < after
         assert complete < intermediate
     # Round one's model events all precede its intermediate response; round two starts after every tool finished.
@@ -161,7 +166,7 @@ def test_gated_model_starts_a_tool_while_its_round_is_still_streaming() -> None:
     assert recorder.completed, recorder.error
     assert stream_open_when_tool_started[0] is True
     assert_turn_order(recorder.events, retrieved=False)
-    before_a = index_of(recorder.events, lambda e: isinstance(e, BeforeToolExecutionEvent) and call_of(e) == "call_a")
+    before_a = position_of(recorder.events, BeforeToolExecutionEvent, "call_a")
     assert before_a < recorder.kinds().index("intermediate_response")
     assert sorted(orders.calls) == ["A17", "B2"]
     assert_second_request_feeds_results_in_call_order(model.requests[1])
@@ -189,7 +194,7 @@ def test_sse_two_round_turn_runs_tools_eagerly_over_a_real_connection() -> None:
         assert stream_open_when_tool_started[0] is True
         events = recorder.events
         assert_turn_order(events, retrieved=True)
-        before_a = index_of(events, lambda e: isinstance(e, BeforeToolExecutionEvent) and call_of(e) == "call_a")
+        before_a = position_of(events, BeforeToolExecutionEvent, "call_a")
         assert before_a < recorder.kinds().index("intermediate_response")  # eagerness, visible in the order
         fragments = [e for e in events if isinstance(e, PartialToolCallEvent)]
         assert "".join(f.arguments_delta for f in fragments if f.index == 0) == '{"order_id": "A17"}'

@@ -43,7 +43,9 @@ def test_without_guardrails_the_text_streams_every_rounds_partials_tool_rounds_i
     assert strings == [e.text for e in events if isinstance(e, PartialResponseEvent)]  # each partial, as it came
     responses = [e.response for e in events if isinstance(e, IntermediateResponseEvent | FinalResponseEvent)]
     assert "".join(strings) == "".join(r.text() for r in responses) == TOOL_ROUND_TEXT + ANSWER
-    assert events[-1].response.text() == ANSWER  # the final event carries the last round's answer only
+    final = events[-1]
+    assert isinstance(final, FinalResponseEvent)
+    assert final.response.text() == ANSWER  # the final event carries the last round's answer only
 
 
 def test_sse_text_without_guardrails_matches_the_documented_concatenation() -> None:
