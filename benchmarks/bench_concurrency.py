@@ -274,7 +274,8 @@ def main() -> int:
     if capacity:
         print(
             f"\nasyncio transport, {capacity['open_streams']} streams open at once "
-            f"({'all' if capacity['all_open'] else 'NOT all'} delivered a partial) in {capacity['seconds_to_open']:.1f} s: "
+            f"({'all' if capacity['all_open'] else 'NOT all'} delivered a partial) "
+            f"in {capacity['seconds_to_open']:.1f} s: "
             f"+{capacity['rss_growth_mib']:.0f} MiB RSS, {capacity['kib_per_open_stream']:.1f} KiB per open stream, "
             f"peak threads {capacity['peak_threads']}"
         )

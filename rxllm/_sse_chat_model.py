@@ -219,6 +219,8 @@ class SseChatModel(BaseLlm):
             future = transport.submit(run())
 
             def dispose() -> None:
+                if stopped.is_set:  # already ended (reactivex disposes on the terminal event): let the
+                    return  # task release its connection; a cancel would interrupt that aclose() and leak it
                 stopped.set()
                 future.cancel()
 

@@ -7,6 +7,7 @@ non-ASCII as ``\\uXXXX``), so a cut can fall inside a multi-byte character.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
@@ -19,7 +20,7 @@ import reactivex
 from reactivex import abc as rx_abc
 from reactivex.scheduler import ThreadPoolScheduler
 
-from rxllm import Content, LlmRequest, LlmResponse, Part
+from rxllm import AsyncHttpTransport, Content, HttpTransport, LlmRequest, LlmResponse, Part
 from rxllm.testing import Disconnect, StubResponse, ToolCallScript, sse_turn
 
 TIMEOUT = 5.0
@@ -259,3 +260,31 @@ class CountingPool(ThreadPoolScheduler):
     def shutdown(self) -> None:
         """Stop the worker threads and join them."""
         self.executor.shutdown(wait=True)
+
+
+TRANSPORT_KINDS = ("threads", "asyncio")
+"""The two transports every fault runs against: a thread per stream, or a task per stream on one loop."""
+
+Transport = HttpTransport | AsyncHttpTransport
+
+
+def make_transport(kind: str, *, streams: int = 8, read_timeout: float = TIMEOUT) -> Transport:
+    """A fresh transport of ``kind`` (``"threads"`` or ``"asyncio"``); the caller closes it."""
+    if kind == "threads":
+        return HttpTransport(max_concurrent_streams=streams, read_timeout=read_timeout)
+    if kind == "asyncio":
+        return AsyncHttpTransport(max_concurrent_streams=streams, read_timeout=read_timeout)
+    raise AssertionError(f"unknown transport kind {kind!r}")
+
+
+def loop_idle(transport: AsyncHttpTransport, timeout: float = TIMEOUT) -> bool:
+    """Whether every task on the asyncio transport's loop (but this probe) finishes within ``timeout``."""
+
+    async def others_done() -> bool:
+        others = asyncio.all_tasks() - {asyncio.current_task()}
+        if not others:
+            return True
+        _, pending = await asyncio.wait(others, timeout=timeout)
+        return not pending
+
+    return bool(asyncio.run_coroutine_threadsafe(others_done(), transport.loop).result(timeout + 1))

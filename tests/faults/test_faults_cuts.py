@@ -1,12 +1,12 @@
 """The server dies at random byte offsets: a correct final or ``on_error``, never a truncated final, never a hang.
 
 For each provider (OpenAI chat, Anthropic, Gemini, through the ready-made models over a real
-loopback socket) one turn -- text with 2/3/4-byte UTF-8 characters, then a tool call whose JSON
-arguments stream in pieces -- is cut at seeded-random offsets (plus every interesting one: inside
-a multi-byte character, inside the arguments, around the finish and the end marker). Every cut is
-served four ways: TCP reset or clean FIN, chunked or close-delimited body (with a close-delimited
-body a clean FIN looks like a normal end of body to HTTP: only the provider's own finish tells a
-whole turn from a cut one).
+loopback socket, on both transports: a thread per stream and asyncio) one turn -- text with
+2/3/4-byte UTF-8 characters, then a tool call whose JSON arguments stream in pieces -- is cut at
+seeded-random offsets (plus every interesting one: inside a multi-byte character, inside the
+arguments, around the finish and the end marker). Every cut is served four ways: TCP reset or
+clean FIN, chunked or close-delimited body (with a close-delimited body a clean FIN looks like a
+normal end of body to HTTP: only the provider's own finish tells a whole turn from a cut one).
 """
 
 from __future__ import annotations
@@ -19,17 +19,19 @@ import pytest
 from faults_support import (
     MODES,
     REQUEST,
-    TIMEOUT,
+    TRANSPORT_KINDS,
     Recorder,
+    Transport,
     cut_offsets,
     cut_response,
     end_marker_at,
     fault_body,
     final_signature,
+    make_transport,
 )
 from wire import WIRES, Wire
 
-from rxllm import HttpTransport, LlmResponse, RetryPolicy, RxLlmError, TransportError
+from rxllm import LlmResponse, RetryPolicy, RxLlmError, TransportError
 from rxllm.testing import Disconnect, StubResponse, StubServer, complete_json, parser_for, replay_sse
 
 SEED = 0x5EED_C075
@@ -40,9 +42,9 @@ def wire(request: pytest.FixtureRequest) -> Wire:
     return request.param  # type: ignore[no-any-return]
 
 
-@pytest.fixture
-def transport() -> Iterator[HttpTransport]:
-    transport = HttpTransport(max_concurrent_streams=4, read_timeout=TIMEOUT)
+@pytest.fixture(params=TRANSPORT_KINDS)
+def transport(request: pytest.FixtureRequest) -> Iterator[Transport]:
+    transport = make_transport(request.param, streams=4)
     try:
         yield transport
     finally:
@@ -72,7 +74,7 @@ def test_the_fault_bodies_hold_what_the_cuts_need(wire: Wire) -> None:
     )
 
 
-def test_server_dies_at_random_offsets(wire: Wire, transport: HttpTransport) -> None:
+def test_server_dies_at_random_offsets(wire: Wire, transport: Transport) -> None:
     fb = fault_body(wire.protocol)
     rng = random.Random(SEED + WIRES.index(wire))
     offsets = cut_offsets(fb, rng)
@@ -120,10 +122,11 @@ def test_server_dies_at_random_offsets(wire: Wire, transport: HttpTransport) -> 
     cuts = len(offsets) * len(MODES)
     assert outcomes["final"] + outcomes["error"] == cuts
     assert outcomes["error"] > cuts // 2 and outcomes["final"] > 0, outcomes
-    print(f"\n{wire.name}: {cuts} cuts ({len(offsets)} offsets x {len(MODES)} modes) in {elapsed:.2f}s: {outcomes}")
+    print(f"\n{wire.name} over {transport!r}: {cuts} cuts ({len(offsets)} offsets x {len(MODES)} modes) "
+          f"in {elapsed:.2f}s: {outcomes}")
 
 
-def test_non_streamed_answer_cut_at_random_offsets(wire: Wire, transport: HttpTransport) -> None:
+def test_non_streamed_answer_cut_at_random_offsets(wire: Wire, transport: Transport) -> None:
     """``stream=False``: a cut body is ``on_error`` (a close-delimited one fails to parse), never a final."""
     import json
 

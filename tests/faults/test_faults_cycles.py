@@ -21,11 +21,22 @@ import random
 import threading
 import time
 from collections import Counter
+from typing import Any
 
-from faults_support import REQUEST, TIMEOUT, CountingPool, Recorder, open_fds
+import pytest
+from faults_support import (
+    REQUEST,
+    TIMEOUT,
+    TRANSPORT_KINDS,
+    CountingPool,
+    Recorder,
+    loop_idle,
+    make_transport,
+    open_fds,
+)
 from wire import OPENAI
 
-from rxllm import HttpTransport, RetryPolicy
+from rxllm import AsyncHttpTransport, RetryPolicy
 from rxllm.testing import Hold, RecordedRequest, StubResponse, StubServer
 
 SEED = 0xD15_905E
@@ -36,7 +47,8 @@ SPIN = 400  # up to this many GIL-releasing yields: the request is then anywhere
 STREAMS = 8
 
 
-def test_10000_subscribe_dispose_cycles_leak_nothing_and_emit_nothing_after_dispose() -> None:
+@pytest.mark.parametrize("kind", TRANSPORT_KINDS)
+def test_10000_subscribe_dispose_cycles_leak_nothing_and_emit_nothing_after_dispose(kind: str) -> None:
     baseline_threads = threading.active_count()
     baseline_fds = open_fds()
     rng = random.Random(SEED)
@@ -62,11 +74,19 @@ def test_10000_subscribe_dispose_cycles_leak_nothing_and_emit_nothing_after_disp
             return responses.get(phase) or responses[rng_server.choice(("headers", "mid_body", "complete"))]
 
     server = StubServer(responder=responder).start()
-    transport = HttpTransport(max_concurrent_streams=STREAMS, read_timeout=TIMEOUT)
-    pool = CountingPool(STREAMS)
+    transport = make_transport(kind, streams=STREAMS)
+    pool = CountingPool(STREAMS) if kind == "threads" else None
+    options: dict[str, Any] = {"scheduler": pool} if pool is not None else {}
+
+    def idle() -> bool:
+        """No request work is left running: no blocked I/O thread, no pending task."""
+        if pool is not None:
+            return pool.wait_idle(TIMEOUT)
+        assert isinstance(transport, AsyncHttpTransport)
+        return loop_idle(transport)
+
     models = {
-        phase: OPENAI.make(f"{server.url}/{phase}", transport=transport, scheduler=pool,
-                           retry_policy=RetryPolicy.never())
+        phase: OPENAI.make(f"{server.url}/{phase}", transport=transport, retry_policy=RetryPolicy.never(), **options)
         for phase in PHASES
     }
     counts: Counter[str] = Counter()
@@ -111,21 +131,45 @@ def test_10000_subscribe_dispose_cycles_leak_nothing_and_emit_nothing_after_disp
                     with arrived:
                         connection = server.connections[last_connection[phase] - 1]
                     assert connection.wait_closed_by_client(TIMEOUT), f"{where}: the server never saw the close"
-                assert pool.wait_idle(TIMEOUT), f"{where}: an I/O thread stayed blocked"
+                assert idle(), f"{where}: an I/O thread or task stayed blocked"
                 assert len(recorder.items) == emitted and (recorder.terminal_stamp or 0) < disposed_at, where
                 peak_threads = max(peak_threads, threading.active_count())
-        assert pool.wait_idle(TIMEOUT), "an I/O thread stayed blocked after the last dispose"
+        assert idle(), "an I/O thread or task stayed blocked after the last dispose"
         peak_threads = max(peak_threads, threading.active_count())
     finally:
         release.set()
         transport.close()
         server.close()
-        pool.shutdown()
+        if pool is not None:
+            pool.shutdown()
     elapsed = time.monotonic() - started
     assert threading.active_count() <= baseline_threads, "threads leaked"
     assert open_fds() <= baseline_fds, "sockets or file descriptors leaked"
     assert peak_threads <= baseline_threads + STREAMS + 1 + STREAMS * 2, f"thread count grew to {peak_threads}"
-    assert pool.peak <= STREAMS
-    print(f"\n{CYCLES} cycles in {elapsed:.2f}s: {dict(counts)}; {len(server.connections)} connections, "
+    assert pool is None or pool.peak <= STREAMS
+    print(f"\n{kind}: {CYCLES} cycles in {elapsed:.2f}s: {dict(counts)}; {len(server.connections)} connections, "
           f"{len(server.requests)} requests; spin cycles at dispose: {dict(spin_outcomes)}; "
           f"peak threads {peak_threads} (baseline {baseline_threads})")
+
+
+@pytest.mark.parametrize("kind", TRANSPORT_KINDS)
+def test_more_completed_streams_than_the_pool_holds_all_complete(kind: str) -> None:
+    """Each finished stream gives its connection back: 30 sequential turns through a pool of 2.
+
+    (The asyncio transport used to cancel its own task from the terminal event's auto-dispose,
+    which interrupted ``aclose()``: every stream that ended at ``[DONE]`` kept its pooled
+    connection, and the third request waited for a free connection until the pool timeout.)
+    """
+    baseline_fds = open_fds()
+    transport = make_transport(kind, streams=2)
+    try:
+        with StubServer(responder=lambda _: StubResponse(body=OPENAI.stream("a", "b"))) as server:
+            model = OPENAI.make(server.url, transport=transport, retry_policy=RetryPolicy.never())
+            for turn in range(30):
+                recorder = Recorder()
+                recorder.subscribe(model.generate_content(REQUEST, stream=True))
+                recorder.wait(f"turn {turn} through a pool of 2 connections", timeout=2.0)
+                assert recorder.completed and recorder.items[-1].text() == "ab", (turn, recorder.errors)
+    finally:
+        transport.close()
+    assert open_fds() <= baseline_fds, "sockets leaked"

@@ -279,6 +279,88 @@ def test_unmutated_transcripts_replay_cleanly() -> None:
             assert only_rxllm_errors(replay, protocol, [raw]) == "ok", name
 
 
+# --- every parser, a systematic sweep: each value of each event shape swapped for each JSON type, or removed -------
+
+_TYPE_REPRESENTATIVES: list[Any] = [None, True, 7, 1.5, "x", [], {}]
+_SWEEP_TRANSCRIPTS = {
+    "openai-chat": ["openai/chat-parallel-tool-calls", "openai-compatible/deepseek-reasoner-reasoning-content",
+                    "openai/chat-refusal"],
+    "anthropic": ["anthropic/redacted-thinking", "anthropic/thinking-then-text"],
+    "gemini": ["gemini/function-call-thought-signature", "gemini/thinking-thought-parts"],
+    "openai-responses": ["openai-responses/function-call", "openai-responses/text"],
+}
+
+
+def _shape(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((k, _shape(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("list", tuple(sorted({repr(_shape(v)) for v in value})))
+    return type(value).__name__
+
+
+def _paths(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in items:
+        yield (*path, key)
+        yield from _paths(child, (*path, key))
+
+
+def sweep_bodies(protocol: str) -> Iterator[tuple[str, bytes]]:
+    """For each distinct event shape of the corpus: every value swapped for every other JSON type, or removed."""
+    corpus = [(t.name, t.raw) for t in _TRANSCRIPTS[protocol] if t.name in _SWEEP_TRANSCRIPTS[protocol]]
+    corpus += [(n, raw) for n, raw in transcripts_and_scripted(protocol) if n == "scripted"]
+    seen: set[Any] = set()
+    for name, raw in corpus:
+        events = split_events(raw)
+        for i, event in enumerate(events):
+            text = event.decode("utf-8")
+            match = re.search(r"^data: ?(.*)$", text, re.MULTILINE)
+            if match is None:
+                continue
+            try:
+                payload = json.loads(match.group(1))
+            except ValueError:
+                continue
+            shape = (tuple(re.findall(r"^event: ?(.*)$", text, re.MULTILINE)), _shape(payload))
+            if shape in seen:
+                continue
+            seen.add(shape)
+            for path in _paths(payload):
+                for value in [*_TYPE_REPRESENTATIVES, KeyError]:  # KeyError stands for "remove the key"
+                    mutated = json.loads(match.group(1))
+                    container = mutated
+                    for key in path[:-1]:
+                        container = container[key]
+                    old = container[path[-1]]
+                    if value is KeyError:
+                        if not isinstance(container, dict):
+                            continue
+                        del container[path[-1]]
+                    elif type(value) is type(old):
+                        continue
+                    else:
+                        container[path[-1]] = value
+                    line = "data: " + json.dumps(mutated, ensure_ascii=False)
+                    new_event = (text[: match.start()] + line + text[match.end() :]).encode("utf-8")
+                    change = "removed" if value is KeyError else f"-> {value!r}"
+                    label = f"{name} event {i} {'/'.join(map(str, path))} {change}"
+                    yield label, b"".join(events[:i]) + new_event + b"".join(events[i + 1 :])
+
+
+@pytest.mark.parametrize("protocol", PROTOCOL_NAMES)
+def test_every_parser_survives_a_type_swap_of_every_value(protocol: str) -> None:
+    outcomes: dict[str, int] = {}
+    for label, body in sweep_bodies(protocol):
+        try:
+            outcome = only_rxllm_errors(replay, protocol, [body])
+        except AssertionError as exc:
+            raise AssertionError(f"{protocol}: {label}: {exc}") from exc
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    assert sum(outcomes.values()) > 200 and outcomes.get("ProtocolError", 0) > 0, outcomes
+    print(f"\n{protocol}: {sum(outcomes.values())} type swaps/removals: {outcomes}")
+
+
 # --- parse_response: non-streamed bodies ------------------------------------------------------------------------------
 
 
