@@ -557,3 +557,20 @@ def test_1000_subscribe_dispose_cycles_leak_no_threads_or_sockets(kind: str) -> 
         server.close()
     assert threading.active_count() <= baseline_threads, "threads leaked"
     assert len(os.listdir("/proc/self/fd")) <= baseline_fds, "sockets or files leaked"
+
+
+@pytest.mark.parametrize(
+    ("wire", "variable"),
+    [(OPENAI, "OPENAI_API_KEY"), (WIRES[1], "ANTHROPIC_API_KEY"), (WIRES[2], "GEMINI_API_KEY")],
+    ids=["openai", "anthropic", "gemini"],
+)
+def test_the_environments_key_is_only_sent_to_the_official_endpoint(
+    server: StubServer, wire: Wire, variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(variable, "sk-users-real-key")
+    server.enqueue(wire.response("hi"), wire.response("hi"))
+    run_to_list(wire.model(server.url).generate_content(REQUEST, stream=True))
+    run_to_list(wire.model(server.url, api_key="sk-for-this-server").generate_content(REQUEST, stream=True))
+    first, second = server.requests
+    assert all("sk-users-real-key" not in value for value in first.headers.values())
+    assert any("sk-for-this-server" in value for value in second.headers.values())

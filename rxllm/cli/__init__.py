@@ -37,6 +37,9 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--model", required=True, help="the model name, e.g. gpt-4o-mini")
     chat.add_argument("--base-url", metavar="URL",
                       help="the API root (default: the provider's public endpoint), e.g. http://127.0.0.1:11434/v1")
+    chat.add_argument("--api-key-env", metavar="NAME",
+                      help="the environment variable holding the key for --base-url, e.g. GROQ_API_KEY "
+                           "(the provider's own variable is only sent to its public endpoint)")
     chat.add_argument("--system", metavar="TEXT", help="a system instruction for the whole conversation")
     replay = commands.add_parser("replay", help="replay a captured SSE body: partials, final aggregate, contract")
     replay.add_argument("file", metavar="FILE.sse", help="the raw response body, as the HTTP client read it")
@@ -74,7 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _restore_ctrl_c()
         # Retries before the first item are logged as warnings; in the chat the outcome is what counts.
         logging.getLogger("rxllm").addHandler(logging.NullHandler())
-        return run_chat(provider=args.provider, model=args.model, base_url=args.base_url, system=args.system,
+        return run_chat(provider=args.provider, model=args.model, base_url=args.base_url,
+                        api_key_env=args.api_key_env, system=args.system,
                         out=out, err=sys.stderr, style=style)
     if args.command == "replay":
         return run_replay(args.file, args.protocol, as_json=args.as_json, out=out, err=sys.stderr, style=style)

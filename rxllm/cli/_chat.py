@@ -25,12 +25,16 @@ from reactivex import abc as rx_abc
 from .._base_llm import BaseLlm
 from .._errors import ConfigurationError, HttpStatusError, RxLlmError, TransportError
 from .._types import Content, GenerateContentConfig, LlmRequest, LlmResponse, Part
+from ..providers.anthropic import DEFAULT_BASE_URL as ANTHROPIC_URL
 from ..providers.anthropic import AnthropicModel
+from ..providers.gemini import DEFAULT_BASE_URL as GEMINI_URL
 from ..providers.gemini import GeminiModel
+from ..providers.openai import DEFAULT_BASE_URL as OPENAI_URL
 from ..providers.openai import OpenAiChatModel
 from ._style import Style
 
 __all__ = ["CHAT_PROVIDERS", "KEY_VARIABLES", "run_chat"]
+
 
 CHAT_PROVIDERS = ("anthropic", "gemini", "openai")
 """The providers ``rxllm chat --provider`` accepts."""
@@ -47,13 +51,15 @@ PROMPT = "you › "
 _WAIT_TICK = 0.1  # how often the main thread re-enters Event.wait (SIGINT also interrupts it at once)
 
 
-def _make_model(provider: str, model: str, base_url: str | None) -> BaseLlm:
-    """The provider's model; the key comes from the environment (never from the command line)."""
+def _make_model(provider: str, model: str, base_url: str | None, api_key_env: str | None) -> BaseLlm:
+    """The provider's model. The key comes from the environment, never from the command line: the
+    provider's usual variable for its public endpoint, or the variable named by ``api_key_env``."""
+    api_key = os.environ.get(api_key_env) if api_key_env else None
     if provider == "anthropic":
-        return AnthropicModel(model) if base_url is None else AnthropicModel(model, base_url=base_url)
+        return AnthropicModel(model, base_url=base_url or ANTHROPIC_URL, api_key=api_key)
     if provider == "gemini":
-        return GeminiModel(model) if base_url is None else GeminiModel(model, base_url=base_url)
-    return OpenAiChatModel(model) if base_url is None else OpenAiChatModel(model, base_url=base_url)
+        return GeminiModel(model, base_url=base_url or GEMINI_URL, api_key=api_key)
+    return OpenAiChatModel(model, base_url=base_url or OPENAI_URL, api_key=api_key)
 
 
 def _configuration_message(provider: str, error: ConfigurationError) -> str:
@@ -181,6 +187,7 @@ def run_chat(
     provider: str,
     model: str,
     base_url: str | None = None,
+    api_key_env: str | None = None,
     system: str | None = None,
     out: TextIO,
     err: TextIO,
@@ -194,6 +201,8 @@ def run_chat(
             or ``"gemini"``.
         model: the model name.
         base_url: the API root; the provider's public endpoint when ``None``.
+        api_key_env: the environment variable holding the key for ``base_url`` (e.g.
+            ``GROQ_API_KEY``); the provider's own variable is used for its public endpoint only.
         system: a system instruction for every turn.
         out: where the conversation is written.
         err: where a fatal error (no key) is written.
@@ -205,7 +214,7 @@ def run_chat(
         0 when the user leaves; 2 when the model cannot be set up (e.g. no API key).
     """
     try:
-        llm = _make_model(provider, model, base_url)
+        llm = _make_model(provider, model, base_url, api_key_env)
     except ConfigurationError as exc:
         err.write(_configuration_message(provider, exc) + "\n")
         err.flush()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Unpack
+from typing import Literal, Unpack
 
 from .._sse_chat_model import SseChatModel
 from ._anthropic import ANTHROPIC_BASE_URL, AnthropicChunkParser, AnthropicRequestMapper
@@ -29,9 +29,12 @@ class OpenAiChatModel(SseChatModel):
     Args:
         model: the model name.
         base_url: the API root, e.g. ``http://127.0.0.1:11434/v1`` for Ollama.
-        api_key: the key; defaults to ``OPENAI_API_KEY``. Required only for the default
-            ``base_url`` (local servers usually need none). Never shown in a repr, log or error.
+        api_key: the key. For the default ``base_url`` it defaults to ``OPENAI_API_KEY`` and is
+            required; another server (Groq, OpenRouter, a local Ollama) gets only a key passed
+            here, never the environment's OpenAI key. Never shown in a repr, log or error.
         extra_headers: more headers for every request (e.g. OpenRouter's ``HTTP-Referer``).
+        max_tokens_param: the body field ``max_output_tokens`` goes in: ``"max_tokens"`` (every
+            compatible server) or ``"max_completion_tokens"`` (OpenAI's o-series and gpt-5).
         **options: :class:`~rxllm.providers.SseModelOptions` (transport, scheduler, retry policy...).
 
     Raises:
@@ -45,12 +48,15 @@ class OpenAiChatModel(SseChatModel):
         base_url: str = OPENAI_BASE_URL,
         api_key: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
+        max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
         **options: Unpack[SseModelOptions],
     ) -> None:
         key = resolve_api_key(
-            api_key, ("OPENAI_API_KEY",), required=base_url.rstrip("/") == OPENAI_BASE_URL, provider="openai"
+            api_key, ("OPENAI_API_KEY",), official=base_url.rstrip("/") == OPENAI_BASE_URL, provider="openai"
         )
-        mapper = OpenAiChatRequestMapper(base_url=base_url, api_key=key, extra_headers=extra_headers)
+        mapper = OpenAiChatRequestMapper(
+            base_url=base_url, api_key=key, extra_headers=extra_headers, max_tokens_param=max_tokens_param
+        )
         super().__init__(model, mapper=mapper, parser=OpenAiChatChunkParser, **options)
 
 
@@ -60,8 +66,8 @@ class OpenAiResponsesModel(SseChatModel):
     Args:
         model: the model name.
         base_url: the API root.
-        api_key: the key; defaults to ``OPENAI_API_KEY``; required for the default ``base_url``.
-            Never shown in a repr, log or error.
+        api_key: the key. For the default ``base_url`` it defaults to ``OPENAI_API_KEY`` and is
+            required; another server gets only a key passed here. Never shown in a repr, log or error.
         extra_headers: more headers for every request.
         **options: :class:`~rxllm.providers.SseModelOptions`.
 
@@ -79,7 +85,7 @@ class OpenAiResponsesModel(SseChatModel):
         **options: Unpack[SseModelOptions],
     ) -> None:
         key = resolve_api_key(
-            api_key, ("OPENAI_API_KEY",), required=base_url.rstrip("/") == OPENAI_BASE_URL, provider="openai"
+            api_key, ("OPENAI_API_KEY",), official=base_url.rstrip("/") == OPENAI_BASE_URL, provider="openai"
         )
         mapper = OpenAiResponsesRequestMapper(base_url=base_url, api_key=key, extra_headers=extra_headers)
         super().__init__(model, mapper=mapper, parser=OpenAiResponsesChunkParser, **options)
@@ -91,8 +97,9 @@ class AnthropicModel(SseChatModel):
     Args:
         model: the model name.
         base_url: the API root (without ``/v1``).
-        api_key: the key; defaults to ``ANTHROPIC_API_KEY``; required for the default ``base_url``.
-            Never shown in a repr, log or error.
+        api_key: the key. For the default ``base_url`` it defaults to ``ANTHROPIC_API_KEY`` and is
+            required; another server (a gateway) gets only a key passed here. Never shown in a repr,
+            log or error.
         max_tokens: ``max_tokens`` when the request's config sets no ``max_output_tokens``
             (Anthropic requires one).
         extra_headers: more headers for every request (e.g. ``anthropic-beta``).
@@ -113,7 +120,7 @@ class AnthropicModel(SseChatModel):
         **options: Unpack[SseModelOptions],
     ) -> None:
         key = resolve_api_key(
-            api_key, ("ANTHROPIC_API_KEY",), required=base_url.rstrip("/") == ANTHROPIC_BASE_URL, provider="anthropic"
+            api_key, ("ANTHROPIC_API_KEY",), official=base_url.rstrip("/") == ANTHROPIC_BASE_URL, provider="anthropic"
         )
         mapper = AnthropicRequestMapper(
             base_url=base_url, api_key=key, max_tokens=max_tokens, extra_headers=extra_headers
@@ -129,8 +136,9 @@ class GeminiModel(SseChatModel):
     Args:
         model: the model name.
         base_url: the API root.
-        api_key: the key; defaults to ``GEMINI_API_KEY``, then ``GOOGLE_API_KEY``; required for
-            the default ``base_url``. Never shown in a repr, log or error.
+        api_key: the key. For the default ``base_url`` it defaults to ``GEMINI_API_KEY``, then
+            ``GOOGLE_API_KEY``, and is required; another server gets only a key passed here. Never
+            shown in a repr, log or error.
         extra_headers: more headers for every request.
         **options: :class:`~rxllm.providers.SseModelOptions`.
 
@@ -150,7 +158,7 @@ class GeminiModel(SseChatModel):
         key = resolve_api_key(
             api_key,
             ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-            required=base_url.rstrip("/") == GEMINI_BASE_URL,
+            official=base_url.rstrip("/") == GEMINI_BASE_URL,
             provider="gemini",
         )
         mapper = GeminiRequestMapper(base_url=base_url, api_key=key, extra_headers=extra_headers)

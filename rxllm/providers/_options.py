@@ -9,7 +9,7 @@ from typing import TypedDict
 from reactivex import abc as rx_abc
 
 from .._errors import ConfigurationError
-from .._http import HttpTransport
+from .._http import AsyncHttpTransport, HttpTransport
 from .._retry import RetryPolicy
 
 __all__ = ["SseModelOptions", "resolve_api_key"]
@@ -23,27 +23,33 @@ class SseModelOptions(TypedDict, total=False):
     ``max_line_bytes`` (the SSE line cap).
     """
 
-    transport: HttpTransport
+    transport: HttpTransport | AsyncHttpTransport
     scheduler: rx_abc.SchedulerBase
     retry_policy: RetryPolicy
     timer_scheduler: rx_abc.SchedulerBase
     max_line_bytes: int
 
 
-def resolve_api_key(api_key: str | None, env_vars: Sequence[str], *, required: bool, provider: str) -> str | None:
-    """``api_key``, else the first non-empty environment variable of ``env_vars``.
+def resolve_api_key(api_key: str | None, env_vars: Sequence[str], *, official: bool, provider: str) -> str | None:
+    """``api_key``; else, for the provider's official endpoint only, its environment variable.
+
+    A provider's key is never read from the environment for another ``base_url``: pointing an
+    OpenAI model at Groq or a local server must not send the user's OpenAI key there. Pass
+    ``api_key=`` explicitly for such servers.
 
     Raises:
-        ConfigurationError: when ``required`` and no key was found (the message names the
-            variables, never a value).
+        ConfigurationError: for the official endpoint when no key was found (the message names
+            the variables, never a value).
     """
     if api_key:
         return api_key
+    if not official:
+        return None
     for name in env_vars:
         value = os.environ.get(name)
         if value:
             return value
-    if required:
+    if official:
         names = " or ".join(env_vars)
         raise ConfigurationError(f"no API key: pass api_key=... or set {names}", provider=provider)
     return None
