@@ -27,7 +27,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import AsyncIterator, Coroutine, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator
 from typing import Any
 
 import httpcore
@@ -60,16 +60,33 @@ class CancelScope:
     ``cancel()`` may be called from any thread, any number of times: it marks the scope
     cancelled and shuts down every socket the scope's thread has used, waking a blocked read
     at once. ``close()`` (by the working thread when it is done) detaches the sockets so a
-    late ``cancel()`` cannot touch a connection that went back to the pool.
+    late ``cancel()`` cannot touch a connection that went back to the pool. ``finish()`` marks
+    the work's terminal event: after it, or after ``cancel()``, the scope is no longer
+    ``active`` and nothing more is delivered.
     """
 
-    __slots__ = ("_closed", "_lock", "_sockets", "cancelled")
+    __slots__ = ("_closed", "_finished", "_lock", "_sockets", "cancelled")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
         self._closed = False
+        self._finished = False
         self.cancelled = False
+
+    @property
+    def active(self) -> bool:
+        """Neither cancelled nor finished: items may still be delivered."""
+        return not (self.cancelled or self._finished)
+
+    def finish(self) -> bool:
+        """Mark the terminal event and detach the sockets; ``True`` if the scope was still active."""
+        with self._lock:
+            was_active = not (self.cancelled or self._finished)
+            self._finished = True
+            self._closed = True
+            self._sockets.clear()
+        return was_active
 
     def watch(self, sock: socket.socket) -> None:
         """Attach a socket (called by the transport on the working thread)."""
@@ -359,10 +376,11 @@ class HttpTransport:
 class AsyncHttpResponse:
     """An open response of the asyncio transport (used on its event loop only)."""
 
-    __slots__ = ("_response",)
+    __slots__ = ("_release", "_response")
 
-    def __init__(self, response: httpx.Response) -> None:
+    def __init__(self, response: httpx.Response, release: Callable[[], None]) -> None:
         self._response = response
+        self._release: Callable[[], None] | None = release
 
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
         """The body as it arrives. Transport failures raise :class:`StreamInterruptedError`."""
@@ -383,8 +401,13 @@ class AsyncHttpResponse:
 
     async def aclose(self) -> None:
         """Release the connection (closes it when the body was not read to the end)."""
-        with contextlib.suppress(Exception):
-            await self._response.aclose()
+        try:
+            with contextlib.suppress(Exception):
+                await self._response.aclose()
+        finally:
+            release, self._release = self._release, None
+            if release is not None:
+                release()
 
 
 class AsyncHttpTransport:
@@ -424,7 +447,8 @@ class AsyncHttpTransport:
         self._limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard,
                                     keepalive_expiry=keepalive_expiry)
         self._shards = shards
-        self._next_shard = 0
+        self._per_shard = per_shard
+        self._in_flight: list[int] = []  # open exchanges per pool (touched on the loop thread only)
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._clients: list[httpx.AsyncClient] = []
@@ -468,15 +492,26 @@ class AsyncHttpTransport:
         """Run ``coroutine`` on the loop; cancelling the returned future cancels its task."""
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
 
-    def _client_on_loop(self) -> httpx.AsyncClient:
-        # Only ever called on the loop thread, so no lock.
+    def _take_shard(self) -> int:
+        """The first pool with a free slot (so keep-alive connections get reused), else the least busy.
+
+        Only ever called on the loop thread, so no lock."""
         if not self._clients:
             self._clients = [
                 httpx.AsyncClient(timeout=self._timeout, limits=self._limits, follow_redirects=False)
                 for _ in range(self._shards)
             ]
-        self._next_shard = (self._next_shard + 1) % self._shards
-        return self._clients[self._next_shard]
+            self._in_flight = [0] * self._shards
+        in_flight = self._in_flight
+        shard = next((i for i, n in enumerate(in_flight) if n < self._per_shard), None)
+        if shard is None:
+            shard = min(range(self._shards), key=in_flight.__getitem__)
+        in_flight[shard] += 1
+        return shard
+
+    def _release_shard(self, shard: int) -> None:
+        if shard < len(self._in_flight):
+            self._in_flight[shard] -= 1
 
     async def open(self, request: HttpRequest, *, provider: str, stream: bool) -> AsyncHttpResponse:
         """Send ``request`` and await the response headers (on the loop).
@@ -485,22 +520,29 @@ class AsyncHttpTransport:
             HttpStatusError: for a non-2xx status (its body read, bounded, for the message).
             TransportError: when the connection fails or times out.
         """
-        client = self._client_on_loop()
+        shard = self._take_shard()
+        client = self._clients[shard]
         try:
             http_request = client.build_request(request.method, request.url, content=request.body,
                                                 headers=dict(request.headers))
-            response = await client.send(http_request, stream=True)
+            response = await _send_cancel_safely(client, http_request)
         except httpx.InvalidURL as exc:
+            self._release_shard(shard)
             raise ConfigurationError(f"invalid URL {request.url!r}: {exc}", provider=provider) from exc
         except httpx.HTTPError as exc:
+            self._release_shard(shard)
             raise TransportError(f"request to {request.url} failed: {type(exc).__name__}: {exc}",
                                  provider=provider) from exc
+        except BaseException:  # cancelled while waiting for the headers
+            self._release_shard(shard)
+            raise
+        opened = AsyncHttpResponse(response, lambda: self._release_shard(shard))
         if response.status_code >= 300:
             try:
                 raise await _async_status_error(response, provider)
             finally:
-                await response.aclose()
-        return AsyncHttpResponse(response)
+                await opened.aclose()
+        return opened
 
     def close(self) -> None:
         """Close every pooled connection and stop the loop thread."""
@@ -517,6 +559,49 @@ class AsyncHttpTransport:
         if thread is not None:
             thread.join(10)
         loop.close()
+
+
+async def _send_cancel_safely(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
+    """``client.send(request, stream=True)``, which a cancellation can never make leak a pool slot.
+
+    httpcore 1.0.9 leaks a slot of its pool when a request is cancelled after the pool assigned it
+    a new connection but before that connection began to connect (encode/httpcore#1093): the
+    connection stays CONNECTING forever, and once every slot is gone every request fails with
+    ``PoolTimeout``. (3,000 subscribe-then-dispose cycles left all 8 slots of a pool CONNECTING.)
+    So the send runs in a task of its own, shielded, and a cancellation reaches it only where
+    httpcore cleans up after itself: at once if httpcore already reported work on a connection
+    (the public ``trace`` extension), else at its first report. A response that arrives anyway is
+    closed.
+    """
+    state = {"started": False, "cancel": False}
+
+    async def trace(event: str, info: dict[str, Any]) -> None:
+        state["started"] = True
+        if state["cancel"]:
+            state["cancel"] = False
+            raise asyncio.CancelledError
+
+    request.extensions["trace"] = trace
+    task = asyncio.ensure_future(client.send(request, stream=True))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if state["started"]:
+            task.cancel()
+        else:
+            state["cancel"] = True
+        task.add_done_callback(_close_abandoned)
+        raise
+
+
+_closing: set[asyncio.Future[None]] = set()  # closes of abandoned responses, referenced until done
+
+
+def _close_abandoned(task: asyncio.Future[httpx.Response]) -> None:
+    if not task.cancelled() and task.exception() is None:
+        closing = asyncio.ensure_future(task.result().aclose())
+        _closing.add(closing)
+        closing.add_done_callback(_closing.discard)
 
 
 def _status_error(response: httpx.Response, provider: str) -> HttpStatusError:

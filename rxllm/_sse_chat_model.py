@@ -182,8 +182,8 @@ class SseChatModel(BaseLlm):
         def subscribe(
             observer: rx_abc.ObserverBase[Any], _: rx_abc.SchedulerBase | None = None
         ) -> rx_abc.DisposableBase:
-            stopped = _Stop()
-            guarded = _GuardedObserver(observer, stopped)
+            scope = CancelScope()  # no sockets to watch here: the task's cancellation closes the connection
+            guarded = _ScopedObserver(observer, scope)
 
             async def run() -> None:
                 response = None
@@ -219,9 +219,9 @@ class SseChatModel(BaseLlm):
             future = transport.submit(run())
 
             def dispose() -> None:
-                if stopped.is_set:  # already ended (reactivex disposes on the terminal event): let the
+                if not scope.active:  # already ended (reactivex disposes on the terminal event): let the
                     return  # task release its connection; a cancel would interrupt that aclose() and leak it
-                stopped.set()
+                scope.cancel()
                 future.cancel()
 
             return Disposable(dispose)
@@ -327,44 +327,8 @@ def _check_complete(aggregator: StreamAggregator, provider: str) -> None:
         )
 
 
-class _Stop:
-    """A flag set once, read without a lock (a bool store is atomic)."""
-
-    __slots__ = ("is_set",)
-
-    def __init__(self) -> None:
-        self.is_set = False
-
-    def set(self) -> None:
-        self.is_set = True
-
-
-class _GuardedObserver(rx_abc.ObserverBase[Any]):
-    """Forwards until stopped (disposed); at most one terminal event."""
-
-    __slots__ = ("_observer", "_stopped")
-
-    def __init__(self, observer: rx_abc.ObserverBase[Any], stopped: _Stop) -> None:
-        self._observer = observer
-        self._stopped = stopped
-
-    def on_next(self, value: Any) -> None:
-        if not self._stopped.is_set:
-            self._observer.on_next(value)
-
-    def on_error(self, error: Exception) -> None:
-        if not self._stopped.is_set:
-            self._stopped.set()
-            self._observer.on_error(error)
-
-    def on_completed(self) -> None:
-        if not self._stopped.is_set:
-            self._stopped.set()
-            self._observer.on_completed()
-
-
 class _ScopedObserver(rx_abc.ObserverBase[Any]):
-    """Forwards to ``observer`` until the scope is cancelled; detaches the scope on a terminal event."""
+    """Forwards to ``observer`` while the scope is active: nothing after dispose, one terminal event."""
 
     __slots__ = ("_observer", "_scope")
 
@@ -373,17 +337,15 @@ class _ScopedObserver(rx_abc.ObserverBase[Any]):
         self._scope = scope
 
     def on_next(self, value: Any) -> None:
-        if not self._scope.cancelled:
+        if self._scope.active:
             self._observer.on_next(value)
 
     def on_error(self, error: Exception) -> None:
-        if not self._scope.cancelled:
-            self._scope.close()
+        if self._scope.finish():
             self._observer.on_error(error)
 
     def on_completed(self) -> None:
-        if not self._scope.cancelled:
-            self._scope.close()
+        if self._scope.finish():
             self._observer.on_completed()
 
 
