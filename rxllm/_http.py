@@ -22,6 +22,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import email.utils
+import functools
 import logging
 import socket
 import ssl
@@ -400,14 +401,14 @@ class AsyncHttpResponse:
             raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}") from exc
 
     async def aclose(self) -> None:
-        """Release the connection (closes it when the body was not read to the end)."""
-        try:
-            with contextlib.suppress(Exception):
-                await self._response.aclose()
-        finally:
-            release, self._release = self._release, None
-            if release is not None:
-                release()
+        """Release the connection (closes it when the body was not read to the end).
+
+        The close runs shielded: a cancellation that interrupted httpx's ``aclose()`` would leave
+        the connection ACTIVE in the pool for good.
+        """
+        release, self._release = self._release, None
+        if release is not None:
+            await asyncio.shield(_keep(_aclose_then(self._response, release)))
 
 
 class AsyncHttpTransport:
@@ -449,6 +450,7 @@ class AsyncHttpTransport:
         self._shards = shards
         self._per_shard = per_shard
         self._in_flight: list[int] = []  # open exchanges per pool (touched on the loop thread only)
+        self._gate: asyncio.Semaphore | None = None  # one permit per connection: see open()
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._clients: list[httpx.AsyncClient] = []
@@ -520,23 +522,34 @@ class AsyncHttpTransport:
             HttpStatusError: for a non-2xx status (its body read, bounded, for the message).
             TransportError: when the connection fails or times out.
         """
+        # A permit per pooled connection: httpcore's pool never has a request waiting in its queue,
+        # where a cancellation (or a PoolTimeout) leaks a slot (see _send_cancel_safely); waiting
+        # here instead is safe to cancel, and an abandoned request leaves the queue at once.
+        if self._gate is None:
+            self._gate = asyncio.Semaphore(self.max_concurrent_streams)
+        gate = self._gate
+        await gate.acquire()
         shard = self._take_shard()
         client = self._clients[shard]
+
+        def release() -> None:
+            self._release_shard(shard)
+            gate.release()
+
         try:
             http_request = client.build_request(request.method, request.url, content=request.body,
                                                 headers=dict(request.headers))
-            response = await _send_cancel_safely(client, http_request)
+        except BaseException:
+            release()
+            raise
+        try:
+            response = await _send_cancel_safely(client, http_request, release)  # releases on failure
         except httpx.InvalidURL as exc:
-            self._release_shard(shard)
             raise ConfigurationError(f"invalid URL {request.url!r}: {exc}", provider=provider) from exc
         except httpx.HTTPError as exc:
-            self._release_shard(shard)
             raise TransportError(f"request to {request.url} failed: {type(exc).__name__}: {exc}",
                                  provider=provider) from exc
-        except BaseException:  # cancelled while waiting for the headers
-            self._release_shard(shard)
-            raise
-        opened = AsyncHttpResponse(response, lambda: self._release_shard(shard))
+        opened = AsyncHttpResponse(response, release)
         if response.status_code >= 300:
             try:
                 raise await _async_status_error(response, provider)
@@ -550,6 +563,7 @@ class AsyncHttpTransport:
             loop, clients, thread = self._loop, self._clients, self._thread
             self._loop = self._thread = None
             self._clients = []
+            self._gate = None
             self._timer_scheduler = None
         if loop is None:
             return
@@ -561,7 +575,9 @@ class AsyncHttpTransport:
         loop.close()
 
 
-async def _send_cancel_safely(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
+async def _send_cancel_safely(
+    client: httpx.AsyncClient, request: httpx.Request, release: Callable[[], None]
+) -> httpx.Response:
     """``client.send(request, stream=True)``, which a cancellation can never make leak a pool slot.
 
     httpcore 1.0.9 leaks a slot of its pool when a request is cancelled after the pool assigned it
@@ -571,7 +587,8 @@ async def _send_cancel_safely(client: httpx.AsyncClient, request: httpx.Request)
     So the send runs in a task of its own, shielded, and a cancellation reaches it only where
     httpcore cleans up after itself: at once if httpcore already reported work on a connection
     (the public ``trace`` extension), else at its first report. A response that arrives anyway is
-    closed.
+    closed. ``release`` is called when the exchange failed or, when cancelled, once the abandoned
+    send is over (on success the caller owns it).
     """
     state = {"started": False, "cancel": False}
 
@@ -590,18 +607,36 @@ async def _send_cancel_safely(client: httpx.AsyncClient, request: httpx.Request)
             task.cancel()
         else:
             state["cancel"] = True
-        task.add_done_callback(_close_abandoned)
+        task.add_done_callback(functools.partial(_close_abandoned, release=release))
+        raise
+    except BaseException:
+        release()
         raise
 
 
-_closing: set[asyncio.Future[None]] = set()  # closes of abandoned responses, referenced until done
+_closing: set[asyncio.Future[None]] = set()  # closes running in the background, referenced until done
 
 
-def _close_abandoned(task: asyncio.Future[httpx.Response]) -> None:
-    if not task.cancelled() and task.exception() is None:
-        closing = asyncio.ensure_future(task.result().aclose())
-        _closing.add(closing)
-        closing.add_done_callback(_closing.discard)
+def _keep(coroutine: Coroutine[Any, Any, None]) -> asyncio.Future[None]:
+    closing = asyncio.ensure_future(coroutine)
+    _closing.add(closing)
+    closing.add_done_callback(_closing.discard)
+    return closing
+
+
+async def _aclose_then(response: httpx.Response, release: Callable[[], None]) -> None:
+    try:
+        with contextlib.suppress(Exception):
+            await response.aclose()
+    finally:
+        release()
+
+
+def _close_abandoned(task: asyncio.Future[httpx.Response], *, release: Callable[[], None]) -> None:
+    if task.cancelled() or task.exception() is not None:
+        release()
+    else:
+        _keep(_aclose_then(task.result(), release))
 
 
 def _status_error(response: httpx.Response, provider: str) -> HttpStatusError:

@@ -1,6 +1,7 @@
 """The agent runtime under the same faults: no partial or truncated final is ever stored; no tool runs twice.
 
-An ``LlmAgent`` with an ``OpenAiChatModel`` talks to a loopback server in SSE mode. Round 1
+An ``LlmAgent`` with an ``OpenAiChatModel`` talks to a loopback server in SSE mode (on both
+transports). Round 1
 streams text and a ``get_weather`` call (its JSON arguments in pieces, with multi-byte text);
 the tool counts its calls; round 2 streams the answer. The server dies at seeded-random offsets
 of round 1 (inside the arguments too) and of round 2, with a reset or a clean FIN, chunked or
@@ -26,9 +27,19 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from faults_support import MODES, TIMEOUT, TOOL_CALL, FaultBody, cut_offsets, cut_response, fault_body
+from faults_support import (
+    MODES,
+    TIMEOUT,
+    TOOL_CALL,
+    TRANSPORT_KINDS,
+    FaultBody,
+    cut_offsets,
+    cut_response,
+    fault_body,
+    make_transport,
+)
 
-from rxllm import Content, HttpTransport, Part, RetryPolicy, RxLlmError
+from rxllm import Content, Part, RetryPolicy, RxLlmError
 from rxllm.agents import Event, InMemoryRunner, LlmAgent, RunConfig, StreamingMode
 from rxllm.providers.openai import OpenAiChatModel
 from rxllm.testing import Disconnect, RecordedRequest, StubResponse, StubServer
@@ -71,10 +82,11 @@ class Script:
 class World:
     """The server, the transport and a runner factory shared by every run of a test."""
 
-    def __init__(self) -> None:
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
         self.script = Script()
         self.server = StubServer(responder=self.script).start()
-        self.transport = HttpTransport(max_concurrent_streams=4, read_timeout=TIMEOUT)
+        self.transport = make_transport(kind, streams=4)
         self.tool_calls: list[dict[str, Any]] = []
         self.round1 = fault_body("openai-chat")
         self.round2 = fault_body("openai-chat", text=ANSWER, tool_calls=())
@@ -105,9 +117,9 @@ class World:
         self.server.close()
 
 
-@pytest.fixture(scope="module")
-def world() -> Iterator[World]:
-    world = World()
+@pytest.fixture(scope="module", params=TRANSPORT_KINDS)
+def world(request: pytest.FixtureRequest) -> Iterator[World]:
+    world = World(request.param)
     try:
         yield world
     finally:
@@ -192,7 +204,7 @@ POLICIES = {"never": RetryPolicy.never(), "retry": RetryPolicy(max_attempts=3, b
 
 def offsets_for(body: FaultBody, rng: random.Random) -> list[int]:
     offsets = cut_offsets(body, rng)
-    return sorted({*rng.sample(offsets, min(len(offsets), 24)), body.finish_at - 1, body.finish_at, len(body.body)})
+    return sorted({*rng.sample(offsets, min(len(offsets), 16)), body.finish_at - 1, body.finish_at, len(body.body)})
 
 
 def test_the_uncut_turn_stores_the_whole_history(world: World) -> None:
@@ -218,7 +230,7 @@ def test_round_1_cut_at_random_offsets(world: World, policy_name: str) -> None:
             run, history, tool_runs = run_once(world, policy, round1, [StubResponse(body=world.round2.events)])
             outcomes[check(world, where, run, history, tool_runs)] += 1
     assert outcomes["nothing"] > 0 and outcomes["whole turn"] > 0, outcomes
-    print(f"\nround 1 cuts ({policy_name}): {sum(outcomes.values())} runs: {dict(outcomes)}")
+    print(f"\n{world.kind}, round 1 cuts ({policy_name}): {sum(outcomes.values())} runs: {dict(outcomes)}")
 
 
 @pytest.mark.parametrize("policy_name", sorted(POLICIES))
@@ -237,7 +249,7 @@ def test_round_2_cut_at_random_offsets(world: World, policy_name: str) -> None:
             outcomes[check(world, where, run, history, tool_runs)] += 1
             assert tool_runs == 1, f"{where}: the tool ran {tool_runs} times"
     assert outcomes["round 1 + tool"] > 0 and outcomes["whole turn"] > 0, outcomes
-    print(f"\nround 2 cuts ({policy_name}): {sum(outcomes.values())} runs: {dict(outcomes)}")
+    print(f"\n{world.kind}, round 2 cuts ({policy_name}): {sum(outcomes.values())} runs: {dict(outcomes)}")
 
 
 @pytest.mark.parametrize("policy_name", sorted(POLICIES))

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+import reactivex
 from faults_support import (
     MODES,
     REQUEST,
@@ -51,9 +52,9 @@ def transport(request: pytest.FixtureRequest) -> Iterator[Transport]:
         transport.close()
 
 
-def run(model_source: object) -> Recorder:
+def run(source: reactivex.Observable[LlmResponse]) -> Recorder:
     recorder = Recorder()
-    recorder.subscribe(model_source)  # type: ignore[arg-type]
+    recorder.subscribe(source)
     return recorder
 
 

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from faults_support import REQUEST, TIMEOUT, Recorder
+from faults_support import REQUEST, TIMEOUT, TRANSPORT_KINDS, Recorder, make_transport
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transcripts import by_protocol
@@ -32,7 +32,7 @@ from wire import WIRES
 from rxllm import LineTooLongError, RetryPolicy, RxLlmError, SseDecoder, SseEvent
 from rxllm.testing import PROTOCOLS, StubResponse, StubServer, complete_json, parser_for, replay_sse, sse_turn
 
-EXAMPLES = int(os.environ.get("RXLLM_FUZZ_EXAMPLES", "400"))
+EXAMPLES = int(os.environ.get("RXLLM_FUZZ_EXAMPLES", "300"))
 """Examples per fuzz test (raise it locally for a deeper run: ``RXLLM_FUZZ_EXAMPLES=5000``)."""
 
 FUZZ = settings(
@@ -386,13 +386,15 @@ def test_every_non_streamed_parser_on_garbage_raises_only_rxllm_errors(
 # --- a few mutated bodies through the real models -------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("kind", TRANSPORT_KINDS)
 @pytest.mark.parametrize("wire", WIRES, ids=lambda w: w.name)
-def test_mutated_bodies_through_the_live_model_fail_only_with_rxllm_errors(wire: Any) -> None:
+def test_mutated_bodies_through_the_live_model_fail_only_with_rxllm_errors(wire: Any, kind: str) -> None:
     rng = random.Random(0xBADF00D + WIRES.index(wire))
     bodies = transcripts_and_scripted(wire.protocol)
     outcomes: dict[str, int] = {}
+    transport = make_transport(kind)
     with StubServer() as server:
-        model = wire.model(server.url, retry_policy=RetryPolicy.never())
+        model = wire.model(server.url, retry_policy=RetryPolicy.never(), transport=transport)
         for n in range(40):
             name, raw = bodies[n % len(bodies)]
             body, done = mutate(raw, rng, rng.randint(1, 3))
@@ -406,4 +408,5 @@ def test_mutated_bodies_through_the_live_model_fail_only_with_rxllm_errors(wire:
             outcomes[key] = outcomes.get(key, 0) + 1
             if recorder.completed:
                 assert not recorder.items[-1].partial
-    print(f"\n{wire.name}: 40 mutated live streams: {outcomes}")
+    transport.close()
+    print(f"\n{wire.name} over {kind}: 40 mutated live streams: {outcomes}")

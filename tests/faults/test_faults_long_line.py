@@ -2,19 +2,20 @@
 
 The server sends the line and then *holds the connection open*: the error must come as soon as
 the cap is passed, not when (if ever) the line ends. The client then closes the connection (the
-server sees it) and nothing is retried once a partial was shown.
+server sees it) and nothing is retried once a partial was shown. Both transports.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
-from faults_support import REQUEST, TIMEOUT, Recorder
+from faults_support import REQUEST, TIMEOUT, TRANSPORT_KINDS, Recorder, Transport, make_transport
 from wire import OPENAI, WIRES, Wire
 
-from rxllm import HttpTransport, LineTooLongError, RetryPolicy
+from rxllm import LineTooLongError, RetryPolicy
 from rxllm.testing import Hold, StubResponse, StubServer
 
 MB = 1024 * 1024
@@ -45,8 +46,9 @@ def run_against(
     return recorder, time.monotonic() - started
 
 
-def test_a_10_mb_data_line_fails_at_the_default_8_mib_cap_while_the_server_holds() -> None:
-    transport = HttpTransport(max_concurrent_streams=2, read_timeout=30.0)
+@pytest.mark.parametrize("kind", TRANSPORT_KINDS)
+def test_a_10_mb_data_line_fails_at_the_default_8_mib_cap_while_the_server_holds(kind: str) -> None:
+    transport = make_transport(kind, streams=2, read_timeout=30.0)
     try:
         with StubServer() as server:
             stream = [*OPENAI.stream("Hello")[:2], *long_line(b"data: ", 10 * MB)]
@@ -58,18 +60,29 @@ def test_a_10_mb_data_line_fails_at_the_default_8_mib_cap_while_the_server_holds
     assert isinstance(error, LineTooLongError), f"{type(error).__name__}: {error}"
     assert str(DEFAULT_CAP) in str(error), str(error)
     assert len(server.requests) == 1, "retried after a partial was shown"
-    print(f"\n10 MB line, default cap: LineTooLongError after {elapsed:.2f}s: {error}")
+    print(f"\n{kind}: 10 MB line, default cap: LineTooLongError after {elapsed:.2f}s: {error}")
+
+
+@pytest.fixture(params=TRANSPORT_KINDS)
+def transport(request: pytest.FixtureRequest) -> Iterator[Transport]:
+    transport = make_transport(request.param, streams=2, read_timeout=30.0)
+    try:
+        yield transport
+    finally:
+        transport.close()
 
 
 @pytest.mark.parametrize("wire", WIRES, ids=lambda w: w.name)
 @pytest.mark.parametrize(
     "prefix", [b"data: ", b": comment ", b"event: ", b""], ids=["data", "comment", "event", "bare"]
 )
-def test_an_endless_line_fails_at_a_lower_cap_for_every_provider(wire: Wire, prefix: bytes) -> None:
+def test_an_endless_line_fails_at_a_lower_cap_for_every_provider(
+    wire: Wire, prefix: bytes, transport: Transport
+) -> None:
     cap = 64 * 1024
+    options = {"max_line_bytes": cap, "retry_policy": RetryPolicy.never(), "transport": transport}
     with StubServer() as server:
-        recorder, _ = run_against(server, {"max_line_bytes": cap, "retry_policy": RetryPolicy.never()}, wire,
-                               stream=long_line(prefix, 1 * MB))
+        recorder, _ = run_against(server, options, wire, stream=long_line(prefix, 1 * MB))
     assert recorder.items == []
     (error,) = recorder.errors
     assert isinstance(error, LineTooLongError), f"{type(error).__name__}: {error}"

@@ -5,6 +5,8 @@ each retry's request reaches the loopback server at an exact virtual instant, wh
 responder records. The schedule expected here is computed by the test from the documented rule
 (``Retry-After`` / ``retry-after-ms`` / an HTTP date replaces the backoff ``base_delay * 2**n``,
 capped at ``max_retry_after``; at most ``max_attempts`` attempts), not by calling the policy.
+The asyncio transport runs the same storm in virtual time (each step waits until the retry timer
+is set, since requests run on the transport's loop) and an endless storm with real timers.
 """
 
 from __future__ import annotations
@@ -12,17 +14,20 @@ from __future__ import annotations
 import email.utils
 import itertools
 import random
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
-from faults_support import REQUEST, Recorder
+from faults_support import REQUEST, TIMEOUT, Recorder
+from reactivex import abc as rx_abc
 from reactivex.scheduler import ImmediateScheduler
 from reactivex.testing import TestScheduler
 from wire import WIRES, Wire
 
-from rxllm import HttpStatusError, HttpTransport, RetryPolicy
+from rxllm import AsyncHttpTransport, Content, HttpStatusError, HttpTransport, LlmRequest, Part, RetryPolicy
 from rxllm.testing import RecordedRequest, StubResponse, StubServer
 
 SEED = 0x429_5702
@@ -211,3 +216,99 @@ def test_random_storms_keep_the_schedule_and_the_budget(storm: Storm, transport:
         total_requests += len(storm.times)
         storm.script.clear()
     print(f"\n{storms} random storms, {total_requests} requests, all on schedule and within budget")
+
+
+# --- the asyncio transport: requests run on its loop, so each step waits for the retry timer to be set ------------
+
+
+class VirtualClock(TestScheduler):
+    """A TestScheduler that tells when a timer was scheduled (from the transport's loop thread)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._scheduled = threading.Condition()
+        self.timers = 0
+
+    def schedule_absolute(self, duetime: Any, action: Any, state: Any = None) -> rx_abc.DisposableBase:
+        disposable = super().schedule_absolute(duetime, action, state)
+        with self._scheduled:
+            self.timers += 1
+            self._scheduled.notify_all()
+        return disposable
+
+    def wait_timers(self, count: int) -> bool:
+        with self._scheduled:
+            return self._scheduled.wait_for(lambda: self.timers >= count, TIMEOUT)
+
+
+def test_a_429_storm_on_the_asyncio_transport_follows_retry_after_in_virtual_time() -> None:
+    clock = VirtualClock()
+    storm = Storm(clock)
+    transport = AsyncHttpTransport(max_concurrent_streams=4)
+    policy = RetryPolicy(max_attempts=5, base_delay=0.25, max_retry_after=30.0)
+    failures = [
+        Failure(429, {"retry-after": "3"}, 3.0),
+        Failure(429, {"retry-after-ms": "1500"}, 1.5),
+        Failure(429, {"retry-after": "86400"}, 86400.0),
+        Failure(503, {}, None),
+    ]
+    storm.script = [f.response() for f in failures] + [WIRES[0].response("finally")]
+    try:
+        model = WIRES[0].model(storm.server.url, transport=transport, timer_scheduler=clock, retry_policy=policy)
+        recorder = Recorder()
+        recorder.subscribe(model.generate_content(REQUEST, stream=True))
+        due = 0.0
+        for attempt, failure in enumerate(failures, start=1):
+            assert clock.wait_timers(attempt), f"attempt {attempt} failed but no retry was scheduled"
+            due += expected_delay(policy, failure, attempt)
+            clock.advance_to(due - 0.001)
+            assert len(storm.times) == attempt, f"a retry before its time ({due}s): {storm.times}"
+            clock.advance_to(due)
+            assert storm.server.wait_for_requests(attempt + 1, TIMEOUT), f"no retry at {due}s"
+            assert storm.times[-1] == pytest.approx(due)
+        recorder.wait("the storm's last attempt")
+        assert recorder.completed and recorder.items[-1].text() == "finally"
+        clock.advance_to(due + 3600)
+        assert len(storm.times) == len(failures) + 1 == policy.max_attempts
+    finally:
+        transport.close()
+        storm.server.close()
+
+
+def test_an_endless_storm_on_the_asyncio_transport_keeps_budget_and_spacing_in_real_time() -> None:
+    """Real timers on the transport's loop, tiny Retry-After values: per subscriber, exactly the budget."""
+    policy = RetryPolicy(max_attempts=4, base_delay=0.0, max_retry_after=0.05)
+    arrivals: dict[str, list[float]] = {}
+    lock = threading.Lock()
+    header_for = [({"retry-after-ms": "20"}, 0.02), ({"retry-after": "30"}, 0.05), ({"retry-after": "0.01"}, 0.01)]
+
+    def responder(request: RecordedRequest) -> StubResponse:
+        who = request.json()["messages"][-1]["content"]
+        with lock:
+            times = arrivals.setdefault(who, [])
+            times.append(time.monotonic())
+            headers, _ = header_for[(len(times) - 1) % len(header_for)]
+        return StubResponse.json(429, {"error": {"message": "slow down"}}, headers=headers)
+
+    transport = AsyncHttpTransport(max_concurrent_streams=32)
+    subscribers = 20
+    recorders = [Recorder() for _ in range(subscribers)]
+    try:
+        with StubServer(responder=responder) as server:
+            model = WIRES[0].model(server.url, transport=transport, retry_policy=policy)
+            for n, recorder in enumerate(recorders):
+                request = LlmRequest(contents=(Content(role="user", parts=(Part.from_text(f"subscriber {n}"),)),))
+                recorder.subscribe(model.generate_content(request, stream=True))
+            for recorder in recorders:
+                recorder.wait("an endless storm")
+    finally:
+        transport.close()
+    assert sorted(arrivals) == sorted(f"subscriber {n}" for n in range(subscribers))
+    for who, times in arrivals.items():
+        assert len(times) == policy.max_attempts, f"{who}: {len(times)} attempts"
+        for attempt, (before, after) in enumerate(itertools.pairwise(times)):
+            wanted = header_for[attempt % len(header_for)][1]
+            assert after - before >= wanted - 0.002, f"{who}: retry {attempt + 1} after {after - before:.4f}s"
+    for recorder in recorders:
+        (error,) = recorder.errors
+        assert isinstance(error, HttpStatusError) and error.status_code == 429
