@@ -10,6 +10,7 @@
 """
 
 from ._aggregation import StreamAggregator
+from ._async_http import AsyncHttpTransport
 from ._base_llm import BaseLlm, BaseLlmConnection, model_stream_events
 from ._chunk import Chunk, InBandError, ToolCallFragment
 from ._errors import (
@@ -28,7 +29,7 @@ from ._errors import (
     TransportError,
     UnsupportedOperationError,
 )
-from ._http import AsyncHttpTransport, HttpTransport
+from ._http import HttpTransport
 from ._model_stream import (
     ModelStreamEvent,
     ResponseCompleteEvent,

@@ -25,11 +25,12 @@ from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
 
 from ._aggregation import StreamAggregator
+from ._async_http import AsyncHttpTransport
 from ._base_llm import BaseLlm
 from ._chunk import Chunk
 from ._drive import SseReader, drive_sse
 from ._errors import ConfigurationError, StreamInterruptedError
-from ._http import AsyncHttpTransport, CancelScope, HttpResponse, HttpTransport, current_scope
+from ._http import CancelScope, HttpResponse, HttpTransport, current_scope
 from ._model_stream import (
     ModelStreamEvent,
     ResponseCompleteEvent,

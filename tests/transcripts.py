@@ -2,16 +2,17 @@
 
 The fixtures are a byte-for-byte copy of the shared transcript set; its ``README.md`` defines how
 each ``.expected.json`` was computed, and ``manifest.json`` lists every file with its protocol.
-This module only loads them and cuts byte streams into awkward reads; it knows nothing about any
-provider, so every provider's tests can use it::
+This module loads them, cuts byte streams into awkward reads, replays reads through a parser and
+compares a final with its ``.expected.json``; it knows nothing about any provider (the parser and
+the provider's usage mapping are passed in), so every provider's tests can use it::
 
-    from transcripts import awkward_splits, by_protocol
+    from transcripts import assert_replay_matches_expected, awkward_splits, by_protocol, replay_reads
 
     @pytest.mark.parametrize("transcript", by_protocol("anthropic"), ids=lambda t: t.name)
     def test_replay(transcript):
         for pieces in awkward_splits(transcript.raw):
-            assert b"".join(pieces) == transcript.raw
-            ...
+            responses, saw_end = replay_reads(pieces, AnthropicChunkParser(), StreamAggregator())
+            assert_replay_matches_expected(responses, transcript.expected, usage=..., finish_reason=...)
 
 Protocols in the manifest: ``openai-chat``, ``anthropic``, ``gemini``, ``openai-responses``.
 """
@@ -22,18 +23,24 @@ import functools
 import itertools
 import json
 import random
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from rxllm import ChunkParser, FinishReason, LlmResponse, SseDecoder, StreamAggregator, UsageMetadata
+from rxllm.testing import assert_stream_protocol
 
 __all__ = [
     "AWKWARD_SPLIT_NAMES",
     "TRANSCRIPTS_DIR",
     "Transcript",
+    "assert_replay_matches_expected",
     "awkward_splits",
     "by_name",
     "by_protocol",
     "load_manifest",
+    "replay_reads",
     "split_at",
     "split_randomly",
 ]
@@ -182,3 +189,74 @@ def awkward_splits(data: bytes) -> list[list[bytes]]:
     ]
     splits.extend(split_randomly(data, random.Random(seed), pieces) for seed, pieces in _RANDOM_SPLITS)
     return splits
+
+
+def replay_reads(
+    reads: Iterable[bytes], parser: ChunkParser, aggregator: StreamAggregator
+) -> tuple[list[LlmResponse], bool]:
+    """Feed ``reads`` through an SSE decoder, ``parser`` and ``aggregator``, as a stream delivers them.
+
+    Reading stops after the first ``end_of_stream`` chunk. Returns every response (the partials,
+    then the final) and whether an ``end_of_stream`` chunk arrived; a stream without one is
+    flushed and finished all the same.
+    """
+    decoder = SseDecoder()
+    responses: list[LlmResponse] = []
+    for piece in reads:
+        for event in decoder.feed(piece):
+            chunk = parser.parse(event)
+            if chunk is None:
+                continue
+            responses.extend(aggregator.accept(chunk))
+            if chunk.end_of_stream:
+                responses.append(aggregator.finish())
+                return responses, True
+    decoder.flush()
+    responses.append(aggregator.finish())
+    return responses, False
+
+
+def assert_replay_matches_expected(
+    responses: list[LlmResponse],
+    expected: dict[str, Any],
+    *,
+    usage: Callable[[Any], UsageMetadata | None],
+    finish_reason: FinishReason | None,
+    error_code: str | None = None,
+) -> LlmResponse:
+    """Check a replayed stream against its ``.expected.json``; return its final.
+
+    The responses must follow the stream contract; the final's text, thought text, function calls
+    (in index order; an expected ``id`` of ``null`` means an ``adk-`` id the aggregator generated), raw
+    finish reason (``custom_metadata``), usage and error code must match, and as many partials
+    as recorded must carry text.
+
+    Args:
+        responses: the partials and the final of one replay.
+        expected: the transcript's reference aggregate.
+        usage: the provider's documented usage mapping, written out in the test, applied to ``expected["usage"]``.
+        finish_reason: the :class:`~rxllm.FinishReason` the final must carry.
+        error_code: the final's ``error_code`` (``None``: no error, and no error message either).
+    """
+    final = assert_stream_protocol(responses)
+    assert final.text() == expected["text"]
+    assert (final.thought_text() or None) == expected["thinking"]
+    assert sum(1 for r in responses[:-1] if r.text()) == expected["chunks_with_text"]
+
+    calls = final.function_calls()
+    want = sorted(expected["tool_calls"], key=lambda c: c["index"])
+    assert [(c.name, c.args) for c in calls] == [(w["name"], w["arguments"]) for w in want]
+    for call, wanted in zip(calls, want, strict=True):
+        if wanted["id"] is None:
+            assert call.id is not None and call.id.startswith("adk-")
+        else:
+            assert call.id == wanted["id"]
+
+    raw_finish = expected["finish_reason"]
+    assert final.custom_metadata == ({"finish_reason": raw_finish} if raw_finish is not None else None)
+    assert final.finish_reason == finish_reason
+    assert final.usage_metadata == usage(expected["usage"])
+    assert final.error_code == error_code
+    if error_code is None:
+        assert final.error_message is None
+    return final

@@ -28,10 +28,7 @@ is their sum.
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Mapping, Sequence
-
-from pydantic_core import from_json
 
 from .._chunk import Chunk, InBandError, ToolCallFragment
 from .._errors import ConfigurationError, ProtocolError
@@ -40,13 +37,21 @@ from .._sse import SseEvent
 from .._types import (
     Content,
     FinishReason,
-    FunctionCall,
     FunctionDeclaration,
-    FunctionResponse,
     GenerateContentConfig,
     LlmRequest,
     Part,
     UsageMetadata,
+)
+from ._wire import (
+    CallIdPairing,
+    ConfigField,
+    JsonRequestMapper,
+    WireReader,
+    in_band_error,
+    json_text,
+    system_text,
+    wire_config,
 )
 
 __all__ = [
@@ -61,6 +66,8 @@ __all__ = [
 PROVIDER = "anthropic"
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
+
+_wire = WireReader(PROVIDER)
 
 _STOP_REASONS: dict[str, FinishReason] = {
     "end_turn": FinishReason.STOP,
@@ -113,7 +120,7 @@ def map_anthropic_usage(usage: Mapping[str, object]) -> UsageMetadata | None:
     >>> u.prompt_token_count, u.candidates_token_count, u.total_token_count, u.cached_content_token_count
     (25, 7, 32, 5)
     """
-    counts = {key: _count(usage, key) for key in _USAGE_KEYS}
+    counts = {key: _wire.count_at(usage, key, "usage") for key in _USAGE_KEYS}
     inputs = [counts[k] for k in _USAGE_KEYS[:3] if counts[k] is not None]
     prompt = sum(c for c in inputs if c is not None) if inputs else None
     output = counts["output_tokens"]
@@ -127,82 +134,9 @@ def map_anthropic_usage(usage: Mapping[str, object]) -> UsageMetadata | None:
     )
 
 
-# --------------------------------------------------------------------------------------------
-# small JSON helpers: every wrong shape becomes a ProtocolError naming where it was found
-
-
-def _load_object(data: str | bytes, where: str) -> dict[str, object]:
-    try:
-        value = from_json(data)
-    except ValueError as exc:
-        raise ProtocolError(f"{where}: not valid JSON ({exc})", provider=PROVIDER) from exc
-    if not isinstance(value, dict):
-        raise ProtocolError(f"{where}: expected a JSON object, got {type(value).__name__}", provider=PROVIDER)
-    return value
-
-
-def _wrong(where: str, key: str, expected: str, value: object) -> ProtocolError:
-    return ProtocolError(f"{where}: {key!r} should be {expected}, got {type(value).__name__}", provider=PROVIDER)
-
-
-def _obj(parent: Mapping[str, object], key: str, where: str) -> dict[str, object]:
-    value = parent.get(key)
-    if not isinstance(value, dict):
-        raise _wrong(where, key, "an object", value)
-    return value
-
-
-def _opt_obj(parent: Mapping[str, object], key: str, where: str) -> dict[str, object] | None:
-    value = parent.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise _wrong(where, key, "an object", value)
-    return value
-
-
-def _str(parent: Mapping[str, object], key: str, where: str) -> str:
-    value = parent.get(key)
-    if not isinstance(value, str):
-        raise _wrong(where, key, "a string", value)
-    return value
-
-
-def _opt_str(parent: Mapping[str, object], key: str, where: str) -> str | None:
-    value = parent.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise _wrong(where, key, "a string", value)
-    return value
-
-
-def _index(parent: Mapping[str, object], where: str) -> int:
-    value = parent.get("index")
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise _wrong(where, "index", "a non-negative integer", value)
-    return value
-
-
-def _count(usage: Mapping[str, object], key: str) -> int | None:
-    value = usage.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise _wrong("usage", key, "a non-negative integer", value)
-    return value
-
-
 def _in_band_error(payload: Mapping[str, object]) -> InBandError:
-    error = payload.get("error")
-    code = error.get("type") if isinstance(error, dict) else None
-    message = error.get("message") if isinstance(error, dict) else None
-    code = code if isinstance(code, str) else None
-    return InBandError(
-        message if isinstance(message, str) and message else "the provider reported an error",
-        code=code,
-        retryable=code in _RETRYABLE_ERRORS,
-    )
+    """The ``error`` object of an error event or body (its ``type`` is the code)."""
+    return in_band_error(payload.get("error"), code_keys=("type",), retryable_codes=_RETRYABLE_ERRORS)
 
 
 def _finish_chunk(stop_reason: str | None, usage: UsageMetadata | None, *, end: bool = False) -> Chunk:
@@ -253,7 +187,7 @@ class AnthropicChunkParser:
         """
         name = event.event
         try:
-            payload = _load_object(event.data, f"{name} event")
+            payload = _wire.decode_object(event.data, f"{name} event")
         except ProtocolError:
             if name != "error":
                 raise
@@ -283,97 +217,98 @@ class AnthropicChunkParser:
         Raises:
             ProtocolError: for bad JSON or a wrong shape.
         """
-        message = _load_object(body, "response body")
+        message = _wire.decode_object(body, "response body")
         if message.get("type") == "error":
             return [Chunk(error=_in_band_error(message), end_of_stream=True)]
         content = message.get("content")
         if not isinstance(content, list):
-            raise _wrong("response body", "content", "a list", content)
-        usage_obj = _opt_obj(message, "usage", "response body")
-        chunks = [Chunk(model_version=_opt_str(message, "model", "response body"))]
+            raise _wire.wrong("response body.content", "an array", content)
+        usage_obj = _wire.optional_object_at(message, "usage", "response body")
+        chunks = [Chunk(model_version=_wire.optional_string_at(message, "model", "response body"))]
         for index, block in enumerate(content):
             where = f"content block {index}"
             if not isinstance(block, dict):
-                raise _wrong("response body", f"content[{index}]", "an object", block)
-            kind = _str(block, "type", where)
+                raise _wire.wrong(f"response body.content[{index}]", "an object", block)
+            kind = _wire.string_at(block, "type", where)
             if kind == _TEXT:
-                chunks.append(Chunk(text_delta=_str(block, "text", where)))
+                chunks.append(Chunk(text_delta=_wire.string_at(block, "text", where)))
             elif kind == _THINKING:
-                signature = _opt_str(block, "signature", where)
+                signature = _wire.optional_string_at(block, "signature", where)
                 chunks.append(
                     Chunk(
-                        thought_delta=_str(block, "thinking", where),
+                        thought_delta=_wire.string_at(block, "thinking", where),
                         thought_signature=signature.encode() if signature else None,
                     )
                 )
             elif kind == _REDACTED:
-                chunks.append(Chunk(redacted_thought=_str(block, "data", where).encode()))
+                chunks.append(Chunk(redacted_thought=_wire.string_at(block, "data", where).encode()))
             elif kind == _TOOL_USE:
-                arguments = json.dumps(_obj(block, "input", where), ensure_ascii=False, separators=(",", ":"))
                 fragment = ToolCallFragment(
                     index,
-                    id=_str(block, "id", where),
-                    name=_str(block, "name", where),
-                    arguments_delta=arguments,
+                    id=_wire.string_at(block, "id", where),
+                    name=_wire.string_at(block, "name", where),
+                    arguments_delta=json_text(_wire.object_at(block, "input", where)),
                     complete=True,
                 )
                 chunks.append(Chunk(tool_call_fragments=(fragment,)))
         usage = map_anthropic_usage(usage_obj) if usage_obj is not None else None
-        chunks.append(_finish_chunk(_opt_str(message, "stop_reason", "response body"), usage, end=True))
+        chunks.append(_finish_chunk(_wire.optional_string_at(message, "stop_reason", "response body"), usage, end=True))
         return chunks
 
     # -- events ---------------------------------------------------------------------------
 
     def _message_start(self, payload: dict[str, object]) -> Chunk:
-        message = _obj(payload, "message", "message_start")
-        usage = _opt_obj(message, "usage", "message_start.message")
+        message = _wire.object_at(payload, "message", "message_start")
+        usage = _wire.optional_object_at(message, "usage", "message_start.message")
         self._usage = dict(usage) if usage is not None else {}
         return Chunk(
             usage=map_anthropic_usage(self._usage),
-            model_version=_opt_str(message, "model", "message_start.message"),
+            model_version=_wire.optional_string_at(message, "model", "message_start.message"),
         )
 
     def _message_delta(self, payload: dict[str, object]) -> Chunk:
-        delta = _obj(payload, "delta", "message_delta")
-        stop_reason = _opt_str(delta, "stop_reason", "message_delta.delta")
-        usage = _opt_obj(payload, "usage", "message_delta")
+        delta = _wire.object_at(payload, "delta", "message_delta")
+        stop_reason = _wire.optional_string_at(delta, "stop_reason", "message_delta.delta")
+        usage = _wire.optional_object_at(payload, "usage", "message_delta")
         if usage is not None:
             self._usage.update(usage)
         return _finish_chunk(stop_reason, map_anthropic_usage(self._usage) if usage is not None else None)
 
     def _block_start(self, payload: dict[str, object]) -> Chunk | None:
         where = "content_block_start"
-        index = _index(payload, where)
-        block = _obj(payload, "content_block", where)
-        kind = _str(block, "type", f"{where}.content_block")
+        index = _wire.index_at(payload, "index", where)
+        block = _wire.object_at(payload, "content_block", where)
+        kind = _wire.string_at(block, "type", f"{where}.content_block")
         if index in self._blocks:
             raise ProtocolError(f"{where}: content block {index} started twice", provider=PROVIDER)
         self._blocks[index] = kind
         where = f"{where}.content_block"
         if kind == _TEXT:
-            text = _opt_str(block, "text", where)
+            text = _wire.optional_string_at(block, "text", where)
             return Chunk(text_delta=text) if text else None
         if kind == _THINKING:
-            thinking = _opt_str(block, "thinking", where)
+            thinking = _wire.optional_string_at(block, "thinking", where)
             return Chunk(thought_delta=thinking) if thinking else None
         if kind == _REDACTED:
-            return Chunk(redacted_thought=_str(block, "data", where).encode())
+            return Chunk(redacted_thought=_wire.string_at(block, "data", where).encode())
         if kind == _TOOL_USE:
-            start_input = _opt_obj(block, "input", where)
+            start_input = _wire.optional_object_at(block, "input", where)
             if start_input:  # streamed calls start with {}; keep a non-empty one in case no delta follows
-                self._start_inputs[index] = json.dumps(start_input, ensure_ascii=False, separators=(",", ":"))
-            fragment = ToolCallFragment(index, id=_str(block, "id", where), name=_str(block, "name", where))
+                self._start_inputs[index] = json_text(start_input)
+            fragment = ToolCallFragment(
+                index, id=_wire.string_at(block, "id", where), name=_wire.string_at(block, "name", where)
+            )
             return Chunk(tool_call_fragments=(fragment,))
         return None
 
     def _delta(self, payload: dict[str, object]) -> Chunk | None:
         where = "content_block_delta"
-        index = _index(payload, where)
+        index = _wire.index_at(payload, "index", where)
         block_type = self._blocks.get(index)
         if block_type is None:
             raise ProtocolError(f"{where}: content block {index} is not open", provider=PROVIDER)
-        delta = _obj(payload, "delta", where)
-        kind = _str(delta, "type", f"{where}.delta")
+        delta = _wire.object_at(payload, "delta", where)
+        kind = _wire.string_at(delta, "type", f"{where}.delta")
         expected_block = _DELTA_BLOCK.get(kind)
         if expected_block is None or block_type not in _KNOWN_BLOCKS:
             return None  # citations_delta and the like; deltas of server-side blocks
@@ -381,20 +316,20 @@ class AnthropicChunkParser:
             raise ProtocolError(f"{where}: a {kind} for {block_type} block {index}", provider=PROVIDER)
         where = f"{where}.delta"
         if kind == "text_delta":
-            text = _str(delta, "text", where)
+            text = _wire.string_at(delta, "text", where)
             return Chunk(text_delta=text) if text else None
         if kind == "thinking_delta":
-            thinking = _str(delta, "thinking", where)
+            thinking = _wire.string_at(delta, "thinking", where)
             return Chunk(thought_delta=thinking) if thinking else None
         if kind == "signature_delta":
-            signature = _str(delta, "signature", where)
+            signature = _wire.string_at(delta, "signature", where)
             return Chunk(thought_signature=signature.encode()) if signature else None
-        partial = _str(delta, "partial_json", where)
+        partial = _wire.string_at(delta, "partial_json", where)
         self._tools_with_deltas.add(index)
         return Chunk(tool_call_fragments=(ToolCallFragment(index, arguments_delta=partial),)) if partial else None
 
     def _block_stop(self, payload: dict[str, object]) -> Chunk | None:
-        index = _index(payload, "content_block_stop")
+        index = _wire.index_at(payload, "index", "content_block_stop")
         block_type = self._blocks.pop(index, None)
         if block_type is None:
             raise ProtocolError(f"content_block_stop: content block {index} is not open", provider=PROVIDER)
@@ -409,39 +344,6 @@ class AnthropicChunkParser:
 # the request mapper
 
 
-class _CallIds:
-    """Ids for calls the history holds without one (Anthropic requires them), paired to responses by name."""
-
-    __slots__ = ("_count", "_pending")
-
-    def __init__(self) -> None:
-        self._count = 0
-        self._pending: dict[str, list[str]] = {}
-
-    def for_call(self, call: FunctionCall) -> str:
-        if call.id:
-            return call.id
-        self._count += 1
-        made = f"toolu_rxllm_{self._count}"
-        self._pending.setdefault(call.name, []).append(made)
-        return made
-
-    def for_response(self, response: FunctionResponse) -> str:
-        if response.id:
-            return response.id
-        pending = self._pending.get(response.name)
-        if not pending:
-            raise ConfigurationError(
-                f"the function response for {response.name!r} has no id and follows no call without one",
-                provider=PROVIDER,
-            )
-        return pending.pop(0)
-
-
-def _json_text(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 class _Message:
     __slots__ = ("first", "rest", "role")
 
@@ -454,10 +356,16 @@ class _Message:
         return {"role": self.role, "content": [*self.first, *self.rest]}
 
 
+_CONFIG_FIELDS: tuple[tuple[ConfigField, str], ...] = (
+    ("stop_sequences", "stop_sequences"),
+    ("temperature", "temperature"),
+    ("top_p", "top_p"),
+    ("top_k", "top_k"),
+)
 _ROLES = {"user": "user", "tool": "user", "function": "user", "model": "assistant", "assistant": "assistant"}
 
 
-class AnthropicRequestMapper:
+class AnthropicRequestMapper(JsonRequestMapper):
     """Builds ``POST {base_url}/v1/messages`` requests from an :class:`~rxllm.LlmRequest`.
 
     Args:
@@ -467,7 +375,8 @@ class AnthropicRequestMapper:
         max_tokens: ``max_tokens`` when the request's ``max_output_tokens`` is unset (Anthropic
             requires one). With a thinking budget at or above it, the budget is added to it.
         anthropic_version: the ``anthropic-version`` header.
-        extra_headers: more headers (``anthropic-beta``...), sent as given.
+        extra_headers: more headers (``anthropic-beta``...), sent as given; each replaces a default
+            header of the same name, in any letter case.
 
     Mapping: the system instruction (and any ``system``-role content) becomes ``system``;
     contents become strictly alternating ``user`` / ``assistant`` messages (consecutive turns of
@@ -486,7 +395,7 @@ class AnthropicRequestMapper:
     ('https://api.anthropic.com/v1/messages', False)
     """
 
-    __slots__ = ("_api_key", "_base_url", "_extra_headers", "_max_tokens", "_version")
+    __slots__ = ("_max_tokens", "_version")
 
     def __init__(
         self,
@@ -499,23 +408,12 @@ class AnthropicRequestMapper:
     ) -> None:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ConfigurationError(f"max_tokens must be a positive integer, got {max_tokens!r}", provider=PROVIDER)
-        self._base_url = base_url.rstrip("/")
-        self._api_key = api_key
+        super().__init__(provider=PROVIDER, base_url=base_url.rstrip("/"), api_key=api_key, extra_headers=extra_headers)
         self._max_tokens = max_tokens
         self._version = anthropic_version
-        self._extra_headers = dict(extra_headers or {})
 
-    @property
-    def provider(self) -> str:
-        """``"anthropic"``."""
-        return PROVIDER
-
-    def __repr__(self) -> str:
-        key = "'***'" if self._api_key else "None"
-        return (
-            f"AnthropicRequestMapper(base_url={self._base_url!r}, api_key={key}, "
-            f"max_tokens={self._max_tokens}, anthropic_version={self._version!r})"
-        )
+    def _repr_settings(self) -> dict[str, object]:
+        return {"max_tokens": self._max_tokens, "anthropic_version": self._version}
 
     def to_http_request(self, llm_request: LlmRequest, *, model: str, stream: bool) -> HttpRequest:
         """The HTTP request for ``model``.
@@ -525,17 +423,15 @@ class AnthropicRequestMapper:
                 response schema, an unsupported blob type, a thinking budget not below an explicit
                 ``max_output_tokens``, a function response matching no call).
         """
-        body = self._body(llm_request, model=model, stream=stream)
-        headers = {
-            "content-type": "application/json",
-            "accept": "text/event-stream" if stream else "application/json",
-            "anthropic-version": self._version,
-        }
+        provider_headers = {"anthropic-version": self._version}
         if self._api_key:
-            headers["x-api-key"] = self._api_key
-        headers.update(self._extra_headers)
-        encoded = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        return HttpRequest(url=f"{self._base_url}/v1/messages", body=encoded, headers=headers)
+            provider_headers["x-api-key"] = self._api_key
+        return self._post(
+            f"{self._base_url}/v1/messages",
+            self._body(llm_request, model=model, stream=stream),
+            stream=stream,
+            provider_headers=provider_headers,
+        )
 
     # -- body -----------------------------------------------------------------------------
 
@@ -546,23 +442,14 @@ class AnthropicRequestMapper:
         if config.response_schema is not None:
             raise ConfigurationError("response_schema is not supported by the Anthropic mapper", provider=PROVIDER)
         body: dict[str, object] = {"model": model, "max_tokens": self._max_tokens_for(config)}
-        system = [config.system_instruction.text()] if config.system_instruction is not None else []
-        system.extend(c.text() for c in llm_request.contents if c.role == "system")
-        system_text = "\n\n".join(s for s in system if s)
-        if system_text:
-            body["system"] = system_text
+        system = system_text(llm_request)
+        if system:
+            body["system"] = system
         body["messages"] = self._messages(llm_request.contents)
         tools = [_tool(d) for d in config.function_declarations()]
         if tools:
             body["tools"] = tools
-        if config.stop_sequences:
-            body["stop_sequences"] = list(config.stop_sequences)
-        if config.temperature is not None:
-            body["temperature"] = config.temperature
-        if config.top_p is not None:
-            body["top_p"] = config.top_p
-        if config.top_k is not None:
-            body["top_k"] = config.top_k
+        body.update(wire_config(config, _CONFIG_FIELDS))
         budget = _thinking_budget(config)
         if budget:
             body["thinking"] = {"type": "enabled", "budget_tokens": budget}
@@ -584,7 +471,7 @@ class AnthropicRequestMapper:
         return self._max_tokens
 
     def _messages(self, contents: Sequence[Content]) -> list[dict[str, object]]:
-        ids = _CallIds()
+        ids = CallIdPairing("toolu_rxllm_{}", provider=PROVIDER)
         messages: list[_Message] = []
         for content in contents:
             if content.role == "system":
@@ -628,15 +515,21 @@ def _thinking_budget(config: GenerateContentConfig) -> int | None:
     return thinking.thinking_budget
 
 
-def _add_part(message: _Message, part: Part, ids: _CallIds) -> None:
+def _add_part(message: _Message, part: Part, ids: CallIdPairing) -> None:
     if part.function_response is not None:
         response = part.function_response
         message.first.append(
-            {"type": "tool_result", "tool_use_id": ids.for_response(response), "content": _json_text(response.response)}
+            {
+                "type": "tool_result",
+                "tool_use_id": ids.for_response(response.name, response.id),
+                "content": json_text(response.response),
+            }
         )
     elif part.function_call is not None:
         call = part.function_call
-        message.rest.append({"type": "tool_use", "id": ids.for_call(call), "name": call.name, "input": call.args})
+        message.rest.append(
+            {"type": "tool_use", "id": ids.for_call(call.name, call.id), "name": call.name, "input": call.args}
+        )
     elif part.thought:
         block = _thinking_block(part)
         if block is not None:

@@ -57,16 +57,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, TypedDict
+from typing import Any, Final, TypedDict, cast
 from urllib.parse import quote
 
 from .._aggregation import GENERATED_ID_PREFIX
 from .._chunk import Chunk, InBandError, ToolCallFragment
 from .._errors import ConfigurationError, ProtocolError
-from .._provider import HttpRequest, redact_headers
+from .._provider import HttpRequest
 from .._sse import SseEvent
 from .._types import (
     FinishReason,
@@ -77,22 +76,17 @@ from .._types import (
     Part,
     UsageMetadata,
 )
+from ._wire import ConfigField, JsonRequestMapper, WireReader, json_text, wire_config
 
 __all__ = ["DEFAULT_GEMINI_BASE_URL", "GeminiChunkParser", "GeminiRequestMapper"]
 
 DEFAULT_GEMINI_BASE_URL: Final = "https://generativelanguage.googleapis.com"
 _PROVIDER: Final = "gemini"
+_wire: Final = WireReader(_PROVIDER)
 
 _FINISH_REASONS: Final = {reason.value: reason for reason in FinishReason}
 _RETRYABLE_STATUSES: Final = frozenset({"RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED"})
 _RETRYABLE_CODES: Final = frozenset({408, 429, 500, 502, 503, 504})
-_USAGE_FIELDS: Final = (
-    ("promptTokenCount", "prompt_token_count"),
-    ("candidatesTokenCount", "candidates_token_count"),
-    ("totalTokenCount", "total_token_count"),
-    ("thoughtsTokenCount", "thoughts_token_count"),
-    ("cachedContentTokenCount", "cached_content_token_count"),
-)
 _MAX_PATH_SEGMENTS: Final = 64
 _MAX_LIST_INDEX: Final = 10_000
 
@@ -141,7 +135,7 @@ class GeminiChunkParser:
         Raises:
             ProtocolError: the data is not JSON, or not a ``GenerateContentResponse`` shape.
         """
-        return self._chunk(_load_json(event.data))
+        return self._chunk(_wire.decode(event.data, "event"))
 
     def parse_response(self, body: bytes) -> Sequence[Chunk]:
         """The chunks of a non-streamed ``:generateContent`` body (one response object).
@@ -151,11 +145,7 @@ class GeminiChunkParser:
         Raises:
             ProtocolError: the body is not UTF-8 JSON of the expected shape.
         """
-        try:
-            text = body.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ProtocolError("the Gemini response body is not UTF-8", provider=_PROVIDER) from exc
-        payload = _load_json(text)
+        payload = _wire.decode(body, "response body")
         items = payload if isinstance(payload, list) else [payload]
         parser = GeminiChunkParser()  # a body is a stream of its own: never share call state
         chunks: list[Chunk] = []
@@ -166,8 +156,7 @@ class GeminiChunkParser:
         return chunks
 
     def _chunk(self, payload: object) -> Chunk | None:
-        if not isinstance(payload, dict):
-            raise _shape("a GenerateContentResponse must be a JSON object", payload)
+        payload = _wire.expect(payload, dict, "GenerateContentResponse")
         error = payload.get("error")
         if error is not None:
             return Chunk(error=_in_band_error(error))
@@ -181,52 +170,41 @@ class GeminiChunkParser:
         raw_finish_reason: str | None = None
         in_band: InBandError | None = None
 
-        candidates = payload.get("candidates")
-        if candidates is not None:
-            if not isinstance(candidates, list):
-                raise _shape("'candidates' must be a list", candidates)
-            if candidates:
-                candidate = candidates[0]
-                if not isinstance(candidate, dict):
-                    raise _shape("a candidate must be an object", candidate)
-                for part in _parts_of(candidate):
-                    signature = _signature(part.get("thoughtSignature"))
-                    call = part.get("functionCall")
-                    if call is not None:
-                        fragment = self._function_call(call, signature)
-                        if fragment is not None:
-                            fragments.append(fragment)
-                        continue
-                    text = part.get("text")
-                    if text is not None and not isinstance(text, str):
-                        raise _shape("a part's 'text' must be a string", text)
-                    thought = part.get("thought")
-                    if thought is not None and not isinstance(thought, bool):
-                        raise _shape("a part's 'thought' must be a boolean", thought)
-                    if thought:
-                        if text:
-                            thoughts.append(text)
-                        if signature is not None:
-                            thought_signature = signature
-                    else:
-                        if text:
-                            texts.append(text)
-                        if signature is not None:
-                            text_signature = signature
-                raw = candidate.get("finishReason")
-                if raw is not None:
-                    if not isinstance(raw, str):
-                        raise _shape("'finishReason' must be a string", raw)
-                    raw_finish_reason = raw
-                    finish_reason = _FINISH_REASONS.get(raw, FinishReason.OTHER)
+        candidates = _wire.list_at(payload, "candidates", "GenerateContentResponse")
+        if candidates:
+            candidate = _wire.expect(candidates[0], dict, "candidates[0]")
+            for part in _parts_of(candidate):
+                signature = _signature(part.get("thoughtSignature"))
+                call = part.get("functionCall")
+                if call is not None:
+                    fragment = self._function_call(call, signature)
+                    if fragment is not None:
+                        fragments.append(fragment)
+                    continue
+                text = part.get("text")
+                if text is not None and not isinstance(text, str):
+                    raise _wire.wrong("part.text", "a string", text)
+                thought = part.get("thought")
+                if thought is not None and not isinstance(thought, bool):
+                    raise _wire.wrong("part.thought", "a boolean", thought)
+                if thought:
+                    if text:
+                        thoughts.append(text)
+                    if signature is not None:
+                        thought_signature = signature
+                else:
+                    if text:
+                        texts.append(text)
+                    if signature is not None:
+                        text_signature = signature
+            raw = _wire.optional_string_at(candidate, "finishReason", "candidates[0]")
+            if raw is not None:
+                raw_finish_reason = raw
+                finish_reason = _FINISH_REASONS.get(raw, FinishReason.OTHER)
 
-        feedback = payload.get("promptFeedback")
+        feedback = _wire.optional_object_at(payload, "promptFeedback", "GenerateContentResponse")
         if feedback is not None:
-            if not isinstance(feedback, dict):
-                raise _shape("'promptFeedback' must be an object", feedback)
-            block = feedback.get("blockReason")
-            if block is not None and not isinstance(block, str):
-                raise _shape("'blockReason' must be a string", block)
+            block = _wire.optional_string_at(feedback, "blockReason", "promptFeedback")
             if block and block != "BLOCK_REASON_UNSPECIFIED":
                 detail = feedback.get("blockReasonMessage")
                 message = f"the prompt was blocked ({block})"
@@ -239,10 +217,8 @@ class GeminiChunkParser:
         if finish_reason is not None and self._open is not None:
             fragments.append(self._cut_off_open_call())
 
-        usage = _usage(payload.get("usageMetadata"))
-        model_version = payload.get("modelVersion")
-        if model_version is not None and not isinstance(model_version, str):
-            raise _shape("'modelVersion' must be a string", model_version)
+        usage = _usage(payload)
+        model_version = _wire.optional_string_at(payload, "modelVersion", "GenerateContentResponse")
 
         if not (
             texts
@@ -270,19 +246,14 @@ class GeminiChunkParser:
         )
 
     def _function_call(self, call: object, signature: bytes | None) -> ToolCallFragment | None:
-        if not isinstance(call, dict):
-            raise _shape("'functionCall' must be an object", call)
-        name = _optional_str(call, "name")
-        call_id = _optional_str(call, "id")
-        args = call.get("args")
-        if args is not None and not isinstance(args, dict):
-            raise _shape("'functionCall.args' must be an object", args)
-        partial_args = call.get("partialArgs")
-        if partial_args is not None and not isinstance(partial_args, list):
-            raise _shape("'functionCall.partialArgs' must be a list", partial_args)
+        call = _wire.expect(call, dict, "part.functionCall")
+        name = _wire.optional_string_at(call, "name", "functionCall")
+        call_id = _wire.optional_string_at(call, "id", "functionCall")
+        args = _wire.optional_object_at(call, "args", "functionCall")
+        partial_args = _wire.list_at(call, "partialArgs", "functionCall")
         will_continue = call.get("willContinue")
         if will_continue is not None and not isinstance(will_continue, bool):
-            raise _shape("'functionCall.willContinue' must be a boolean", will_continue)
+            raise _wire.wrong("functionCall.willContinue", "a boolean", will_continue)
 
         current = self._open
         if current is None:
@@ -347,48 +318,21 @@ class GeminiChunkParser:
         )
 
 
-def _load_json(text: str) -> object:
-    try:
-        return json.loads(text)
-    except RecursionError as exc:
-        raise ProtocolError("the Gemini event nests too deeply", provider=_PROVIDER) from exc
-    except ValueError as exc:
-        raise ProtocolError(f"the Gemini event is not valid JSON: {exc}", provider=_PROVIDER) from exc
-
-
-def _shape(message: str, value: object) -> ProtocolError:
-    return ProtocolError(f"unexpected Gemini response shape: {message}, got {type(value).__name__}", provider=_PROVIDER)
-
-
 def _parts_of(candidate: dict[str, Any]) -> list[dict[str, Any]]:
-    content = candidate.get("content")
+    content = _wire.optional_object_at(candidate, "content", "candidates[0]")
     if content is None:
         return []
-    if not isinstance(content, dict):
-        raise _shape("a candidate's 'content' must be an object", content)
-    parts = content.get("parts")
-    if parts is None:
-        return []
-    if not isinstance(parts, list):
-        raise _shape("'content.parts' must be a list", parts)
+    parts = _wire.list_at(content, "parts", "candidates[0].content")
     for part in parts:
-        if not isinstance(part, dict):
-            raise _shape("a part must be an object", part)
+        _wire.expect(part, dict, "candidates[0].content.parts[]")
     return parts
-
-
-def _optional_str(obj: dict[str, Any], key: str) -> str | None:
-    value = obj.get(key)
-    if value is not None and not isinstance(value, str):
-        raise _shape(f"{key!r} must be a string", value)
-    return value
 
 
 def _signature(value: object) -> bytes | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise _shape("'thoughtSignature' must be a base64 string", value)
+        raise _wire.wrong("part.thoughtSignature", "a base64 string", value)
     try:
         return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
@@ -399,31 +343,23 @@ def _signature(value: object) -> bytes | None:
         raise ProtocolError("a 'thoughtSignature' is not valid base64", provider=_PROVIDER) from exc
 
 
-def _usage(raw: object) -> UsageMetadata | None:
+def _usage(payload: dict[str, Any]) -> UsageMetadata | None:
+    raw = _wire.optional_object_at(payload, "usageMetadata", "GenerateContentResponse")
     if raw is None:
         return None
-    if not isinstance(raw, dict):
-        raise _shape("'usageMetadata' must be an object", raw)
-    counts: dict[str, int | None] = {}
-    for wire, field in _USAGE_FIELDS:
-        value = raw.get(wire)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-            raise _shape(f"'usageMetadata.{wire}' must be an integer", value)
-        counts[field] = value
     return UsageMetadata(
-        prompt_token_count=counts["prompt_token_count"],
-        candidates_token_count=counts["candidates_token_count"],
-        total_token_count=counts["total_token_count"],
-        thoughts_token_count=counts["thoughts_token_count"],
-        cached_content_token_count=counts["cached_content_token_count"],
+        prompt_token_count=_wire.count_at(raw, "promptTokenCount", "usageMetadata"),
+        candidates_token_count=_wire.count_at(raw, "candidatesTokenCount", "usageMetadata"),
+        total_token_count=_wire.count_at(raw, "totalTokenCount", "usageMetadata"),
+        thoughts_token_count=_wire.count_at(raw, "thoughtsTokenCount", "usageMetadata"),
+        cached_content_token_count=_wire.count_at(raw, "cachedContentTokenCount", "usageMetadata"),
     )
 
 
 def _in_band_error(error: object) -> InBandError:
     if isinstance(error, str):
         return InBandError(error or "the provider reported an error")
-    if not isinstance(error, dict):
-        raise _shape("'error' must be an object", error)
+    error = _wire.expect(error, dict, "error")
     message = error.get("message")
     status = error.get("status")
     code = error.get("code")
@@ -442,7 +378,7 @@ def _in_band_error(error: object) -> InBandError:
 
 def _dump_args(args: dict[str, Any]) -> str:
     try:
-        return json.dumps(args, ensure_ascii=False, separators=(",", ":"))
+        return json_text(args)
     except (RecursionError, ValueError) as exc:
         raise ProtocolError("streamed function-call arguments nest too deeply", provider=_PROVIDER) from exc
 
@@ -482,25 +418,24 @@ def _parse_json_path(path: str) -> list[str | int]:
 
 def _apply_partial_arg(args: dict[str, Any], partial_arg: object) -> bool:
     """Merge one ``PartialArg`` into ``args``; return its ``willContinue``."""
-    if not isinstance(partial_arg, dict):
-        raise _shape("a partialArgs entry must be an object", partial_arg)
+    partial_arg = _wire.expect(partial_arg, dict, "functionCall.partialArgs[]")
     path = partial_arg.get("jsonPath")
     if not isinstance(path, str) or not path:
-        raise _shape("a partialArgs entry needs a 'jsonPath' string", path)
+        raise _wire.wrong("functionCall.partialArgs[].jsonPath", "a non-empty string", path)
     will_continue = partial_arg.get("willContinue") is True
     value: Any
     if "stringValue" in partial_arg:
         value = partial_arg["stringValue"]
         if not isinstance(value, str):
-            raise _shape("'stringValue' must be a string", value)
+            raise _wire.wrong("functionCall.partialArgs[].stringValue", "a string", value)
     elif "numberValue" in partial_arg:
         value = partial_arg["numberValue"]
         if not isinstance(value, int | float) or isinstance(value, bool):
-            raise _shape("'numberValue' must be a number", value)
+            raise _wire.wrong("functionCall.partialArgs[].numberValue", "a number", value)
     elif "boolValue" in partial_arg:
         value = partial_arg["boolValue"]
         if not isinstance(value, bool):
-            raise _shape("'boolValue' must be a boolean", value)
+            raise _wire.wrong("functionCall.partialArgs[].boolValue", "a boolean", value)
     elif "nullValue" in partial_arg:
         value = None
     else:
@@ -617,7 +552,7 @@ class _WireRequest(TypedDict, total=False):
 _MODEL_ROLES: Final = frozenset({"model", "assistant"})
 
 
-class GeminiRequestMapper:
+class GeminiRequestMapper(JsonRequestMapper):
     """Maps an :class:`~rxllm.LlmRequest` to a Gemini ``generateContent`` HTTP request.
 
     Streaming posts to ``{base_url}/{api_version}/models/{model}:streamGenerateContent?alt=sse``,
@@ -643,7 +578,7 @@ class GeminiRequestMapper:
     b'{"contents":[{"role":"user","parts":[{"text":"Hi"}]}]}'
     """
 
-    __slots__ = ("_api_key", "_api_version", "_base_url", "_extra_headers")
+    __slots__ = ("_api_version",)
 
     def __init__(
         self,
@@ -659,22 +594,13 @@ class GeminiRequestMapper:
             raise ConfigurationError(f"api_version must be one path segment, got {api_version!r}", provider=_PROVIDER)
         if api_key is not None and (not api_key or any(c in api_key for c in "\r\n\0")):
             raise ConfigurationError("api_key must be a non-empty single-line string", provider=_PROVIDER)
-        self._base_url = base_url.strip().rstrip("/")
-        self._api_version = api_version.strip("/")
-        self._api_key = api_key
-        self._extra_headers = dict(extra_headers or {})
-
-    @property
-    def provider(self) -> str:
-        """``"gemini"``."""
-        return _PROVIDER
-
-    def __repr__(self) -> str:
-        key = "None" if self._api_key is None else "'***'"
-        return (
-            f"GeminiRequestMapper(base_url={self._base_url!r}, api_version={self._api_version!r}, "
-            f"api_key={key}, extra_headers={redact_headers(self._extra_headers)!r})"
+        super().__init__(
+            provider=_PROVIDER, base_url=base_url.strip().rstrip("/"), api_key=api_key, extra_headers=extra_headers
         )
+        self._api_version = api_version.strip("/")
+
+    def _repr_settings(self) -> dict[str, object]:
+        return {"api_version": self._api_version}
 
     def to_http_request(self, llm_request: LlmRequest, *, model: str, stream: bool) -> HttpRequest:
         """The HTTP request for ``model`` (``"gemini-2.5-flash"`` or ``"models/gemini-2.5-flash"``).
@@ -682,19 +608,12 @@ class GeminiRequestMapper:
         Raises:
             ConfigurationError: no model name, or content that cannot be encoded as JSON.
         """
-        body = self._body(llm_request)
-        try:
-            encoded = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise ConfigurationError(f"the request cannot be encoded as JSON: {exc}", provider=_PROVIDER) from exc
-        headers = {
-            "content-type": "application/json",
-            "accept": "text/event-stream" if stream else "application/json",
-        }
-        if self._api_key is not None:
-            headers["x-goog-api-key"] = self._api_key
-        headers.update(self._extra_headers)
-        return HttpRequest(url=self._url(model, stream=stream), body=encoded, headers=headers)
+        return self._post(
+            self._url(model, stream=stream),
+            self._body(llm_request),
+            stream=stream,
+            provider_headers={"x-goog-api-key": self._api_key} if self._api_key is not None else {},
+        )
 
     def _url(self, model: str, *, stream: bool) -> str:
         name = model.strip() if model else ""
@@ -792,26 +711,21 @@ def _tools(config: GenerateContentConfig) -> list[_WireTool]:
     return tools
 
 
+_GENERATION_CONFIG_FIELDS: Final[tuple[tuple[ConfigField, str], ...]] = (
+    ("temperature", "temperature"),
+    ("top_p", "topP"),
+    ("top_k", "topK"),
+    ("max_output_tokens", "maxOutputTokens"),
+    ("stop_sequences", "stopSequences"),
+    ("candidate_count", "candidateCount"),
+    ("seed", "seed"),
+    ("response_mime_type", "responseMimeType"),
+    ("response_schema", "responseJsonSchema"),
+)
+
+
 def _generation_config(config: GenerateContentConfig) -> _WireGenerationConfig:
-    wire: _WireGenerationConfig = {}
-    if config.temperature is not None:
-        wire["temperature"] = config.temperature
-    if config.top_p is not None:
-        wire["topP"] = config.top_p
-    if config.top_k is not None:
-        wire["topK"] = config.top_k
-    if config.max_output_tokens is not None:
-        wire["maxOutputTokens"] = config.max_output_tokens
-    if config.stop_sequences is not None:
-        wire["stopSequences"] = list(config.stop_sequences)
-    if config.candidate_count is not None:
-        wire["candidateCount"] = config.candidate_count
-    if config.seed is not None:
-        wire["seed"] = config.seed
-    if config.response_mime_type is not None:
-        wire["responseMimeType"] = config.response_mime_type
-    if config.response_schema is not None:
-        wire["responseJsonSchema"] = dict(config.response_schema)
+    wire = cast(_WireGenerationConfig, wire_config(config, _GENERATION_CONFIG_FIELDS))
     thinking = config.thinking_config
     if thinking is not None:
         thinking_wire: _WireThinkingConfig = {}

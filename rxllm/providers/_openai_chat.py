@@ -46,24 +46,30 @@ True
 
 from __future__ import annotations
 
-import base64
-import json
-from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from .._chunk import Chunk, InBandError, ToolCallFragment
 from .._errors import ConfigurationError, ProtocolError
 from .._json import loads
-from .._provider import HttpRequest, redact_headers
+from .._provider import HttpRequest
 from .._sse import SseEvent
 from .._types import FinishReason, FunctionDeclaration, GenerateContentConfig, LlmRequest, Part, UsageMetadata
+from ._wire import (
+    CallIdPairing,
+    JsonRequestMapper,
+    WireReader,
+    data_url,
+    json_text,
+    wire_config,
+)
 
 __all__ = ["OpenAiChatChunkParser", "OpenAiChatRequestMapper"]
 
 _PROVIDER = "openai"
 
-_loads = loads  # the hot path's JSON decoder (rxllm._json)
+_loads = loads  # the JSON decoder of error events (rxllm._json)
+_wire = WireReader(_PROVIDER)
 
 _FINISH_REASONS: dict[str, FinishReason] = {
     "stop": FinishReason.STOP,
@@ -78,31 +84,8 @@ _RETRYABLE_STATUSES = frozenset({408, 409, 429})
 _RETRYABLE_WORDS = ("server_error", "internal", "overload", "rate_limit", "timeout", "unavailable", "capacity")
 
 
-def _dumps(value: object) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
 # --------------------------------------------------------------------------------------------
 # parser
-
-
-def _expect(value: object, kind: type, what: str) -> Any:
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise ProtocolError(
-            f"{what} must be a JSON {_JSON_NAMES.get(kind, kind.__name__)}, got {type(value).__name__}",
-            provider=_PROVIDER,
-        )
-    return value
-
-
-_JSON_NAMES: dict[type, str] = {dict: "object", list: "array", str: "string", int: "integer"}
-
-
-def _optional_str(container: Mapping[str, Any], key: str, what: str) -> str | None:
-    value = container.get(key)
-    if value is None or isinstance(value, str):
-        return value
-    raise ProtocolError(f"{what}.{key} must be a string or null, got {type(value).__name__}", provider=_PROVIDER)
 
 
 def _token_count(container: Any, key: str) -> int | None:
@@ -115,7 +98,7 @@ def _token_count(container: Any, key: str) -> int | None:
 def _usage(value: object) -> UsageMetadata | None:
     if value is None:
         return None
-    usage = _expect(value, dict, "usage")
+    usage = _wire.expect(value, dict, "usage")
     return UsageMetadata(
         prompt_token_count=_token_count(usage, "prompt_tokens"),
         candidates_token_count=_token_count(usage, "completion_tokens"),
@@ -130,7 +113,7 @@ def _in_band_error(value: object) -> InBandError:
     if isinstance(value, str):
         return InBandError(message=value, code=None, retryable=False)
     if not isinstance(value, dict):
-        return InBandError(message=_dumps(value), code=None, retryable=False)
+        return InBandError(message=json_text(value), code=None, retryable=False)
     message = value.get("message")
     if not isinstance(message, str) or not message:
         message = "the provider reported an error without a message"
@@ -165,14 +148,14 @@ def _content_parts(content: object, what: str) -> tuple[str, str]:
         return "", ""
     if isinstance(content, str):
         return content, ""
-    parts = _expect(content, list, what)
+    parts = _wire.expect(content, list, what)
     text: list[str] = []
     thought: list[str] = []
     for part in parts:
-        part = _expect(part, dict, f"{what}[]")
+        part = _wire.expect(part, dict, f"{what}[]")
         kind = part.get("type")
         if kind == "text":
-            piece = _optional_str(part, "text", f"{what}[]")
+            piece = _wire.optional_string_at(part, "text", f"{what}[]")
             if piece:
                 text.append(piece)
         elif kind == "thinking":
@@ -180,47 +163,46 @@ def _content_parts(content: object, what: str) -> tuple[str, str]:
             if isinstance(thinking, str):
                 thought.append(thinking)
             elif thinking is not None:
-                for inner in _expect(thinking, list, f"{what}[].thinking"):
-                    inner = _expect(inner, dict, f"{what}[].thinking[]")
+                for inner in _wire.expect(thinking, list, f"{what}[].thinking"):
+                    inner = _wire.expect(inner, dict, f"{what}[].thinking[]")
                     if inner.get("type", "text") == "text":
-                        piece = _optional_str(inner, "text", f"{what}[].thinking[]")
+                        piece = _wire.optional_string_at(inner, "text", f"{what}[].thinking[]")
                         if piece:
                             thought.append(piece)
     return "".join(text), "".join(thought)
 
 
 def _thought(message: Mapping[str, Any], what: str) -> str:
-    reasoning = _optional_str(message, "reasoning_content", what)
+    reasoning = _wire.optional_string_at(message, "reasoning_content", what)
     if not reasoning:
-        reasoning = _optional_str(message, "reasoning", what)
+        reasoning = _wire.optional_string_at(message, "reasoning", what)
     return reasoning or ""
 
 
 def _tool_call_fragments(value: object, what: str, *, complete: bool) -> tuple[ToolCallFragment, ...]:
     if value is None:
         return ()
-    calls = _expect(value, list, what)
+    calls = _wire.expect(value, list, what)
+    item, function_item = f"{what}[]", f"{what}[].function"  # where each call and its function are named
     fragments = []
     for position, call in enumerate(calls):
-        call = _expect(call, dict, f"{what}[]")
+        call = _wire.expect(call, dict, item)
         index = call.get("index", position)
-        _expect(index, int, f"{what}[].index")
+        _wire.expect(index, int, f"{item}.index")
         function = call.get("function")
         if function is None:
             function = {}
-        _expect(function, dict, f"{what}[].function")
+        _wire.expect(function, dict, function_item)
         arguments = function.get("arguments")
         if isinstance(arguments, dict):  # a few servers send the arguments as an object
-            arguments = _dumps(arguments)
+            arguments = json_text(arguments)
         elif arguments is not None and not isinstance(arguments, str):
-            raise ProtocolError(
-                f"{what}[].function.arguments must be a string, got {type(arguments).__name__}", provider=_PROVIDER
-            )
+            raise _wire.wrong(f"{function_item}.arguments", "a string", arguments)
         fragments.append(
             ToolCallFragment(
                 index=index,
-                id=_optional_str(call, "id", f"{what}[]") or None,
-                name=_optional_str(function, "name", f"{what}[].function") or None,
+                id=_wire.optional_string_at(call, "id", item) or None,
+                name=_wire.optional_string_at(function, "name", function_item) or None,
                 arguments_delta=arguments or "",
                 complete=complete,
             )
@@ -232,31 +214,21 @@ def _first_choice(payload: Mapping[str, Any]) -> dict[str, Any] | None:
     choices = payload.get("choices")
     if choices is None:
         return None
-    for choice in _expect(choices, list, "choices"):
-        _expect(choice, dict, "choices[]")
+    for choice in _wire.expect(choices, list, "choices"):
+        _wire.expect(choice, dict, "choices[]")
         index = choice.get("index", 0)
         if index == 0 and not isinstance(index, bool):
             return choice  # type: ignore[no-any-return]
         if not isinstance(index, int) or isinstance(index, bool):
-            raise ProtocolError(f"choices[].index must be an integer, got {type(index).__name__}", provider=_PROVIDER)
+            raise _wire.wrong("choices[].index", "an integer", index)
     return None
 
 
 def _finish(choice: Mapping[str, Any], what: str) -> tuple[FinishReason | None, str | None]:
-    raw = _optional_str(choice, "finish_reason", what)
+    raw = _wire.optional_string_at(choice, "finish_reason", what)
     if raw is None:
         return None, None
     return _FINISH_REASONS.get(raw, FinishReason.OTHER), raw
-
-
-def _decode(data: str | bytes) -> dict[str, Any]:
-    try:
-        payload = _loads(data)
-    except (ValueError, TypeError) as exc:  # TypeError: a str with lone surrogates
-        raise ProtocolError(f"chunk is not valid JSON: {exc}", provider=_PROVIDER) from exc
-    if not isinstance(payload, dict):
-        raise ProtocolError(f"chunk must be a JSON object, got {type(payload).__name__}", provider=_PROVIDER)
-    return payload
 
 
 class OpenAiChatChunkParser:
@@ -284,7 +256,7 @@ class OpenAiChatChunkParser:
             data = event.data
             if data == "[DONE]" or (len(data) < 16 and data.strip() == "[DONE]"):
                 return Chunk(end_of_stream=True)
-            return self._chunk(_decode(data))
+            return self._chunk(_wire.decode_object(data, "chunk"))
         if kind == "error":
             return Chunk(error=self._error_event(event.data), end_of_stream=True)
         return None
@@ -299,7 +271,7 @@ class OpenAiChatChunkParser:
         Raises:
             ProtocolError: for a body that is not a JSON object of the ``chat.completion`` shape.
         """
-        payload = _decode(body)
+        payload = _wire.decode_object(body, "chat.completion body")
         error = payload.get("error")
         usage = _usage(payload.get("usage"))
         model = payload.get("model")
@@ -319,11 +291,11 @@ class OpenAiChatChunkParser:
         message = choice.get("message")
         if message is None:
             message = {}
-        _expect(message, dict, "choices[].message")
+        _wire.expect(message, dict, "choices[].message")
         text, thought_in_content = _content_parts(message.get("content"), "choices[].message.content")
         thought = _thought(message, "choices[].message") + thought_in_content
         finish_reason, raw_finish = _finish(choice, "choices[]")
-        refusal = _optional_str(message, "refusal", "choices[].message")
+        refusal = _wire.optional_string_at(message, "refusal", "choices[].message")
         return [
             Chunk(
                 text_delta=text or None,
@@ -365,9 +337,7 @@ class OpenAiChatChunkParser:
         if delta is None:
             delta = {}
         elif type(delta) is not dict:
-            raise ProtocolError(
-                f"choices[].delta must be a JSON object, got {type(delta).__name__}", provider=_PROVIDER
-            )
+            raise _wire.wrong("choices[].delta", "an object", delta)
         content = delta.get("content")
         if (
             type(content) is str
@@ -385,16 +355,13 @@ class OpenAiChatChunkParser:
             thought = (thought or "") + in_content
         refusal = delta.get("refusal")
         if refusal is not None and type(refusal) is not str:
-            raise ProtocolError(f"delta.refusal must be a string, got {type(refusal).__name__}", provider=_PROVIDER)
+            raise _wire.wrong("delta.refusal", "a string", refusal)
         tool_calls = delta.get("tool_calls")
         raw_finish = choice.get("finish_reason")
         finish_reason = None
         if raw_finish is not None:
             if type(raw_finish) is not str:
-                raise ProtocolError(
-                    f"choices[].finish_reason must be a string or null, got {type(raw_finish).__name__}",
-                    provider=_PROVIDER,
-                )
+                raise _wire.wrong("choices[].finish_reason", "a string", raw_finish)
             finish_reason = _FINISH_REASONS.get(raw_finish, FinishReason.OTHER)
         return Chunk(
             text_delta=content or None,
@@ -427,34 +394,7 @@ class OpenAiChatChunkParser:
 # request mapper
 
 
-class _CallIds:
-    """Ids for function calls that have none (OpenAI requires them), matched to their responses by name."""
-
-    def __init__(self) -> None:
-        self._count = 0
-        self._pending: dict[str, deque[str]] = {}
-
-    def for_call(self, name: str, call_id: str | None) -> str:
-        if call_id:
-            return call_id
-        self._count += 1
-        new_id = f"call{self._count:05d}"  # 9 alphanumerics: also valid for Mistral, which demands that
-        self._pending.setdefault(name, deque()).append(new_id)
-        return new_id
-
-    def for_response(self, name: str, call_id: str | None) -> str:
-        if call_id:
-            return call_id
-        pending = self._pending.get(name)
-        if not pending:
-            raise ConfigurationError(
-                f"function response {name!r} has no id and matches no earlier function call without an id",
-                provider=_PROVIDER,
-            )
-        return pending.popleft()
-
-
-class OpenAiChatRequestMapper:
+class OpenAiChatRequestMapper(JsonRequestMapper):
     """Maps an :class:`~rxllm.LlmRequest` to a ``POST {base_url}/chat/completions`` request.
 
     The body, from the request:
@@ -494,7 +434,7 @@ class OpenAiChatRequestMapper:
 "stream":true,"stream_options":{"include_usage":true}}')
     """
 
-    __slots__ = ("_api_key", "_base_url", "_extra_headers", "_max_tokens_param")
+    __slots__ = ("_max_tokens_param",)
 
     def __init__(
         self,
@@ -522,22 +462,16 @@ class OpenAiChatRequestMapper:
                 f"max_tokens_param must be 'max_tokens' or 'max_completion_tokens', got {max_tokens_param!r}",
                 provider=_PROVIDER,
             )
-        self._base_url = base_url.strip().rstrip("/")
-        self._api_key = api_key or None
-        self._extra_headers = dict(extra_headers or {})
+        super().__init__(
+            provider=_PROVIDER,
+            base_url=base_url.strip().rstrip("/"),
+            api_key=api_key or None,
+            extra_headers=extra_headers,
+        )
         self._max_tokens_param = max_tokens_param
 
-    @property
-    def provider(self) -> str:
-        """``"openai"``."""
-        return _PROVIDER
-
-    def __repr__(self) -> str:
-        key = "***" if self._api_key else None
-        return (
-            f"OpenAiChatRequestMapper(base_url={self._base_url!r}, api_key={key}, "
-            f"extra_headers={redact_headers(self._extra_headers)!r}, max_tokens_param={self._max_tokens_param!r})"
-        )
+    def _repr_settings(self) -> dict[str, object]:
+        return {"max_tokens_param": self._max_tokens_param}
 
     def to_http_request(self, llm_request: LlmRequest, *, model: str, stream: bool) -> HttpRequest:
         """Build the ``/chat/completions`` request for ``model``.
@@ -545,11 +479,11 @@ class OpenAiChatRequestMapper:
         Raises:
             ConfigurationError: for parts, roles or options Chat Completions cannot express.
         """
-        return HttpRequest(
-            url=f"{self._base_url}/chat/completions",
-            body=_dumps(self.to_body(llm_request, model=model, stream=stream)).encode("utf-8"),
-            headers=self._headers(stream),
-            method="POST",
+        return self._post(
+            f"{self._base_url}/chat/completions",
+            self.to_body(llm_request, model=model, stream=stream),
+            stream=stream,
+            provider_headers={"Authorization": f"Bearer {self._api_key}"} if self._api_key else {},
         )
 
     def to_body(self, llm_request: LlmRequest, *, model: str, stream: bool) -> dict[str, Any]:
@@ -569,33 +503,21 @@ class OpenAiChatRequestMapper:
             body["stream_options"] = {"include_usage": True}
         return body
 
-    def _headers(self, stream: bool) -> dict[str, str]:
-        headers = {
-            "content-type": "application/json",
-            "accept": "text/event-stream" if stream else "application/json",
-        }
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        overridden = {name.lower() for name in self._extra_headers}
-        headers = {name: value for name, value in headers.items() if name.lower() not in overridden}
-        headers.update(self._extra_headers)
-        return headers
-
     def _add_config(self, body: dict[str, Any], config: GenerateContentConfig) -> None:
-        if config.temperature is not None:
-            body["temperature"] = config.temperature
-        if config.top_p is not None:
-            body["top_p"] = config.top_p
-        if config.top_k is not None:
-            body["top_k"] = config.top_k
-        if config.max_output_tokens is not None:
-            body[self._max_tokens_param] = config.max_output_tokens
-        if config.stop_sequences:
-            body["stop"] = list(config.stop_sequences)
-        if config.seed is not None:
-            body["seed"] = config.seed
-        if config.candidate_count is not None:
-            body["n"] = config.candidate_count
+        body.update(
+            wire_config(
+                config,
+                (
+                    ("temperature", "temperature"),
+                    ("top_p", "top_p"),
+                    ("top_k", "top_k"),
+                    ("max_output_tokens", self._max_tokens_param),
+                    ("stop_sequences", "stop"),
+                    ("seed", "seed"),
+                    ("candidate_count", "n"),
+                ),
+            )
+        )
         mime = config.response_mime_type
         if mime == "application/json":
             if config.response_schema is not None:
@@ -631,14 +553,14 @@ def _messages(llm_request: LlmRequest) -> list[dict[str, Any]]:
         text = system.text()
         if text:
             messages.append({"role": "system", "content": text})
-    ids = _CallIds()
+    ids = CallIdPairing("call{:05d}", provider=_PROVIDER)  # 9 alphanumerics: also valid for Mistral
     for content in llm_request.contents:
         role = content.role or "user"
         tool_messages = [
             {
                 "role": "tool",
                 "tool_call_id": ids.for_response(p.function_response.name, p.function_response.id),
-                "content": _dumps(p.function_response.response),
+                "content": json_text(p.function_response.response),
             }
             for p in content.parts
             if p.function_response is not None
@@ -658,7 +580,7 @@ def _messages(llm_request: LlmRequest) -> list[dict[str, Any]]:
     return messages
 
 
-def _assistant_message(parts: list[Part], ids: _CallIds) -> dict[str, Any]:
+def _assistant_message(parts: list[Part], ids: CallIdPairing) -> dict[str, Any]:
     text: list[str] = []
     tool_calls: list[dict[str, Any]] = []
     for part in parts:
@@ -668,7 +590,7 @@ def _assistant_message(parts: list[Part], ids: _CallIds) -> dict[str, Any]:
                 {
                     "id": ids.for_call(call.name, call.id),
                     "type": "function",
-                    "function": {"name": call.name, "arguments": _dumps(call.args)},
+                    "function": {"name": call.name, "arguments": json_text(call.args)},
                 }
             )
         elif part.text is not None:
@@ -704,8 +626,7 @@ def _user_content(parts: list[Part]) -> str | list[dict[str, Any]]:
                 raise ConfigurationError(
                     f"inline data of type {blob.mime_type!r} is not supported (only images)", provider=_PROVIDER
                 )
-            url = f"data:{blob.mime_type};base64,{base64.b64encode(blob.data).decode('ascii')}"
-            items.append({"type": "image_url", "image_url": {"url": url}})
+            items.append({"type": "image_url", "image_url": {"url": data_url(blob.mime_type, blob.data)}})
         else:
             raise ConfigurationError("a user part must hold text or an inline image", provider=_PROVIDER)
     return items

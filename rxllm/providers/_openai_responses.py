@@ -25,11 +25,7 @@ input_tokens_details.cached_tokens``.
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Mapping, Sequence
-
-from pydantic_core import from_json
 
 from .._chunk import Chunk, InBandError, ToolCallFragment
 from .._errors import ConfigurationError, ProtocolError
@@ -38,13 +34,22 @@ from .._sse import SseEvent
 from .._types import (
     Content,
     FinishReason,
-    FunctionCall,
     FunctionDeclaration,
-    FunctionResponse,
     GenerateContentConfig,
     LlmRequest,
     Part,
     UsageMetadata,
+)
+from ._wire import (
+    CallIdPairing,
+    ConfigField,
+    JsonRequestMapper,
+    WireReader,
+    data_url,
+    in_band_error,
+    json_text,
+    system_text,
+    wire_config,
 )
 
 __all__ = [
@@ -57,6 +62,8 @@ __all__ = [
 
 PROVIDER = "openai"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+_wire = WireReader(PROVIDER)
 
 _INCOMPLETE_REASONS = {"max_output_tokens": FinishReason.MAX_TOKENS, "content_filter": FinishReason.SAFETY}
 _RETRYABLE_CODES = frozenset(
@@ -92,120 +99,37 @@ def map_responses_usage(usage: Mapping[str, object]) -> UsageMetadata | None:
     >>> u.prompt_token_count, u.candidates_token_count, u.total_token_count, u.thoughts_token_count
     (58, 23, 81, 10)
     """
-    input_details = _opt_obj(usage, "input_tokens_details", "usage") or {}
-    output_details = _opt_obj(usage, "output_tokens_details", "usage") or {}
+    input_details = _wire.optional_object_at(usage, "input_tokens_details", "usage") or {}
+    output_details = _wire.optional_object_at(usage, "output_tokens_details", "usage") or {}
     metadata = UsageMetadata(
-        prompt_token_count=_count(usage, "input_tokens"),
-        candidates_token_count=_count(usage, "output_tokens"),
-        total_token_count=_count(usage, "total_tokens"),
-        thoughts_token_count=_count(output_details, "reasoning_tokens"),
-        cached_content_token_count=_count(input_details, "cached_tokens"),
+        prompt_token_count=_wire.count_at(usage, "input_tokens", "usage"),
+        candidates_token_count=_wire.count_at(usage, "output_tokens", "usage"),
+        total_token_count=_wire.count_at(usage, "total_tokens", "usage"),
+        thoughts_token_count=_wire.count_at(output_details, "reasoning_tokens", "usage.output_tokens_details"),
+        cached_content_token_count=_wire.count_at(input_details, "cached_tokens", "usage.input_tokens_details"),
     )
     return metadata if metadata != UsageMetadata() else None
 
 
-# --------------------------------------------------------------------------------------------
-# small JSON helpers: every wrong shape becomes a ProtocolError naming where it was found
-
-
-def _load_object(data: str | bytes, where: str) -> dict[str, object]:
-    try:
-        value = from_json(data)
-    except ValueError as exc:
-        raise ProtocolError(f"{where}: not valid JSON ({exc})", provider=PROVIDER) from exc
-    if not isinstance(value, dict):
-        raise ProtocolError(f"{where}: expected a JSON object, got {type(value).__name__}", provider=PROVIDER)
-    return value
-
-
-def _wrong(where: str, key: str, expected: str, value: object) -> ProtocolError:
-    return ProtocolError(f"{where}: {key!r} should be {expected}, got {type(value).__name__}", provider=PROVIDER)
-
-
-def _obj(parent: Mapping[str, object], key: str, where: str) -> dict[str, object]:
-    value = parent.get(key)
-    if not isinstance(value, dict):
-        raise _wrong(where, key, "an object", value)
-    return value
-
-
-def _opt_obj(parent: Mapping[str, object], key: str, where: str) -> dict[str, object] | None:
-    value = parent.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise _wrong(where, key, "an object", value)
-    return value
-
-
-def _str(parent: Mapping[str, object], key: str, where: str) -> str:
-    value = parent.get(key)
-    if not isinstance(value, str):
-        raise _wrong(where, key, "a string", value)
-    return value
-
-
-def _opt_str(parent: Mapping[str, object], key: str, where: str) -> str | None:
-    value = parent.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise _wrong(where, key, "a string", value)
-    return value
-
-
-def _list(parent: Mapping[str, object], key: str, where: str) -> list[object]:
-    value = parent.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise _wrong(where, key, "a list", value)
-    return value
-
-
-def _output_index(parent: Mapping[str, object], where: str) -> int:
-    value = parent.get("output_index")
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise _wrong(where, "output_index", "a non-negative integer", value)
-    return value
-
-
-def _count(usage: Mapping[str, object], key: str) -> int | None:
-    value = usage.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise _wrong("usage", key, "a non-negative integer", value)
-    return value
-
-
-def _in_band_error(error: Mapping[str, object] | None) -> InBandError:
-    error = error or {}
-    code = error.get("code")
-    if not isinstance(code, str):
-        code = error.get("type") if isinstance(error.get("type"), str) else None
-    message = error.get("message")
-    return InBandError(
-        message if isinstance(message, str) and message else "the provider reported an error",
-        code=code if isinstance(code, str) else None,
-        retryable=code in _RETRYABLE_CODES,
-    )
+def _in_band_error(error: object) -> InBandError:
+    """An error object (its ``code``, else its ``type``, is the code)."""
+    return in_band_error(error, code_keys=("code", "type"), retryable_codes=_RETRYABLE_CODES)
 
 
 def _terminal_chunk(response: Mapping[str, object], where: str) -> Chunk:
     """The chunk for a finished response object (``response.completed`` / ``incomplete`` / ``failed``)."""
-    status = _str(response, "status", where)
-    details = _opt_obj(response, "incomplete_details", where)
-    reason = _opt_str(details, "reason", f"{where}.incomplete_details") if details is not None else None
-    usage = _opt_obj(response, "usage", where)
+    status = _wire.string_at(response, "status", where)
+    details = _wire.optional_object_at(response, "incomplete_details", where)
+    reason = _wire.optional_string_at(details, "reason", f"{where}.incomplete_details") if details is not None else None
+    usage = _wire.optional_object_at(response, "usage", where)
     error: InBandError | None = None
     if status == "failed":
-        error = _in_band_error(_opt_obj(response, "error", where))
+        error = _in_band_error(_wire.optional_object_at(response, "error", where))
     return Chunk(
         finish_reason=map_responses_status(status, reason),
         raw_finish_reason=status,
         usage=map_responses_usage(usage) if usage is not None else None,
-        model_version=_opt_str(response, "model", where),
+        model_version=_wire.optional_string_at(response, "model", where),
         error=error,
         end_of_stream=True,
     )
@@ -244,27 +168,27 @@ class OpenAiResponsesChunkParser:
         if event.data == "[DONE]":
             return Chunk(end_of_stream=True)
         name = event.event
-        payload = _load_object(event.data, f"{name} event")
+        payload = _wire.decode_object(event.data, f"{name} event")
         kind = payload.get("type")
         if not isinstance(kind, str):
             kind = name
         if kind == "response.output_text.delta":
-            text = _str(payload, "delta", kind)
+            text = _wire.string_at(payload, "delta", kind)
             return Chunk(text_delta=text) if text else None
         if kind == "response.function_call_arguments.delta":
-            return self._arguments(payload, kind, _str(payload, "delta", kind), complete=False)
+            return self._arguments(payload, kind, _wire.string_at(payload, "delta", kind), complete=False)
         if kind in _THOUGHT_DELTAS:
-            thought = _str(payload, "delta", kind)
+            thought = _wire.string_at(payload, "delta", kind)
             return Chunk(thought_delta=thought) if thought else None
         if kind == "response.refusal.delta":
-            refusal = _str(payload, "delta", kind)
+            refusal = _wire.string_at(payload, "delta", kind)
             return Chunk(refusal_delta=refusal) if refusal else None
         if kind == "response.output_item.added" or kind == "response.output_item.done":
             return self._item(payload, kind, complete=kind.endswith(".done"))
         if kind == "response.function_call_arguments.done":
-            return self._arguments(payload, kind, _str(payload, "arguments", kind), complete=True)
+            return self._arguments(payload, kind, _wire.string_at(payload, "arguments", kind), complete=True)
         if kind in _TERMINAL:
-            return _terminal_chunk(_obj(payload, "response", kind), f"{kind}.response")
+            return _terminal_chunk(_wire.object_at(payload, "response", kind), f"{kind}.response")
         if kind == "error" or name == "error":
             nested = payload.get("error")
             return Chunk(error=_in_band_error(nested if isinstance(nested, dict) else payload), end_of_stream=True)
@@ -276,35 +200,37 @@ class OpenAiResponsesChunkParser:
         Raises:
             ProtocolError: for bad JSON or a wrong shape.
         """
-        response = _load_object(body, "response body")
+        response = _wire.decode_object(body, "response body")
         if "output" not in response and isinstance(response.get("error"), dict):
-            return [Chunk(error=_in_band_error(_obj(response, "error", "response body")), end_of_stream=True)]
+            return [
+                Chunk(error=_in_band_error(_wire.object_at(response, "error", "response body")), end_of_stream=True)
+            ]
         chunks: list[Chunk] = []
-        for index, item in enumerate(_list(response, "output", "response body")):
+        for index, item in enumerate(_wire.list_at(response, "output", "response body")):
             where = f"output[{index}]"
             if not isinstance(item, dict):
-                raise _wrong("response body", where, "an object", item)
-            kind = _opt_str(item, "type", where)
+                raise _wire.wrong(f"response body.{where}", "an object", item)
+            kind = _wire.optional_string_at(item, "type", where)
             if kind == "message":
-                for part in _list(item, "content", where):
+                for part in _wire.list_at(item, "content", where):
                     if not isinstance(part, dict):
-                        raise _wrong(where, "content[]", "an object", part)
-                    part_kind = _opt_str(part, "type", f"{where}.content[]")
+                        raise _wire.wrong(f"{where}.content[]", "an object", part)
+                    part_kind = _wire.optional_string_at(part, "type", f"{where}.content[]")
                     if part_kind == "output_text":
-                        chunks.append(Chunk(text_delta=_str(part, "text", f"{where}.content[]")))
+                        chunks.append(Chunk(text_delta=_wire.string_at(part, "text", f"{where}.content[]")))
                     elif part_kind == "refusal":
-                        chunks.append(Chunk(refusal_delta=_str(part, "refusal", f"{where}.content[]")))
+                        chunks.append(Chunk(refusal_delta=_wire.string_at(part, "refusal", f"{where}.content[]")))
             elif kind == "reasoning":
                 for key in ("summary", "content"):
-                    for piece in _list(item, key, where):
+                    for piece in _wire.list_at(item, key, where):
                         if isinstance(piece, dict) and isinstance(piece.get("text"), str):
-                            chunks.append(Chunk(thought_delta=_str(piece, "text", f"{where}.{key}[]")))
+                            chunks.append(Chunk(thought_delta=_wire.string_at(piece, "text", f"{where}.{key}[]")))
             elif kind == "function_call":
                 fragment = ToolCallFragment(
                     index,
-                    id=_str(item, "call_id", where),
-                    name=_str(item, "name", where),
-                    arguments_delta=_str(item, "arguments", where),
+                    id=_wire.string_at(item, "call_id", where),
+                    name=_wire.string_at(item, "name", where),
+                    arguments_delta=_wire.string_at(item, "arguments", where),
                     complete=True,
                 )
                 chunks.append(Chunk(tool_call_fragments=(fragment,)))
@@ -314,34 +240,34 @@ class OpenAiResponsesChunkParser:
     # -- events ---------------------------------------------------------------------------
 
     def _item(self, payload: dict[str, object], kind: str, *, complete: bool) -> Chunk | None:
-        item = _obj(payload, "item", kind)
+        item = _wire.object_at(payload, "item", kind)
         if item.get("type") != "function_call":
             return None
-        index = _output_index(payload, kind)
+        index = _wire.index_at(payload, "output_index", kind)
         where = f"{kind}.item"
         self._calls.add(index)
-        arguments = _opt_str(item, "arguments", where) or ""
+        arguments = _wire.optional_string_at(item, "arguments", where) or ""
         if arguments and index not in self._calls_with_arguments:
             self._calls_with_arguments.add(index)
         else:
             arguments = ""
         fragment = ToolCallFragment(
             index,
-            id=_opt_str(item, "call_id", where),
-            name=_opt_str(item, "name", where),
+            id=_wire.optional_string_at(item, "call_id", where),
+            name=_wire.optional_string_at(item, "name", where),
             arguments_delta=arguments,
             complete=complete,
         )
         return Chunk(tool_call_fragments=(fragment,))
 
     def _arguments(self, payload: dict[str, object], kind: str, arguments: str, *, complete: bool) -> Chunk | None:
-        index = _output_index(payload, kind)
+        index = _wire.index_at(payload, "output_index", kind)
         if index not in self._calls:
             raise ProtocolError(f"{kind}: output {index} is not a function call", provider=PROVIDER)
         if complete:
             if index in self._calls_with_arguments:
                 arguments = ""
-            name = _opt_str(payload, "name", kind)
+            name = _wire.optional_string_at(payload, "name", kind)
         else:
             name = None
             if not arguments:
@@ -357,51 +283,24 @@ class OpenAiResponsesChunkParser:
 # the request mapper
 
 
-class _CallIds:
-    """Ids for calls the history holds without one (``call_id`` is required), paired to responses by name."""
-
-    __slots__ = ("_count", "_pending")
-
-    def __init__(self) -> None:
-        self._count = 0
-        self._pending: dict[str, list[str]] = {}
-
-    def for_call(self, call: FunctionCall) -> str:
-        if call.id:
-            return call.id
-        self._count += 1
-        made = f"call_rxllm_{self._count}"
-        self._pending.setdefault(call.name, []).append(made)
-        return made
-
-    def for_response(self, response: FunctionResponse) -> str:
-        if response.id:
-            return response.id
-        pending = self._pending.get(response.name)
-        if not pending:
-            raise ConfigurationError(
-                f"the function response for {response.name!r} has no id and follows no call without one",
-                provider=PROVIDER,
-            )
-        return pending.pop(0)
-
-
-def _json_text(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
+_CONFIG_FIELDS: tuple[tuple[ConfigField, str], ...] = (
+    ("max_output_tokens", "max_output_tokens"),
+    ("temperature", "temperature"),
+    ("top_p", "top_p"),
+)
 _ASSISTANT_ROLES = frozenset({"model", "assistant"})
 _USER_ROLES = frozenset({"user", "tool", "function"})
 
 
-class OpenAiResponsesRequestMapper:
+class OpenAiResponsesRequestMapper(JsonRequestMapper):
     """Builds ``POST {base_url}/responses`` requests from an :class:`~rxllm.LlmRequest`.
 
     Args:
         base_url: the API root, ``/v1`` included.
         api_key: sent as ``Authorization: Bearer``; ``None`` sends none. Never shown in a repr,
             log or error.
-        extra_headers: more headers (``OpenAI-Organization``...), sent as given.
+        extra_headers: more headers (``OpenAI-Organization``...), sent as given; each replaces a
+            default header of the same name, in any letter case.
 
     Mapping: the system instruction (and ``system``-role content) becomes ``instructions``; user
     text and images become a user message of ``input_text`` / ``input_image`` parts; model text an
@@ -420,7 +319,7 @@ class OpenAiResponsesRequestMapper:
     ('https://api.openai.com/v1/responses', False)
     """
 
-    __slots__ = ("_api_key", "_base_url", "_extra_headers")
+    __slots__ = ()
 
     def __init__(
         self,
@@ -429,18 +328,7 @@ class OpenAiResponsesRequestMapper:
         api_key: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> None:
-        self._base_url = base_url.rstrip("/")
-        self._api_key = api_key
-        self._extra_headers = dict(extra_headers or {})
-
-    @property
-    def provider(self) -> str:
-        """``"openai"``."""
-        return PROVIDER
-
-    def __repr__(self) -> str:
-        key = "'***'" if self._api_key else "None"
-        return f"OpenAiResponsesRequestMapper(base_url={self._base_url!r}, api_key={key})"
+        super().__init__(provider=PROVIDER, base_url=base_url.rstrip("/"), api_key=api_key, extra_headers=extra_headers)
 
     def to_http_request(self, llm_request: LlmRequest, *, model: str, stream: bool) -> HttpRequest:
         """The HTTP request for ``model``.
@@ -449,16 +337,12 @@ class OpenAiResponsesRequestMapper:
             ConfigurationError: for a request the Responses API cannot express (stop sequences,
                 more than one candidate, an unsupported blob type, a function response matching no call).
         """
-        body = self._body(llm_request, model=model, stream=stream)
-        headers = {
-            "content-type": "application/json",
-            "accept": "text/event-stream" if stream else "application/json",
-        }
-        if self._api_key:
-            headers["authorization"] = f"Bearer {self._api_key}"
-        headers.update(self._extra_headers)
-        encoded = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        return HttpRequest(url=f"{self._base_url}/responses", body=encoded, headers=headers)
+        return self._post(
+            f"{self._base_url}/responses",
+            self._body(llm_request, model=model, stream=stream),
+            stream=stream,
+            provider_headers={"authorization": f"Bearer {self._api_key}"} if self._api_key else {},
+        )
 
     def _body(self, llm_request: LlmRequest, *, model: str, stream: bool) -> dict[str, object]:
         config = llm_request.config
@@ -467,21 +351,14 @@ class OpenAiResponsesRequestMapper:
         if config.stop_sequences:
             raise ConfigurationError("the Responses API does not support stop sequences", provider=PROVIDER)
         body: dict[str, object] = {"model": model}
-        system = [config.system_instruction.text()] if config.system_instruction is not None else []
-        system.extend(c.text() for c in llm_request.contents if c.role == "system")
-        instructions = "\n\n".join(s for s in system if s)
+        instructions = system_text(llm_request)
         if instructions:
             body["instructions"] = instructions
         body["input"] = _input_items(llm_request.contents)
         tools = [_tool(d) for d in config.function_declarations()]
         if tools:
             body["tools"] = tools
-        if config.max_output_tokens is not None:
-            body["max_output_tokens"] = config.max_output_tokens
-        if config.temperature is not None:
-            body["temperature"] = config.temperature
-        if config.top_p is not None:
-            body["top_p"] = config.top_p
+        body.update(wire_config(config, _CONFIG_FIELDS))
         text_format = _text_format(config)
         if text_format is not None:
             body["text"] = {"format": text_format}
@@ -511,7 +388,7 @@ def _text_format(config: GenerateContentConfig) -> dict[str, object] | None:
 
 
 def _input_items(contents: Sequence[Content]) -> list[dict[str, object]]:
-    ids = _CallIds()
+    ids = CallIdPairing("call_rxllm_{}", provider=PROVIDER)
     items: list[dict[str, object]] = []
     for content in contents:
         role = content.role or "user"
@@ -533,29 +410,28 @@ def _input_items(contents: Sequence[Content]) -> list[dict[str, object]]:
                     raise ConfigurationError(
                         f"inline data of type {mime_type!r} cannot be sent as {role} input", provider=PROVIDER
                     )
-                url = f"data:{mime_type};base64,{base64.b64encode(part.inline_data.data).decode('ascii')}"
-                message.append({"type": "input_image", "image_url": url})
+                message.append({"type": "input_image", "image_url": data_url(mime_type, part.inline_data.data)})
             elif part.text:
                 message.append({"type": "input_text", "text": part.text})
         _flush(items, message, assistant=assistant)
     return items
 
 
-def _call_item(part: Part, ids: _CallIds) -> dict[str, object]:
+def _call_item(part: Part, ids: CallIdPairing) -> dict[str, object]:
     call, response = part.function_call, part.function_response
     if call is not None:
         return {
             "type": "function_call",
-            "call_id": ids.for_call(call),
+            "call_id": ids.for_call(call.name, call.id),
             "name": call.name,
-            "arguments": _json_text(call.args),
+            "arguments": json_text(call.args),
         }
     if response is None:
         raise ConfigurationError("a part with neither a function call nor a response", provider=PROVIDER)
     return {
         "type": "function_call_output",
-        "call_id": ids.for_response(response),
-        "output": _json_text(response.response),
+        "call_id": ids.for_response(response.name, response.id),
+        "output": json_text(response.response),
     }
 
 

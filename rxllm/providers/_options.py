@@ -8,8 +8,9 @@ from typing import TypedDict
 
 from reactivex import abc as rx_abc
 
+from .._async_http import AsyncHttpTransport
 from .._errors import ConfigurationError
-from .._http import AsyncHttpTransport, HttpTransport
+from .._http import HttpTransport
 from .._retry import RetryPolicy
 
 __all__ = ["SseModelOptions", "resolve_api_key"]

@@ -21,6 +21,8 @@ from rxllm import (
 )
 from rxllm.providers._anthropic import AnthropicRequestMapper
 
+from .contents import model, user
+
 KEY = "sk-ant-api03-very-secret-key"
 WEATHER = FunctionDeclaration(
     name="get_weather",
@@ -39,14 +41,6 @@ def build(contents: list[Content], stream: bool = False, **config: Any) -> dict[
     mapper = AnthropicRequestMapper(api_key=KEY)
     request = LlmRequest(contents=contents, config=GenerateContentConfig(**config))
     return body_of(mapper.to_http_request(request, model="claude-sonnet-4-5", stream=stream))
-
-
-def user(*parts: Part) -> Content:
-    return Content(role="user", parts=parts)
-
-
-def model(*parts: Part) -> Content:
-    return Content(role="model", parts=parts)
 
 
 def test_tool_using_conversation_with_thinking_maps_to_the_documented_json() -> None:

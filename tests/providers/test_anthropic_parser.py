@@ -10,7 +10,15 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from transcripts import AWKWARD_SPLIT_NAMES, Transcript, awkward_splits, by_name, by_protocol
+from transcripts import (
+    AWKWARD_SPLIT_NAMES,
+    Transcript,
+    assert_replay_matches_expected,
+    awkward_splits,
+    by_name,
+    by_protocol,
+    replay_reads,
+)
 
 from rxllm import (
     Chunk,
@@ -32,22 +40,7 @@ ANTHROPIC = by_protocol("anthropic")
 
 def replay(pieces: Sequence[bytes]) -> tuple[list[LlmResponse], bool]:
     """Feed ``pieces`` as successive reads; stop after an end-of-stream chunk. Returns (responses, saw end)."""
-    decoder = SseDecoder()
-    parser = AnthropicChunkParser()
-    aggregator = StreamAggregator(provider="anthropic")
-    responses: list[LlmResponse] = []
-    for piece in pieces:
-        for event in decoder.feed(piece):
-            chunk = parser.parse(event)
-            if chunk is None:
-                continue
-            responses.extend(aggregator.accept(chunk))
-            if chunk.end_of_stream:
-                responses.append(aggregator.finish())
-                return responses, True
-    decoder.flush()
-    responses.append(aggregator.finish())
-    return responses, False
+    return replay_reads(pieces, AnthropicChunkParser(), StreamAggregator(provider="anthropic"))
 
 
 def sse(*events: tuple[str, dict[str, Any] | str]) -> bytes:
@@ -98,20 +91,13 @@ def test_transcript_aggregates_to_expected(transcript: Transcript, split: int) -
     pieces = awkward_splits(transcript.raw)[split]
     responses, saw_end = replay(pieces)
     assert saw_end, "every recorded stream ends with message_stop"
-    final = assert_stream_protocol(responses)
-    expected = transcript.expected
-
-    assert final.text() == expected["text"]
-    assert final.thought_text() == (expected["thinking"] or "")
-    calls = [(c.id, c.name, c.args) for c in final.function_calls()]
-    want = [(t["id"], t["name"], t["arguments"]) for t in sorted(expected["tool_calls"], key=lambda t: t["index"])]
-    assert calls == want
-    assert final.custom_metadata == {"finish_reason": expected["finish_reason"]}
-    assert final.finish_reason is FinishReason.STOP  # end_turn / tool_use
-    assert final.usage_metadata == expected_usage(expected["usage"])
-    assert final.error_code is None and final.error_message is None
+    final = assert_replay_matches_expected(
+        responses,
+        transcript.expected,
+        usage=expected_usage,
+        finish_reason=FinishReason.STOP,  # end_turn / tool_use
+    )
     assert final.model_version is not None and final.model_version.startswith("claude-")
-    assert sum(1 for r in responses[:-1] if r.text()) == expected["chunks_with_text"]
 
 
 def test_thinking_signature_is_on_the_final_thought_part() -> None:

@@ -20,7 +20,6 @@ from rxllm import (
     MalformedFunctionCallError,
     ProtocolError,
     ProviderError,
-    SseDecoder,
     SseEvent,
     StreamAggregator,
     UsageMetadata,
@@ -31,7 +30,14 @@ from rxllm.testing import assert_stream_protocol
 _TESTS_DIR = str(Path(__file__).resolve().parents[1])  # tests/ holds the shared transcripts helper
 if _TESTS_DIR not in sys.path:
     sys.path.insert(0, _TESTS_DIR)
-from transcripts import AWKWARD_SPLIT_NAMES, Transcript, awkward_splits, by_protocol  # noqa: E402
+from transcripts import (  # noqa: E402
+    AWKWARD_SPLIT_NAMES,
+    Transcript,
+    assert_replay_matches_expected,
+    awkward_splits,
+    by_protocol,
+    replay_reads,
+)
 
 GEMINI = by_protocol("gemini")
 _USAGE_KEYS = {
@@ -47,18 +53,9 @@ _USAGE_KEYS = {
 
 
 def _replay(pieces: list[bytes]) -> tuple[list[LlmResponse], StreamAggregator]:
-    decoder = SseDecoder()
-    parser = GeminiChunkParser()
     aggregator = StreamAggregator(provider="gemini")
-    out: list[LlmResponse] = []
-    for piece in pieces:
-        for event in decoder.feed(piece):
-            chunk = parser.parse(event)
-            if chunk is not None:
-                out.extend(aggregator.accept(chunk))
-    decoder.flush()
-    out.append(aggregator.finish())
-    return out, aggregator
+    responses, _ = replay_reads(pieces, GeminiChunkParser(), aggregator)
+    return responses, aggregator
 
 
 def _data_events(raw: bytes) -> Iterator[dict[str, Any]]:
@@ -111,30 +108,15 @@ def test_transcript_replays_to_expected_aggregate(transcript: Transcript, split:
     pieces = awkward_splits(transcript.raw)[split]
     assert b"".join(pieces) == transcript.raw
     responses, aggregator = _replay(pieces)
-    final = assert_stream_protocol(responses)
     expected = transcript.expected
-
-    assert final.text() == expected["text"]
-    assert final.thought_text() == (expected["thinking"] or "")
-    text_partials = [r for r in responses[:-1] if r.text()]
-    assert len(text_partials) == expected["chunks_with_text"]
-
-    calls = final.function_calls()
-    assert [(c.name, c.args) for c in calls] == [(e["name"], e["arguments"]) for e in expected["tool_calls"]]
-    assert [e["index"] for e in expected["tool_calls"]] == list(range(len(calls)))
+    final = assert_replay_matches_expected(
+        responses, expected, usage=_expected_usage, finish_reason=FinishReason(expected["finish_reason"])
+    )
+    assert [e["index"] for e in expected["tool_calls"]] == list(range(len(final.function_calls())))
     call_parts = [p for p in final.content.parts if p.function_call is not None] if final.content else []
-    for call, part, want in zip(calls, call_parts, expected["tool_calls"], strict=True):
-        if want["id"] is None:
-            assert call.id is not None and call.id.startswith("adk-")
-        else:
-            assert call.id == want["id"]
+    for part, want in zip(call_parts, expected["tool_calls"], strict=True):
         signature = want.get("thought_signature")
         assert part.thought_signature == (base64.b64decode(signature) if signature else None)
-
-    assert final.custom_metadata == {"finish_reason": expected["finish_reason"]}
-    assert final.finish_reason == FinishReason(expected["finish_reason"])
-    assert final.usage_metadata == _expected_usage(expected["usage"])
-    assert final.error_code is None
     assert aggregator.is_complete
     last_event = list(_data_events(transcript.raw))[-1]
     assert final.model_version == last_event["modelVersion"]

@@ -21,6 +21,8 @@ from rxllm import (
 )
 from rxllm.providers._openai_chat import OpenAiChatRequestMapper
 
+from .contents import model, user
+
 KEY = "sk-test-SECRET-0123456789"
 
 GET_ORDER = FunctionDeclaration(
@@ -28,14 +30,6 @@ GET_ORDER = FunctionDeclaration(
     description="Look up an order.",
     parameters={"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
 )
-
-
-def user(*parts: Part) -> Content:
-    return Content(role="user", parts=parts)
-
-
-def model(*parts: Part) -> Content:
-    return Content(role="model", parts=parts)
 
 
 def body_of(mapper: OpenAiChatRequestMapper, request: LlmRequest, *, stream: bool = True) -> dict[str, Any]:

@@ -9,7 +9,15 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from transcripts import AWKWARD_SPLIT_NAMES, Transcript, awkward_splits, by_name, by_protocol
+from transcripts import (
+    AWKWARD_SPLIT_NAMES,
+    Transcript,
+    assert_replay_matches_expected,
+    awkward_splits,
+    by_name,
+    by_protocol,
+    replay_reads,
+)
 
 from rxllm import (
     Chunk,
@@ -17,7 +25,6 @@ from rxllm import (
     LlmResponse,
     ProtocolError,
     ProviderError,
-    SseDecoder,
     SseEvent,
     StreamAggregator,
     ToolCallFragment,
@@ -46,22 +53,7 @@ FINISH_REASONS = {
 
 def replay(pieces: Sequence[bytes]) -> tuple[list[LlmResponse], bool]:
     """Feed ``pieces`` as successive reads; stop after an end-of-stream chunk. Returns (responses, saw end)."""
-    decoder = SseDecoder()
-    parser = OpenAiChatChunkParser()
-    aggregator = StreamAggregator(provider="openai")
-    responses: list[LlmResponse] = []
-    for piece in pieces:
-        for event in decoder.feed(piece):
-            chunk = parser.parse(event)
-            if chunk is None:
-                continue
-            responses.extend(aggregator.accept(chunk))
-            if chunk.end_of_stream:
-                responses.append(aggregator.finish())
-                return responses, True
-    decoder.flush()
-    responses.append(aggregator.finish())
-    return responses, False
+    return replay_reads(pieces, OpenAiChatChunkParser(), StreamAggregator(provider="openai"))
 
 
 def expected_usage(raw: dict[str, Any] | None) -> UsageMetadata | None:
@@ -87,23 +79,14 @@ def test_every_openai_chat_transcript_is_covered() -> None:
 def test_transcript_aggregates_to_expected(transcript: Transcript, split: int) -> None:
     pieces = awkward_splits(transcript.raw)[split]
     responses, saw_end = replay(pieces)
-    final = assert_stream_protocol(responses)
-    expected = transcript.expected
-
     assert saw_end, "every recorded stream ends with [DONE] or an error event"
-    assert final.text() == expected["text"]
-    assert (final.thought_text() or None) == expected["thinking"]
-    assert sum(1 for r in responses[:-1] if r.text()) == expected["chunks_with_text"]
-
-    calls = final.function_calls()
-    want_calls = sorted(expected["tool_calls"], key=lambda c: c["index"])
-    assert [(c.name, c.id, c.args) for c in calls] == [(c["name"], c["id"], c["arguments"]) for c in want_calls]
-
-    raw_finish = (final.custom_metadata or {}).get("finish_reason")
-    assert raw_finish == expected["finish_reason"]
-    assert final.finish_reason == FINISH_REASONS[expected["finish_reason"]]
-    assert final.usage_metadata == expected_usage(expected["usage"])
-    assert final.error_code == EXPECTED_ERROR_CODES.get(transcript.name)
+    final = assert_replay_matches_expected(
+        responses,
+        transcript.expected,
+        usage=expected_usage,
+        finish_reason=FINISH_REASONS[transcript.expected["finish_reason"]],
+        error_code=EXPECTED_ERROR_CODES.get(transcript.name),
+    )
     assert final.model_version is not None
 
 

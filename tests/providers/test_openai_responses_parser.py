@@ -8,7 +8,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from transcripts import AWKWARD_SPLIT_NAMES, Transcript, awkward_splits, by_protocol
+from transcripts import (
+    AWKWARD_SPLIT_NAMES,
+    Transcript,
+    assert_replay_matches_expected,
+    awkward_splits,
+    by_protocol,
+    replay_reads,
+)
 
 from rxllm import (
     Chunk,
@@ -38,22 +45,7 @@ RESPONSES = by_protocol("openai-responses")
 
 def replay(pieces: Sequence[bytes]) -> tuple[list[LlmResponse], bool]:
     """Feed ``pieces`` as successive reads; stop after an end-of-stream chunk. Returns (responses, saw end)."""
-    decoder = SseDecoder()
-    parser = OpenAiResponsesChunkParser()
-    aggregator = StreamAggregator(provider="openai")
-    responses: list[LlmResponse] = []
-    for piece in pieces:
-        for event in decoder.feed(piece):
-            chunk = parser.parse(event)
-            if chunk is None:
-                continue
-            responses.extend(aggregator.accept(chunk))
-            if chunk.end_of_stream:
-                responses.append(aggregator.finish())
-                return responses, True
-    decoder.flush()
-    responses.append(aggregator.finish())
-    return responses, False
+    return replay_reads(pieces, OpenAiResponsesChunkParser(), StreamAggregator(provider="openai"))
 
 
 def sse(*payloads: dict[str, Any]) -> bytes:
@@ -80,20 +72,10 @@ def expected_usage(raw: dict[str, Any]) -> UsageMetadata:
 def test_transcript_aggregates_to_expected(transcript: Transcript, split: int) -> None:
     responses, saw_end = replay(awkward_splits(transcript.raw)[split])
     assert saw_end, "every recorded stream ends with response.completed"
-    final = assert_stream_protocol(responses)
-    expected = transcript.expected
-
-    assert final.text() == expected["text"]
-    assert final.thought_text() == (expected["thinking"] or "")
-    calls = [(c.id, c.name, c.args) for c in final.function_calls()]
-    want = [(t["id"], t["name"], t["arguments"]) for t in sorted(expected["tool_calls"], key=lambda t: t["index"])]
-    assert calls == want
-    assert final.custom_metadata == {"finish_reason": expected["finish_reason"]}
-    assert final.finish_reason is FinishReason.STOP
-    assert final.usage_metadata == expected_usage(expected["usage"])
-    assert final.error_code is None
+    final = assert_replay_matches_expected(
+        responses, transcript.expected, usage=expected_usage, finish_reason=FinishReason.STOP
+    )
     assert final.model_version is not None and final.model_version.startswith("gpt-")
-    assert sum(1 for r in responses[:-1] if r.text()) == expected["chunks_with_text"]
 
 
 @pytest.mark.parametrize("transcript", [t for t in RESPONSES if t.expected["tool_calls"]], ids=lambda t: t.name)

@@ -1,0 +1,303 @@
+"""The asyncio transport: one event loop thread and ``httpx.AsyncClient`` pools for every open stream.
+
+With :mod:`rxllm._http` (the threaded transport and what both share), the only modules that
+import httpx. Where the threaded transport holds a thread per open stream, this one holds a task:
+disposing a subscription cancels the task, and httpx closes the connection, whether the task was
+waiting for a pool slot, for the headers or for the next byte.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import functools
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
+
+import httpx
+from reactivex import abc as rx_abc
+
+from ._errors import ConfigurationError, HttpStatusError, StreamInterruptedError, TransportError
+from ._http import MAX_ERROR_BODY, status_error_of
+from ._provider import HttpRequest
+
+__all__ = ["AsyncHttpResponse", "AsyncHttpTransport"]
+
+_POOL_SHARD = 256
+
+
+class AsyncHttpResponse:
+    """An open response of the asyncio transport (used on its event loop only)."""
+
+    __slots__ = ("_release", "_response")
+
+    def __init__(self, response: httpx.Response, release: Callable[[], None]) -> None:
+        self._response = response
+        self._release: Callable[[], None] | None = release
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        """The body as it arrives. Transport failures raise :class:`StreamInterruptedError`."""
+        encoding = self._response.headers.get("content-encoding", "identity").strip().lower()
+        try:
+            chunks = self._response.aiter_raw() if encoding == "identity" else self._response.aiter_bytes()
+            async for data in chunks:
+                yield data
+        except httpx.HTTPError as exc:
+            raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}") from exc
+
+    async def aread(self) -> bytes:
+        """The whole body."""
+        try:
+            return await self._response.aread()
+        except httpx.HTTPError as exc:
+            raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}") from exc
+
+    async def aclose(self) -> None:
+        """Release the connection (closes it when the body was not read to the end).
+
+        The close runs shielded: a cancellation that interrupted httpx's ``aclose()`` would leave
+        the connection ACTIVE in the pool for good.
+        """
+        release, self._release = self._release, None
+        if release is not None:
+            await asyncio.shield(_keep(_aclose_then(self._response, release)))
+
+
+class AsyncHttpTransport:
+    """The asyncio transport: one event loop thread and an ``httpx.AsyncClient`` for every open stream.
+
+    Where :class:`HttpTransport` holds a thread per open stream, this one holds a task: thousands
+    of concurrent streams cost one thread. Disposing a subscription cancels its task; httpx then
+    closes the connection, whether the task was waiting for headers or for the next byte.
+    Subscribers are called on the loop's thread and must not block there (a blocking subscriber
+    stalls every stream of the transport); hop with ``observe_on`` for heavy work.
+
+    Args:
+        max_concurrent_streams: connections in all (split into pools of 256, used in turn).
+        connect_timeout: seconds to connect (and to wait for a free pooled connection).
+        read_timeout: seconds without a byte before a read fails.
+        keepalive_expiry: seconds an idle keep-alive connection is kept.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_concurrent_streams: int = 10_000,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 300.0,
+        keepalive_expiry: float = 30.0,
+    ) -> None:
+        if max_concurrent_streams < 1:
+            raise ConfigurationError("max_concurrent_streams must be at least 1")
+        self.max_concurrent_streams = max_concurrent_streams
+        self._timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout,
+                                      pool=connect_timeout)
+        # httpcore's pool scans every connection for every request: one pool of 10,000 connections
+        # opened ~8 streams/s (measured). Pools of at most _POOL_SHARD connections, used in turn, keep
+        # that cost flat.
+        shards = -(-max_concurrent_streams // _POOL_SHARD)
+        per_shard = -(-max_concurrent_streams // shards)
+        self._limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard,
+                                    keepalive_expiry=keepalive_expiry)
+        self._shards = shards
+        self._per_shard = per_shard
+        self._in_flight: list[int] = []  # open exchanges per pool (touched on the loop thread only)
+        self._gate: asyncio.Semaphore | None = None  # one permit per connection: see open()
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._clients: list[httpx.AsyncClient] = []
+        self._thread: threading.Thread | None = None
+        self._timer_scheduler: rx_abc.SchedulerBase | None = None
+
+    def __repr__(self) -> str:
+        return f"AsyncHttpTransport(max_concurrent_streams={self.max_concurrent_streams})"
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The transport's event loop, running on its own daemon thread (started on first use)."""
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                started = threading.Event()
+
+                def run() -> None:
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(started.set)
+                    loop.run_forever()
+
+                self._thread = threading.Thread(target=run, name="rxllm-asyncio", daemon=True)
+                self._thread.start()
+                started.wait()
+                self._loop = loop
+            return self._loop
+
+    @property
+    def timer_scheduler(self) -> rx_abc.SchedulerBase:
+        """A scheduler whose timers run on the loop (retry backoff without a thread per timer)."""
+        from reactivex.scheduler.eventloop import AsyncIOThreadSafeScheduler
+
+        loop = self.loop
+        with self._lock:
+            if self._timer_scheduler is None:
+                self._timer_scheduler = AsyncIOThreadSafeScheduler(loop)
+            return self._timer_scheduler
+
+    def submit(self, coroutine: Coroutine[Any, Any, None]) -> concurrent.futures.Future[None]:
+        """Run ``coroutine`` on the loop; cancelling the returned future cancels its task."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+    def _take_shard(self) -> int:
+        """The first pool with a free slot (so keep-alive connections get reused), else the least busy.
+
+        Only ever called on the loop thread, so no lock."""
+        if not self._clients:
+            self._clients = [
+                httpx.AsyncClient(timeout=self._timeout, limits=self._limits, follow_redirects=False)
+                for _ in range(self._shards)
+            ]
+            self._in_flight = [0] * self._shards
+        in_flight = self._in_flight
+        shard = next((i for i, n in enumerate(in_flight) if n < self._per_shard), None)
+        if shard is None:
+            shard = min(range(self._shards), key=in_flight.__getitem__)
+        in_flight[shard] += 1
+        return shard
+
+    def _release_shard(self, shard: int) -> None:
+        if shard < len(self._in_flight):
+            self._in_flight[shard] -= 1
+
+    async def open(self, request: HttpRequest, *, provider: str, stream: bool) -> AsyncHttpResponse:
+        """Send ``request`` and await the response headers (on the loop).
+
+        Raises:
+            HttpStatusError: for a non-2xx status (its body read, bounded, for the message).
+            TransportError: when the connection fails or times out.
+        """
+        # A permit per pooled connection: httpcore's pool never has a request waiting in its queue,
+        # where a cancellation (or a PoolTimeout) leaks a slot (see _send_cancel_safely); waiting
+        # here instead is safe to cancel, and an abandoned request leaves the queue at once.
+        if self._gate is None:
+            self._gate = asyncio.Semaphore(self.max_concurrent_streams)
+        gate = self._gate
+        await gate.acquire()
+        shard = self._take_shard()
+        client = self._clients[shard]
+
+        def release() -> None:
+            self._release_shard(shard)
+            gate.release()
+
+        try:
+            http_request = client.build_request(request.method, request.url, content=request.body,
+                                                headers=dict(request.headers))
+        except BaseException:
+            release()
+            raise
+        try:
+            response = await _send_cancel_safely(client, http_request, release)  # releases on failure
+        except httpx.InvalidURL as exc:
+            raise ConfigurationError(f"invalid URL {request.url!r}: {exc}", provider=provider) from exc
+        except httpx.HTTPError as exc:
+            raise TransportError(f"request to {request.url} failed: {type(exc).__name__}: {exc}",
+                                 provider=provider) from exc
+        opened = AsyncHttpResponse(response, release)
+        if response.status_code >= 300:
+            try:
+                raise await _async_status_error(response, provider)
+            finally:
+                await opened.aclose()
+        return opened
+
+    def close(self) -> None:
+        """Close every pooled connection and stop the loop thread."""
+        with self._lock:
+            loop, clients, thread = self._loop, self._clients, self._thread
+            self._loop = self._thread = None
+            self._clients = []
+            self._gate = None
+            self._timer_scheduler = None
+        if loop is None:
+            return
+        for client in clients:
+            asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join(10)
+        loop.close()
+
+
+async def _send_cancel_safely(
+    client: httpx.AsyncClient, request: httpx.Request, release: Callable[[], None]
+) -> httpx.Response:
+    """``client.send(request, stream=True)``, which a cancellation can never make leak a pool slot.
+
+    httpcore 1.0.9 leaks a slot of its pool when a request is cancelled after the pool assigned it
+    a new connection but before that connection began to connect (encode/httpcore#1093): the
+    connection stays CONNECTING forever, and once every slot is gone every request fails with
+    ``PoolTimeout``. (3,000 subscribe-then-dispose cycles left all 8 slots of a pool CONNECTING.)
+    So the send runs in a task of its own, shielded, and a cancellation reaches it only where
+    httpcore cleans up after itself: at once if httpcore already reported work on a connection
+    (the public ``trace`` extension), else at its first report. A response that arrives anyway is
+    closed. ``release`` is called when the exchange failed or, when cancelled, once the abandoned
+    send is over (on success the caller owns it).
+    """
+    state = {"started": False, "cancel": False}
+
+    async def trace(event: str, info: dict[str, Any]) -> None:
+        state["started"] = True
+        if state["cancel"]:
+            state["cancel"] = False
+            raise asyncio.CancelledError
+
+    request.extensions["trace"] = trace
+    task = asyncio.ensure_future(client.send(request, stream=True))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if state["started"]:
+            task.cancel()
+        else:
+            state["cancel"] = True
+        task.add_done_callback(functools.partial(_close_abandoned, release=release))
+        raise
+    except BaseException:
+        release()
+        raise
+
+
+_closing: set[asyncio.Future[None]] = set()  # closes running in the background, referenced until done
+
+
+def _keep(coroutine: Coroutine[Any, Any, None]) -> asyncio.Future[None]:
+    closing = asyncio.ensure_future(coroutine)
+    _closing.add(closing)
+    closing.add_done_callback(_closing.discard)
+    return closing
+
+
+async def _aclose_then(response: httpx.Response, release: Callable[[], None]) -> None:
+    try:
+        with contextlib.suppress(Exception):
+            await response.aclose()
+    finally:
+        release()
+
+
+def _close_abandoned(task: asyncio.Future[httpx.Response], *, release: Callable[[], None]) -> None:
+    if task.cancelled() or task.exception() is not None:
+        release()
+    else:
+        _keep(_aclose_then(task.result(), release))
+
+
+async def _async_status_error(response: httpx.Response, provider: str) -> HttpStatusError:
+    body = b""
+    with contextlib.suppress(httpx.HTTPError):
+        async for piece in response.aiter_raw():
+            body += piece
+            if len(body) >= MAX_ERROR_BODY:
+                break
+    return status_error_of(response, body, provider)

@@ -1,0 +1,362 @@
+"""What every provider's chunk parser and request mapper needs to read and write its wire format.
+
+Reading (the parsers): :class:`WireReader` decodes JSON through :mod:`rxllm._json` and checks the
+shape of what it decoded; bad JSON and every wrong shape become a :class:`~rxllm.ProtocolError`
+that names the provider and where the value was found (``message_start.message should be an
+object, got list``), never a foreign exception. :func:`in_band_error` reads the error objects of
+the APIs whose error code alone says whether a retry can help.
+
+Writing (the mappers): :class:`JsonRequestMapper`, the base of every request mapper (base URL,
+key, extra headers, a repr that never shows a credential, the JSON ``POST``); :func:`json_text`
+(compact JSON of tool arguments and function responses); :func:`wire_config` (the sampling options
+a request sets, under the API's names); :func:`system_text`; :func:`data_url`; and
+:class:`CallIdPairing` (ids for the function calls that have none).
+
+>>> reader = WireReader("toy")
+>>> reader.string_at(reader.decode_object('{"text": "Hi"}', "event"), "text", "event")
+'Hi'
+>>> reader.string_at({"text": 3}, "text", "event")
+Traceback (most recent call last):
+...
+rxllm._errors.ProtocolError: [toy] event.text should be a string, got int
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections import deque
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, TypeVar
+
+from .._chunk import InBandError
+from .._errors import ConfigurationError, ProtocolError
+from .._json import loads
+from .._provider import HttpRequest, redact_headers
+from .._types import GenerateContentConfig, LlmRequest
+
+__all__ = [
+    "CallIdPairing",
+    "ConfigField",
+    "JsonRequestMapper",
+    "WireReader",
+    "data_url",
+    "in_band_error",
+    "json_text",
+    "system_text",
+    "wire_config",
+]
+
+_T = TypeVar("_T")
+
+_KIND_NAMES: dict[type, str] = {dict: "an object", list: "an array", str: "a string", int: "an integer"}
+
+
+# --------------------------------------------------------------------------------------------
+# reading
+
+
+class WireReader:
+    """JSON decoding and shape checks for one provider; every failure is a :class:`~rxllm.ProtocolError`.
+
+    The ``*_at`` methods read ``parent[key]`` and name it ``{where}.{key}`` when it has the wrong
+    type; the ``where`` text is only formatted on failure, so a check costs a lookup and an
+    ``isinstance``. A JSON ``true``/``false`` is never accepted as an integer.
+    """
+
+    __slots__ = ("provider",)
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+
+    def decode(self, data: str | bytes, what: str) -> Any:
+        """The JSON value of ``data`` (any JSON type).
+
+        Raises:
+            ProtocolError: ``data`` is not JSON (or nests past the decoder's limit).
+        """
+        try:
+            return loads(data)
+        except (ValueError, TypeError) as exc:  # TypeError: a str holding lone surrogates
+            raise self._not_json(what, exc) from exc
+
+    def decode_object(self, data: str | bytes, what: str) -> dict[str, Any]:
+        """The JSON object of ``data``.
+
+        Raises:
+            ProtocolError: ``data`` is not JSON, or not a JSON object.
+        """
+        try:  # not self.decode(): the OpenAI Chat parser calls this once per streamed event
+            value = loads(data)
+        except (ValueError, TypeError) as exc:
+            raise self._not_json(what, exc) from exc
+        if type(value) is not dict:  # the decoder makes plain dicts
+            raise self.wrong(what, "a JSON object", value)
+        return value
+
+    def _not_json(self, what: str, exc: Exception) -> ProtocolError:
+        return ProtocolError(f"{what} is not valid JSON: {exc}", provider=self.provider)
+
+    def wrong(self, where: str, expected: str, value: object) -> ProtocolError:
+        """The error for ``value`` found at ``where`` when ``expected`` (``"an object"``...) was due."""
+        return ProtocolError(f"{where} should be {expected}, got {type(value).__name__}", provider=self.provider)
+
+    def expect(self, value: object, kind: type[_T], where: str) -> _T:
+        """``value`` when it is a ``kind`` (``dict``, ``list``, ``str`` or ``int``, never a bool)."""
+        if isinstance(value, kind) and not isinstance(value, bool):
+            return value
+        raise self.wrong(where, _KIND_NAMES.get(kind, kind.__name__), value)
+
+    def object_at(self, parent: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
+        """``parent[key]``, which must be an object."""
+        value = parent.get(key)
+        if isinstance(value, dict):
+            return value
+        raise self.wrong(f"{where}.{key}", "an object", value)
+
+    def optional_object_at(self, parent: Mapping[str, Any], key: str, where: str) -> dict[str, Any] | None:
+        """``parent[key]``: an object, or ``None`` when absent or ``null``."""
+        value = parent.get(key)
+        if value is None or isinstance(value, dict):
+            return value
+        raise self.wrong(f"{where}.{key}", "an object", value)
+
+    def string_at(self, parent: Mapping[str, Any], key: str, where: str) -> str:
+        """``parent[key]``, which must be a string."""
+        value = parent.get(key)
+        if isinstance(value, str):
+            return value
+        raise self.wrong(f"{where}.{key}", "a string", value)
+
+    def optional_string_at(self, parent: Mapping[str, Any], key: str, where: str) -> str | None:
+        """``parent[key]``: a string, or ``None`` when absent or ``null``."""
+        value = parent.get(key)
+        if value is None or isinstance(value, str):
+            return value
+        raise self.wrong(f"{where}.{key}", "a string", value)
+
+    def list_at(self, parent: Mapping[str, Any], key: str, where: str) -> list[Any]:
+        """``parent[key]``: an array, or ``[]`` when absent or ``null``."""
+        value = parent.get(key)
+        if value is None:
+            return []
+        if isinstance(value, list):
+            return value
+        raise self.wrong(f"{where}.{key}", "an array", value)
+
+    def index_at(self, parent: Mapping[str, Any], key: str, where: str) -> int:
+        """``parent[key]``, which must be a non-negative integer (a block or output index)."""
+        value = parent.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        raise self.wrong(f"{where}.{key}", "a non-negative integer", value)
+
+    def count_at(self, parent: Mapping[str, Any], key: str, where: str) -> int | None:
+        """``parent[key]``: a non-negative integer (a token count), or ``None`` when absent or ``null``."""
+        value = parent.get(key)
+        if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+            return value
+        raise self.wrong(f"{where}.{key}", "a non-negative integer", value)
+
+
+def in_band_error(error: object, *, code_keys: tuple[str, ...], retryable_codes: frozenset[str]) -> InBandError:
+    """An API's error object as an :class:`~rxllm.InBandError` (anything but an object counts as ``{}``).
+
+    The code is the first string among ``code_keys``; the error is retryable when that code is one
+    of ``retryable_codes``; a missing or empty message becomes a generic one.
+
+    >>> in_band_error({"type": "overloaded_error", "message": "Overloaded"}, code_keys=("type",),
+    ...               retryable_codes=frozenset({"overloaded_error"}))
+    InBandError(message='Overloaded', code='overloaded_error', retryable=True)
+    """
+    fields = error if isinstance(error, dict) else {}
+    code = next((value for key in code_keys if isinstance(value := fields.get(key), str)), None)
+    message = fields.get("message")
+    return InBandError(
+        message if isinstance(message, str) and message else "the provider reported an error",
+        code=code,
+        retryable=code in retryable_codes,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# writing
+
+
+def json_text(value: object) -> str:
+    """Compact JSON text with non-ASCII characters kept (tool arguments, function responses).
+
+    >>> json_text({"city": "Köln", "days": [1, 2]})
+    '{"city":"Köln","days":[1,2]}'
+    """
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+ConfigField = Literal[
+    "temperature",
+    "top_p",
+    "top_k",
+    "max_output_tokens",
+    "stop_sequences",
+    "candidate_count",
+    "seed",
+    "response_mime_type",
+    "response_schema",
+]
+"""The :class:`~rxllm.GenerateContentConfig` fields that go on the wire as they are, under a name."""
+
+
+def wire_config(config: GenerateContentConfig, names: Iterable[tuple[ConfigField, str]]) -> dict[str, Any]:
+    """The fields of ``config`` that are set, under their wire names, in the order of ``names``.
+
+    A field is set when it is not ``None`` and not an empty tuple; tuples go out as lists.
+
+    >>> wire_config(GenerateContentConfig(temperature=0.2, stop_sequences=()),
+    ...             [("temperature", "temperature"), ("top_p", "topP"), ("stop_sequences", "stop")])
+    {'temperature': 0.2}
+    """
+    wire: dict[str, Any] = {}
+    for field, wire_name in names:
+        value = getattr(config, field)
+        if isinstance(value, tuple):
+            if value:
+                wire[wire_name] = list(value)
+        elif value is not None:
+            wire[wire_name] = value
+    return wire
+
+
+def system_text(llm_request: LlmRequest) -> str:
+    """The system instruction's text and every ``system``-role content's, joined by blank lines."""
+    config = llm_request.config
+    texts = [config.system_instruction.text()] if config.system_instruction is not None else []
+    texts.extend(content.text() for content in llm_request.contents if content.role == "system")
+    return "\n\n".join(text for text in texts if text)
+
+
+def data_url(mime_type: str, data: bytes) -> str:
+    """A ``data:`` URL with ``data`` in base64.
+
+    >>> data_url("image/png", b"png")
+    'data:image/png;base64,cG5n'
+    """
+    return f"data:{mime_type};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+class CallIdPairing:
+    """Ids for the function calls a history holds without one, for APIs that require them.
+
+    A call without an id gets the next generated one (``id_format`` with a counter from 1); a
+    response without an id takes the oldest generated id of an earlier call with the same name.
+    One instance per request.
+
+    >>> ids = CallIdPairing("call_{}", provider="toy")
+    >>> ids.for_call("f", None), ids.for_call("g", "given"), ids.for_response("f", None)
+    ('call_1', 'given', 'call_1')
+    """
+
+    __slots__ = ("_count", "_id_format", "_pending", "_provider")
+
+    def __init__(self, id_format: str, *, provider: str) -> None:
+        self._id_format = id_format
+        self._provider = provider
+        self._count = 0
+        self._pending: dict[str, deque[str]] = {}
+
+    def for_call(self, name: str, call_id: str | None) -> str:
+        """The id to send for a call to ``name`` (its own id when it has one)."""
+        if call_id:
+            return call_id
+        self._count += 1
+        made = self._id_format.format(self._count)
+        self._pending.setdefault(name, deque()).append(made)
+        return made
+
+    def for_response(self, name: str, response_id: str | None) -> str:
+        """The id to send for a response from ``name`` (its own id when it has one).
+
+        Raises:
+            ConfigurationError: it has no id and no earlier call to ``name`` without one is unanswered.
+        """
+        if response_id:
+            return response_id
+        pending = self._pending.get(name)
+        if not pending:
+            raise ConfigurationError(
+                f"the function response for {name!r} has no id and follows no function call without one",
+                provider=self._provider,
+            )
+        return pending.popleft()
+
+
+class JsonRequestMapper:
+    """The base of every request mapper: a base URL, an API key and extra headers, sent as a JSON ``POST``.
+
+    A subclass normalizes and checks its arguments, passes them to ``__init__``, builds the URL,
+    the body and its provider's headers (version, credential), and calls :meth:`_post`. Extra
+    headers are sent as given, each replacing a default header of the same name in any letter case.
+    Neither the mapper's repr nor the request's shows the key or a credential header.
+
+    >>> class ToyMapper(JsonRequestMapper):
+    ...     __slots__ = ()
+    ...     def to_http_request(self, llm_request, *, model, stream):
+    ...         return self._post(f"{self._base_url}/chat", {"model": model}, stream=stream,
+    ...                           provider_headers={"x-api-key": self._api_key})
+    >>> mapper = ToyMapper(provider="toy", base_url="https://x", api_key="sk-secret", extra_headers={"Accept": "*/*"})
+    >>> mapper
+    ToyMapper(base_url='https://x', api_key='***', extra_headers={'Accept': '*/*'})
+    >>> request = mapper.to_http_request(LlmRequest(), model="m", stream=True)
+    >>> request.body, request.headers["Accept"], "accept" in request.headers
+    (b'{"model":"m"}', '*/*', False)
+    """
+
+    __slots__ = ("_api_key", "_base_url", "_extra_headers", "_provider")
+
+    def __init__(
+        self, *, provider: str, base_url: str, api_key: str | None, extra_headers: Mapping[str, str] | None
+    ) -> None:
+        self._provider = provider
+        self._base_url = base_url
+        self._api_key = api_key
+        self._extra_headers = dict(extra_headers or {})
+
+    @property
+    def provider(self) -> str:
+        """The provider's short name, used in errors and logs (``"openai"``, ``"anthropic"``, ``"gemini"``)."""
+        return self._provider
+
+    def __repr__(self) -> str:
+        settings = "".join(f"{name}={value!r}, " for name, value in self._repr_settings().items())
+        key = "'***'" if self._api_key else "None"
+        return (
+            f"{type(self).__name__}(base_url={self._base_url!r}, {settings}api_key={key}, "
+            f"extra_headers={redact_headers(self._extra_headers)!r})"
+        )
+
+    def _repr_settings(self) -> dict[str, object]:
+        """The subclass's own settings, shown in the repr after the base URL."""
+        return {}
+
+    def _post(
+        self, url: str, body: Mapping[str, object], *, stream: bool, provider_headers: Mapping[str, str]
+    ) -> HttpRequest:
+        """``POST url`` with ``body`` as compact UTF-8 JSON.
+
+        The headers: ``content-type``, ``accept`` (``text/event-stream`` when streaming, else
+        ``application/json``), ``provider_headers``, then the extra headers.
+
+        Raises:
+            ConfigurationError: the body holds what JSON cannot carry (NaN, a lone surrogate, a
+                non-JSON value, nesting deeper than the encoder recurses).
+        """
+        try:
+            encoded = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+        except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
+            raise ConfigurationError(f"the request cannot be encoded as JSON: {exc}", provider=self._provider) from exc
+        headers = {"content-type": "application/json", "accept": "text/event-stream" if stream else "application/json"}
+        headers.update(provider_headers)
+        if self._extra_headers:
+            replaced = {name.lower() for name in self._extra_headers}
+            headers = {name: value for name, value in headers.items() if name.lower() not in replaced}
+            headers.update(self._extra_headers)
+        return HttpRequest(url=url, body=encoded, headers=headers, method="POST")
