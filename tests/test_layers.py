@@ -1,0 +1,91 @@
+"""The layers import downward only, and httpx stays inside the two transport modules.
+
+Layers, bottom up (ARCHITECTURE.md §1): errors/types/json → sse/chunk/provider protocols →
+aggregation → transports/retry → models and providers → agents → service → testing → cli.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "rxllm"
+
+LAYER = {
+    "_errors": 0,
+    "_types": 0,
+    "_json": 0,
+    "_sse": 1,
+    "_chunk": 1,
+    "_provider": 1,
+    "_aggregation": 2,
+    "_drive": 2,
+    "_model_stream": 2,
+    "_http": 3,
+    "_async_http": 3,
+    "_retry": 3,
+    "_base_llm": 3,
+    "_sse_chat_model": 4,
+    "providers": 4,
+    "agents": 5,
+    "service": 6,
+    "testing": 7,
+    "cli": 8,
+    "__init__": 9,
+    "__main__": 9,
+}
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _layer_of(path: Path) -> tuple[str, int]:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    key = parts[0]
+    return key, LAYER[key]
+
+
+def _rxllm_imports(path: Path) -> list[str]:
+    """The rxllm layers a module imports (first component below the package)."""
+    tree = ast.parse(path.read_text())
+    depth = len(path.relative_to(PACKAGE).parts) - 1  # 0 for rxllm/x.py, 1 for rxllm/pkg/x.py
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: climb to the package root, then take the first component
+                up = node.level - 1
+                if up < depth:  # a sibling inside the same sub-package: same layer
+                    continue
+                target = (node.module or "").split(".")[0]
+                found += [target] if target else [alias.name for alias in node.names]
+            elif node.module and node.module.split(".")[0] == "rxllm":
+                rest = node.module.split(".")[1:]
+                found += [rest[0]] if rest else [alias.name for alias in node.names]
+    return found
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_go_downward(path: Path) -> None:
+    name, layer = _layer_of(path)
+    for target in _rxllm_imports(path):
+        if target not in LAYER:
+            continue  # a name re-exported by rxllm/__init__ (only the CLI and testing may do that)
+        assert LAYER[target] <= layer, f"{name} (layer {layer}) imports {target} (layer {LAYER[target]})"
+
+
+def test_httpx_is_imported_only_by_the_transports() -> None:
+    importers = set()
+    for path in _modules():
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else ([node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            )
+            if any(n.split(".")[0] in ("httpx", "httpcore") for n in names):
+                importers.add(str(path.relative_to(PACKAGE)))
+    assert importers == {"_http.py", "_async_http.py"}
