@@ -20,7 +20,7 @@ import httpx
 from reactivex import abc as rx_abc
 
 from ._errors import ConfigurationError, HttpStatusError, StreamInterruptedError, TransportError
-from ._http import MAX_ERROR_BODY, status_error_of
+from ._http import DRAIN_BYTES, DRAIN_SECONDS, MAX_ERROR_BODY, status_error_of
 from ._provider import HttpRequest
 
 __all__ = ["AsyncHttpResponse", "AsyncHttpTransport"]
@@ -31,14 +31,32 @@ _POOL_SHARD = 256
 class AsyncHttpResponse:
     """An open response of the asyncio transport (used on its event loop only)."""
 
-    __slots__ = ("_release", "_response")
+    __slots__ = ("_body", "_ended", "_release", "_response")
 
     def __init__(self, response: httpx.Response, release: Callable[[], None]) -> None:
         self._response = response
         self._release: Callable[[], None] | None = release
+        self._body: AsyncIterator[bytes] | None = None
+        self._ended = False
 
-    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+    def aiter_bytes(self) -> AsyncIterator[bytes]:
         """The body as it arrives. Transport failures raise :class:`StreamInterruptedError`."""
+        self._body = self._iterate()
+        return self._body
+
+    def mark_ended(self) -> None:
+        """The provider said the turn is over: :meth:`adrain` may read the bytes that end the body."""
+        self._ended = True
+
+    async def adrain(self) -> None:
+        """When the provider has ended the turn, read what is left of the body (bounded, as the
+        threaded transport does), so :meth:`aclose` returns the connection to the pool."""
+        body, self._body = self._body, None
+        if body is not None and self._ended:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(_drain(body), DRAIN_SECONDS)
+
+    async def _iterate(self) -> AsyncIterator[bytes]:
         encoding = self._response.headers.get("content-encoding", "identity").strip().lower()
         try:
             chunks = self._response.aiter_raw() if encoding == "identity" else self._response.aiter_bytes()
@@ -284,6 +302,14 @@ async def _aclose_then(response: httpx.Response, release: Callable[[], None]) ->
             await response.aclose()
     finally:
         release()
+
+
+async def _drain(body: AsyncIterator[bytes]) -> None:
+    left = DRAIN_BYTES
+    async for data in body:
+        left -= len(data)
+        if left < 0:
+            return
 
 
 def _close_abandoned(task: asyncio.Future[httpx.Response], *, release: Callable[[], None]) -> None:

@@ -165,7 +165,7 @@ class SseChatModel(BaseLlm):
                 on_chunk = _EMITTERS[emit]
                 body = _body(response, parser, aggregator, on_chunk, self._max_line_bytes, provider)
                 final = reactivex.defer(lambda _: reactivex.from_iterable(_final_items(emit, aggregator)))
-                return reactivex.concat(body, final)
+                return reactivex.concat(body, final, _drained(response))
 
             return reactivex.defer(fresh)
 
@@ -204,12 +204,14 @@ class SseChatModel(BaseLlm):
                         async for data in response.aiter_bytes():
                             if reader.feed(data):
                                 ended = True
+                                response.mark_ended()
                                 break
                         if not ended:
                             reader.end()
                         _check_complete(aggregator, provider)
                         for item in _final_items(emit, aggregator):
                             guarded.on_next(item)
+                        await response.adrain()
                     guarded.on_completed()
                 except Exception as exc:
                     guarded.on_error(exc)
@@ -292,19 +294,33 @@ def _body(
         scope = current_scope()
         on_next = observer.on_next
         try:
-            drive_sse(
+            ended = drive_sse(
                 response.iter_bytes(),
                 parser,
                 lambda chunk: emit(chunk, aggregator, on_next),
                 max_line_bytes=max_line_bytes,
                 is_cancelled=(lambda: scope.cancelled) if scope is not None else None,
             )
+            if ended:
+                response.mark_ended()
             if scope is not None and scope.cancelled:
                 return Disposable()
             _check_complete(aggregator, provider)
         except Exception as exc:
             observer.on_error(exc)
             return Disposable()
+        observer.on_completed()
+        return Disposable()
+
+    return reactivex.create(subscribe)
+
+
+def _drained(response: HttpResponse) -> reactivex.Observable[Any]:
+    """Completes once the rest of an ended body is read (bounded): after the final, before completion,
+    so the connection is back in the pool when the subscriber starts its next call."""
+
+    def subscribe(observer: rx_abc.ObserverBase[Any], _: rx_abc.SchedulerBase | None = None) -> rx_abc.DisposableBase:
+        response.drain()
         observer.on_completed()
         return Disposable()
 

@@ -574,3 +574,27 @@ def test_the_environments_key_is_only_sent_to_the_official_endpoint(
     first, second = server.requests
     assert all("sk-users-real-key" not in value for value in first.headers.values())
     assert any("sk-for-this-server" in value for value in second.headers.values())
+
+
+def test_consecutive_streams_reuse_the_keep_alive_connection(server: StubServer, wire: Wire, harness: Harness) -> None:
+    server.enqueue(wire.response("one"), wire.response("two"), wire.response("three"))
+    model = harness.model(wire, server.url)
+    texts = [run_to_list(model.generate_content(REQUEST, stream=True))[-1].text() for _ in range(3)]
+    assert texts == ["one", "two", "three"]
+    assert len(server.connections) == 1, "the body's end was not read, so the connection was not reused"
+
+
+def test_a_body_held_open_after_the_end_marker_neither_delays_the_final_nor_leaks(
+    server: StubServer, harness: Harness
+) -> None:
+    release = threading.Event()
+    server.enqueue(StubResponse(body=[*OPENAI.stream("done"), Hold(release)]))
+    try:
+        recorder = Recorder()
+        recorder.subscribe(harness.model(OPENAI, server.url).generate_content(REQUEST, stream=True))
+        assert recorder.done.wait(TIMEOUT) and recorder.completed
+        assert recorder.items[-1].text() == "done"
+        assert server.connections[0].wait_closed_by_client(TIMEOUT), "the held-open connection was never closed"
+        assert harness.wait_idle()
+    finally:
+        release.set()
