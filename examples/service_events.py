@@ -25,14 +25,13 @@ import argparse
 import json
 import threading
 from collections.abc import Sequence
-from typing import Any
 
 from reactivex import operators as ops
 
 from rxllm import LlmResponse
 from rxllm.providers.openai import OpenAiChatModel
 from rxllm.service import AiService, AiServiceStreamingEvent, to_text
-from rxllm.testing import Hold, Step, StubResponse, StubServer
+from rxllm.testing import Hold, Step, StubResponse, StubServer, ToolCallScript, sse_turn
 
 ORDERS = {"A17": "shipped Tuesday", "B2": "ships Friday"}
 QUESTION = "Where are orders A17 and B2?"
@@ -40,48 +39,22 @@ ANSWER = "A17 shipped Tuesday; B2 ships Friday."
 HOLD_SECONDS = 5.0
 
 
-def _chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
-    payload: dict[str, Any] = {
-        "id": "chatcmpl-1",
-        "object": "chat.completion.chunk",
-        "model": "gpt-stub",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
-    }
-    if finish_reason is not None:
-        payload["usage"] = {"prompt_tokens": 30, "completion_tokens": 12, "total_tokens": 42}
-    return f"data: {json.dumps(payload)}\n\n".encode()
-
-
-def _call(index: int, call_id: str | None, arguments: str) -> bytes:
-    fragment: dict[str, Any] = {"index": index, "function": {"arguments": arguments}}
-    if call_id is not None:
-        fragment.update(id=call_id, type="function")
-        fragment["function"]["name"] = "get_order"
-    return _chunk({"tool_calls": [fragment]})
-
-
 def first_round(tool_started: threading.Event) -> list[Step]:
     """Text, call_a in two fragments, call_b begins (call_a is complete), a hold until call_a's tool started."""
-    return [
-        _chunk({"role": "assistant", "content": "Let me check "}),
-        _chunk({"content": "both."}),
-        _call(0, "call_a", '{"order_'),
-        _call(0, None, 'id": "A17"}'),
-        _call(1, "call_b", '{"order_id"'),
-        Hold(tool_started, timeout=HOLD_SECONDS),
-        _call(1, None, ': "B2"}'),
-        _chunk({}, "tool_calls"),
-        b"data: [DONE]\n\n",
-    ]
+    events = sse_turn(
+        "openai-chat",
+        text=["Let me check ", "both."],
+        tool_calls=[
+            ToolCallScript("call_a", "get_order", ['{"order_', 'id": "A17"}']),
+            ToolCallScript("call_b", "get_order", ['{"order_id"', ': "B2"}']),
+        ],
+    )
+    # The last four events: call_b's last fragment, the finish, the usage and [DONE]. Hold before them.
+    return [*events[:-4], Hold(tool_started, timeout=HOLD_SECONDS), *events[-4:]]
 
 
 def second_round() -> list[Step]:
-    return [
-        _chunk({"role": "assistant", "content": "A17 shipped Tuesday; "}),
-        _chunk({"content": "B2 ships Friday."}),
-        _chunk({}, "stop"),
-        b"data: [DONE]\n\n",
-    ]
+    return list(sse_turn("openai-chat", text=["A17 shipped Tuesday; ", "B2 ships Friday."]))
 
 
 class Orders:

@@ -13,7 +13,7 @@ import concurrent.futures
 import contextlib
 import functools
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from typing import Any
 
 import httpx
@@ -51,10 +51,9 @@ class AsyncHttpResponse:
     async def adrain(self) -> None:
         """When the provider has ended the turn, read what is left of the body (bounded, as the
         threaded transport does), so :meth:`aclose` returns the connection to the pool."""
-        body, self._body = self._body, None
-        if body is not None and self._ended:
+        if self._body is not None and self._ended:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(_drain(body), DRAIN_SECONDS)
+                await asyncio.wait_for(_drain(self._body), DRAIN_SECONDS)
 
     async def _iterate(self) -> AsyncIterator[bytes]:
         encoding = self._response.headers.get("content-encoding", "identity").strip().lower()
@@ -79,6 +78,10 @@ class AsyncHttpResponse:
         the connection ACTIVE in the pool for good.
         """
         release, self._release = self._release, None
+        body, self._body = self._body, None
+        if isinstance(body, AsyncGenerator):  # closed here, not by the collector (it is in a cycle with us)
+            with contextlib.suppress(Exception):
+                await body.aclose()
         if release is not None:
             await asyncio.shield(_keep(_aclose_then(self._response, release)))
 

@@ -27,7 +27,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
 import httpcore
@@ -267,10 +267,11 @@ class _CancellableTransport(httpx.BaseTransport):
 class HttpResponse(rx_abc.DisposableBase):
     """An open response body; iterate :meth:`iter_bytes`, then :meth:`close` (the resource of ``using``)."""
 
-    __slots__ = ("_body", "_ended", "_response", "status_code")
+    __slots__ = ("_body", "_ended", "_response", "_watchdog", "status_code")
 
-    def __init__(self, response: httpx.Response) -> None:
+    def __init__(self, response: httpx.Response, watchdog: _Watchdog) -> None:
         self._response = response
+        self._watchdog = watchdog
         self._body: Iterator[bytes] | None = None
         self._ended = False
         self.status_code = response.status_code
@@ -303,12 +304,20 @@ class HttpResponse(rx_abc.DisposableBase):
     def drain(self) -> None:
         """When the provider has ended the turn, read the few bytes that end the body (bounded), so
         :meth:`close` returns the connection to the pool instead of closing it."""
-        body, self._body = self._body, None
-        if body is not None and self._ended:
-            _drain(body, self._response)
+        if self._body is not None and self._ended:
+            _drain(self._body, self._response, self._watchdog)
 
     def close(self) -> None:
-        """Release the connection (idempotent)."""
+        """Release the connection (idempotent).
+
+        The body generator is closed here, on this thread: left to the garbage collector (it sits
+        in a cycle with this object), its finalizer would close the stream on whatever thread
+        collects it, possibly one inside httpcore's pool lock, which is not reentrant: a deadlock.
+        """
+        body, self._body = self._body, None
+        if isinstance(body, Generator):
+            with contextlib.suppress(Exception):
+                body.close()
         with contextlib.suppress(Exception):
             self._response.close()
 
@@ -317,7 +326,7 @@ class HttpResponse(rx_abc.DisposableBase):
         self.close()
 
 
-def _drain(body: Iterator[bytes], response: httpx.Response) -> None:
+def _drain(body: Iterator[bytes], response: httpx.Response, watchdog: _Watchdog) -> None:
     """Read what is left of a body the provider has ended, so the connection can be reused.
 
     Bounded: at most ``DRAIN_BYTES``, and a server that keeps the body open past its end marker
@@ -325,7 +334,7 @@ def _drain(body: Iterator[bytes], response: httpx.Response) -> None:
     """
     stream = response.extensions.get("network_stream")
     sock = stream.get_extra_info("socket") if stream is not None else None
-    guard = _WATCHDOG.after(DRAIN_SECONDS, _shutdown, sock) if isinstance(sock, socket.socket) else None
+    guard = watchdog.after(DRAIN_SECONDS, _shutdown, sock) if isinstance(sock, socket.socket) else None
     left = DRAIN_BYTES
     try:
         for data in body:
@@ -340,29 +349,43 @@ def _drain(body: Iterator[bytes], response: httpx.Response) -> None:
 
 
 class _Watchdog:
-    """One daemon thread that runs actions after a delay (cheaper than a ``threading.Timer`` each)."""
+    """One thread per transport that runs actions after a delay (cheaper than a ``threading.Timer``
+    each); started on first use, stopped by :meth:`stop` (the transport's ``close``)."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._heap: list[tuple[float, int, _Deadline]] = []
         self._count = itertools.count()
         self._thread: threading.Thread | None = None
+        self._stopped = False
 
     def after(self, delay: float, action: Callable[..., object], *args: object) -> _Deadline:
         deadline = _Deadline(lambda: action(*args))
         with self._cond:
             heapq.heappush(self._heap, (time.monotonic() + delay, next(self._count), deadline))
-            if self._thread is None:
+            if self._thread is None and not self._stopped:
                 self._thread = threading.Thread(target=self._run, name="rxllm-watchdog", daemon=True)
                 self._thread.start()
             self._cond.notify()
         return deadline
 
+    def stop(self) -> None:
+        """Run what is due, drop the rest, and end the thread."""
+        with self._cond:
+            self._stopped = True
+            thread, self._thread = self._thread, None
+            self._cond.notify()
+        if thread is not None:
+            thread.join(5)
+
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._heap or self._heap[0][0] > time.monotonic():
+                while not self._stopped and (not self._heap or self._heap[0][0] > time.monotonic()):
                     self._cond.wait(self._heap[0][0] - time.monotonic() if self._heap else None)
+                if self._stopped:
+                    self._heap.clear()
+                    return
                 _, _, deadline = heapq.heappop(self._heap)
             deadline.fire()
 
@@ -382,8 +405,6 @@ class _Deadline:
             with contextlib.suppress(Exception):
                 self._action()
 
-
-_WATCHDOG = _Watchdog()
 
 
 class HttpTransport:
@@ -419,6 +440,7 @@ class HttpTransport:
             follow_redirects=False,
         )
         self._scheduler: ThreadPoolScheduler | None = None
+        self._watchdog = _Watchdog()
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -456,11 +478,12 @@ class HttpTransport:
                 raise _status_error(response, provider)
             finally:
                 response.close()
-        return HttpResponse(response)
+        return HttpResponse(response, self._watchdog)
 
     def close(self) -> None:
-        """Close every pooled connection."""
+        """Close every pooled connection and stop the transport's timer thread."""
         self._client.close()
+        self._watchdog.stop()
 
 
 def _status_error(response: httpx.Response, provider: str) -> HttpStatusError:

@@ -232,6 +232,10 @@ class SseChatModel(BaseLlm):
         return reactivex.create(subscribe)
 
 
+class _Cancelled(Exception):
+    """Ends a cancelled attempt's pipeline; never delivered (the subscriber has disposed)."""
+
+
 class _Emit(enum.Enum):
     """What one call emits: one response, partials then the final, or the fine-grained events."""
 
@@ -304,7 +308,10 @@ def _body(
             if ended:
                 response.mark_ended()
             if scope is not None and scope.cancelled:
-                return Disposable()
+                # Terminate (the scoped observer drops it) so ``using`` closes the response here and
+                # now; an abandoned body would be finalized by the garbage collector on any thread,
+                # possibly one holding httpcore's (non-reentrant) pool lock.
+                raise _Cancelled
             _check_complete(aggregator, provider)
         except Exception as exc:
             observer.on_error(exc)

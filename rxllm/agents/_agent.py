@@ -13,7 +13,8 @@ from .._types import GenerateContentConfig
 from ._context import InvocationContext, ReadonlyContext
 from ._event import Event
 from ._flow import AfterModelCallback, BeforeModelCallback, as_callbacks, run_llm_flow
-from ._tools import BaseTool, ToolLike, as_tool
+from ._named import Named
+from ._tools import BaseTool, ToolLike, tools_by_name
 
 __all__ = ["BaseAgent", "InstructionProvider", "LlmAgent"]
 
@@ -21,7 +22,7 @@ InstructionProvider = Callable[[ReadonlyContext], str]
 """A dynamic instruction: called before every model call with a read-only view of the run."""
 
 
-class BaseAgent(abc.ABC):
+class BaseAgent(Named, abc.ABC):
     """An agent the :class:`Runner` can run.
 
     Args:
@@ -39,25 +40,11 @@ class BaseAgent(abc.ABC):
             raise ConfigurationError(f"agent name must be a Python identifier, got {name!r}")
         if name == "user":
             raise ConfigurationError("agent name 'user' is reserved for the user's events")
-        self._name = name
-        self._description = description
-
-    @property
-    def name(self) -> str:
-        """The agent's name (the ``author`` of its events)."""
-        return self._name
-
-    @property
-    def description(self) -> str:
-        """What the agent does."""
-        return self._description
+        super().__init__(name, description)
 
     @abc.abstractmethod
     def run_async(self, ctx: InvocationContext) -> reactivex.Observable[Event]:
         """Run the agent for one invocation. Cold: subscribing starts it; disposing stops it."""
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self._name!r})"
 
 
 class LlmAgent(BaseAgent):
@@ -115,13 +102,8 @@ class LlmAgent(BaseAgent):
             raise ConfigurationError(f"LlmAgent {name!r}: pass tools with tools=, not in generate_content_config")
         self._model = model
         self._instruction = instruction
-        self._tools = tuple(as_tool(tool) for tool in tools)
-        by_name: dict[str, BaseTool] = {}
-        for tool in self._tools:
-            if tool.name in by_name:
-                raise ConfigurationError(f"LlmAgent {name!r} has two tools named {tool.name!r}")
-            by_name[tool.name] = tool
-        self._tools_by_name = by_name
+        self._tools_by_name = tools_by_name(tools, f"LlmAgent {name!r}")
+        self._tools = tuple(self._tools_by_name.values())
         self._config = config
         self._before: tuple[BeforeModelCallback, ...] = as_callbacks(before_model_callback, "before_model_callback")
         self._after: tuple[AfterModelCallback, ...] = as_callbacks(after_model_callback, "after_model_callback")

@@ -14,27 +14,11 @@ from __future__ import annotations
 import time
 import uuid
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
-from pydantic.alias_generators import to_camel
+from pydantic import Field, JsonValue
 
-from .._types import Content, FinishReason, FunctionCall, FunctionResponse, UsageMetadata
+from .._types import Content, FinishReason, FunctionCall, FunctionResponse, UsageMetadata, _Model
 
 __all__ = ["Event", "EventActions"]
-
-
-class _AgentModel(BaseModel):
-    """The base config of rxllm's data types: immutable, snake_case names, camelCase JSON."""
-
-    model_config = ConfigDict(
-        frozen=True,
-        alias_generator=to_camel,
-        validate_by_name=True,
-        validate_by_alias=True,
-        serialize_by_alias=True,
-        extra="forbid",
-        ser_json_bytes="base64",
-        val_json_bytes="base64",
-    )
 
 
 def new_event_id() -> str:
@@ -42,7 +26,7 @@ def new_event_id() -> str:
     return str(uuid.uuid4())
 
 
-class EventActions(_AgentModel):
+class EventActions(_Model):
     """What an event asks the runtime to do besides recording its content.
 
     Attributes:
@@ -63,7 +47,7 @@ class EventActions(_AgentModel):
     escalate: bool | None = None
 
 
-class Event(_AgentModel):
+class Event(_Model):
     """One event of a run: a user message, a model response (partial or final) or tool responses.
 
     ``id`` is fresh for every event (``new_event_id``); ``timestamp`` is seconds since the epoch.

@@ -30,13 +30,11 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import reactivex
-from pydantic import ValidationError
-from pydantic_core import PydanticSerializationError, to_jsonable_python
 from reactivex import operators as ops
 
 from .._aggregation import generate_function_call_id
-from .._errors import ConfigurationError, RxLlmError, ToolError, UnsupportedOperationError
-from .._types import Content, FunctionCall, LlmRequest, LlmResponse, Part, Tool
+from .._errors import ConfigurationError, RxLlmError, UnsupportedOperationError
+from .._types import Content, FunctionCall, GenerateContentConfig, LlmRequest, LlmResponse, Part, Tool
 from ._context import CallbackContext, InvocationContext, ReadonlyContext, ToolContext
 from ._event import Event, EventActions
 from ._instructions import inject_session_state
@@ -44,12 +42,13 @@ from ._run_config import StreamingMode
 from ._rx import emit_now, fail_now, nothing_now, then_now
 from ._sessions import Session
 from ._state import State
-from ._tools import BaseTool
+from ._tool_calls import ToolCallOutcome, call_tool
+from ._tools import tool_declarations
 
 if TYPE_CHECKING:
     from ._agent import LlmAgent
 
-__all__ = ["AfterModelCallback", "BeforeModelCallback", "run_llm_flow"]
+__all__ = ["AfterModelCallback", "BeforeModelCallback", "build_request", "request_config", "run_llm_flow"]
 
 logger = logging.getLogger("rxllm.agents")
 
@@ -216,14 +215,20 @@ def build_request(agent: LlmAgent, ctx: InvocationContext, session: Session, rea
         if content.role is None:
             content = content.model_copy(update={"role": "user" if event.author == "user" else "model"})
         contents.append(content)
-    config = agent.generate_content_config
+    config = request_config(agent.generate_content_config, text or None, tool_declarations(agent.tools))
+    return LlmRequest(contents=tuple(contents), config=config)
+
+
+def request_config(
+    base: GenerateContentConfig, system_instruction: str | None, tools: tuple[Tool, ...]
+) -> GenerateContentConfig:
+    """``base`` with the system instruction (unless None) and the tools' declarations (unless none)."""
     update: dict[str, Any] = {}
-    if text:
-        update["system_instruction"] = Content(role="system", parts=(Part(text=text),))
-    declarations = [d for d in (tool.declaration() for tool in agent.tools) if d is not None]
-    if declarations:
-        update["tools"] = (Tool(function_declarations=tuple(declarations)),)
-    return LlmRequest(contents=tuple(contents), config=config.model_copy(update=update))
+    if system_instruction is not None:
+        update["system_instruction"] = Content(role="system", parts=(Part(text=system_instruction),))
+    if tools:
+        update["tools"] = tools
+    return base.model_copy(update=update) if update else base
 
 
 def _with_call_ids(step: _Step, content: Content | None) -> Content | None:
@@ -326,51 +331,16 @@ def _run_tools(agent: LlmAgent, ctx: InvocationContext, step: _Step, model_event
 def _run_call(
     agent: LlmAgent, ctx: InvocationContext, step: _Step, call: FunctionCall, contexts: list[ToolContext]
 ) -> reactivex.Observable[Part]:
-    def error_part(message: str, error: BaseException | None) -> Part:
-        logger.warning(
-            "agent %r, invocation %s: tool call %r (id %s) answered with an error: %s",
-            agent.name,
-            ctx.invocation_id,
-            call.name,
-            call.id,
-            message,
-            exc_info=error,
-        )
-        return Part.from_function_response(call.name, {"error": message}, id=call.id)
-
     if ctx.is_cancelled:
         return reactivex.never()
-    tool: BaseTool | None = agent.tools_by_name.get(call.name)
-    if tool is None:
-        known = ", ".join(sorted(agent.tools_by_name)) or "none"
-        return emit_now(error_part(f"tool {call.name!r} is not available (available tools: {known})", None))
     tool_ctx = ToolContext(ctx, step.state, call.id)
     contexts.append(tool_ctx)
-    name = tool.name
 
-    def start(_: object) -> reactivex.Observable[dict[str, Any]]:
-        return tool.run(dict(call.args), tool_ctx)
+    def to_part(outcome: ToolCallOutcome) -> Part:
+        outcome.log_failure(logger, f"agent {agent.name!r}, invocation {ctx.invocation_id}: ")
+        return Part(function_response=outcome.response)
 
-    def to_part(results: list[Any]) -> Part:
-        if not results:
-            raise ToolError(f"tool {name!r} completed without a result")
-        result = results[-1]
-        if not isinstance(result, dict):
-            result = {"result": result}
-        try:
-            response = to_jsonable_python(result)
-            return Part.from_function_response(call.name, response, id=call.id)
-        except (PydanticSerializationError, ValidationError) as exc:
-            raise ToolError(f"tool {name!r} returned a value that is not JSON: {exc}") from exc
-
-    def recover(error: Exception, _: reactivex.Observable[Part]) -> reactivex.Observable[Part]:
-        if isinstance(error, ToolError):
-            message = str(error)
-        else:
-            message = f"tool {name!r} failed with {type(error).__name__}: {error}"
-        return emit_now(error_part(message, error))
-
-    return reactivex.defer(start).pipe(ops.to_list(), ops.map(to_part), ops.catch(recover))
+    return call_tool(agent.tools_by_name, call, tool_ctx).pipe(ops.map(to_part))
 
 
 def _run_live(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observable[Event]:

@@ -6,7 +6,7 @@ import enum
 
 from pydantic import Field
 
-from ._event import _AgentModel
+from .._types import _Model
 
 __all__ = ["RunConfig", "StreamingMode"]
 
@@ -26,7 +26,7 @@ class StreamingMode(enum.StrEnum):
     BIDI = "bidi"
 
 
-class RunConfig(_AgentModel):
+class RunConfig(_Model):
     """Options of one run.
 
     Args:

@@ -31,14 +31,15 @@ import reactivex
 from pydantic import Field, JsonValue
 
 from .._errors import ConfigurationError
-from ._event import Event, _AgentModel
+from .._types import _Model
+from ._event import Event
 from ._rx import call_now, emit_now, nothing_now
 from ._state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
 
 __all__ = ["BaseSessionService", "InMemorySessionService", "Session"]
 
 
-class Session(_AgentModel):
+class Session(_Model):
     """An immutable snapshot of a conversation: its ids, state and stored events.
 
     Snapshots never change: a later ``append_event`` (by anyone) is seen only by fetching the

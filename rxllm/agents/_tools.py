@@ -20,9 +20,9 @@ Google-style docstring's ``Args:`` section.
 >>> declaration.parameters["properties"]["order_id"]
 {'description': 'The order\\'s id, like "A17".', 'type': 'string'}
 
-Outcomes (the same for every tool, applied by the flow): a tool that raises, whose arguments
-fail validation, that returns something that is not JSON, or that the model named but the agent
-does not have, does not fail the run. The function-response event carries
+Outcomes (the same for every tool, decided in ``_tool_calls``): a tool that raises, whose
+arguments fail validation, that returns something that is not JSON, or that the model named but
+the agent does not have, does not fail the run. The function-response event carries
 ``{"error": "<message>"}`` for that call so the model can recover, and the error is logged
 (logger ``rxllm.agents``, level WARNING).
 """
@@ -33,7 +33,7 @@ import abc
 import inspect
 import re
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import reactivex
@@ -42,11 +42,20 @@ from reactivex import abc as rx_abc
 from reactivex import operators as ops
 
 from .._errors import ConfigurationError, ToolError
-from .._types import FunctionDeclaration
+from .._types import FunctionDeclaration, Tool
 from ._context import ToolContext
+from ._named import Named
 from ._rx import call_now, emit_now
 
-__all__ = ["BaseTool", "FunctionTool", "ToolLike", "as_tool", "describe_validation_error"]
+__all__ = [
+    "BaseTool",
+    "FunctionTool",
+    "ToolLike",
+    "as_tool",
+    "describe_validation_error",
+    "tool_declarations",
+    "tools_by_name",
+]
 
 ToolResult = dict[str, Any]
 
@@ -58,7 +67,7 @@ _SECTION = re.compile(
 _ARG_LINE = re.compile(r"^\*{0,2}(?P<name>\w+)\s*(\([^)]*\))?\s*:\s*(?P<desc>.*)$")
 
 
-class BaseTool(abc.ABC):
+class BaseTool(Named, abc.ABC):
     """A tool the model may call, as ADK's ``BaseTool``.
 
     Args:
@@ -72,18 +81,7 @@ class BaseTool(abc.ABC):
                 f"tool name {name!r} is not usable: start with a letter or underscore, then letters, digits "
                 "or _.:- (at most 64 characters)"
             )
-        self._name = name
-        self._description = description
-
-    @property
-    def name(self) -> str:
-        """The name the model calls the tool by."""
-        return self._name
-
-    @property
-    def description(self) -> str:
-        """What the tool does, for the model."""
-        return self._description
+        super().__init__(name, description)
 
     def declaration(self) -> FunctionDeclaration | None:
         """The declaration sent to the model, or None for a tool the model is not told about."""
@@ -97,9 +95,6 @@ class BaseTool(abc.ABC):
         completes, or fails; subscribing runs the tool. Disposing it abandons the result (a
         running synchronous function cannot be interrupted).
         """
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self._name!r})"
 
 
 def _docstring_parts(doc: str | None) -> tuple[str, dict[str, str]]:
@@ -316,3 +311,27 @@ def as_tool(tool: ToolLike) -> BaseTool:
     if callable(tool):
         return FunctionTool(tool)
     raise ConfigurationError(f"a tool must be a BaseTool or a callable, got {type(tool).__name__}")
+
+
+def tools_by_name(tools: Iterable[ToolLike], owner: str) -> dict[str, BaseTool]:
+    """The tools (callables wrapped by :func:`as_tool`) by name, in the order given.
+
+    Args:
+        tools: what the owner was given.
+        owner: who has the tools, for the error message (``"LlmAgent 'support'"``).
+
+    Raises:
+        ConfigurationError: for something that is not a tool, or two tools with one name.
+    """
+    by_name: dict[str, BaseTool] = {}
+    for tool in map(as_tool, tools):
+        if tool.name in by_name:
+            raise ConfigurationError(f"{owner} has two tools named {tool.name!r}")
+        by_name[tool.name] = tool
+    return by_name
+
+
+def tool_declarations(tools: Iterable[BaseTool]) -> tuple[Tool, ...]:
+    """What a request declares for ``tools``: one :class:`~rxllm.Tool` with every declaration, or nothing."""
+    declarations = tuple(d for d in (tool.declaration() for tool in tools) if d is not None)
+    return (Tool(function_declarations=declarations),) if declarations else ()

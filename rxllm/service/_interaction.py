@@ -32,29 +32,12 @@ import reactivex
 from reactivex import abc as rx_abc
 from reactivex.disposable import CompositeDisposable, Disposable, SingleAssignmentDisposable
 
+from .. import _model_stream as model_stream
 from .._base_llm import model_stream_events
 from .._errors import GuardrailError, LimitExceededError, ProtocolError, RxLlmError
-from .._model_stream import (
-    ModelStreamEvent,
-    ResponseCompleteEvent,
-    TextDeltaEvent,
-    ThoughtDeltaEvent,
-    ToolCallCompleteEvent,
-    ToolCallDeltaEvent,
-)
 from .._types import Content, FunctionCall, FunctionResponse, GenerateContentConfig, LlmRequest, LlmResponse, Part
-from ._events import (
-    AfterToolExecutionEvent,
-    AiServiceStreamingEvent,
-    BeforeToolExecutionEvent,
-    CompleteToolCallEvent,
-    FinalResponseEvent,
-    IntermediateResponseEvent,
-    PartialResponseEvent,
-    PartialThinkingEvent,
-    PartialToolCallEvent,
-    RetrievedContentsEvent,
-)
+from ..agents._flow import request_config
+from . import _events as events
 from ._guardrails import apply_output_guardrails
 from ._relay import BoundedRelay
 from ._tool_execution import ToolEnvironment, execute_tool
@@ -102,7 +85,7 @@ class _Interaction:
     def __init__(self, service: AiService, user_content: Content, observer: rx_abc.ObserverBase[Any]) -> None:
         self._service = service
         self._user_content = user_content
-        self._relay: BoundedRelay[AiServiceStreamingEvent] = BoundedRelay(
+        self._relay: BoundedRelay[events.AiServiceStreamingEvent] = BoundedRelay(
             observer, service.streaming_buffer_size, self._stop
         )
         self._lock = threading.Lock()
@@ -110,7 +93,7 @@ class _Interaction:
         self._disposables = CompositeDisposable()
         self._contents: list[Content] = []
         self._rounds = 0
-        self._tools = ToolEnvironment(service.tools_by_name)
+        self._tools = ToolEnvironment(service.tools_by_name, user_content)
         self._guarded = bool(service.output_guardrails)
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -167,7 +150,7 @@ class _Interaction:
             return
         content = self._user_content
         if found:
-            self._relay.on_next(RetrievedContentsEvent(tuple(found)))
+            self._relay.on_next(events.RetrievedContentsEvent(tuple(found)))
             content = _with_retrieved(content, found)
         self._contents.append(content)
         self._start_round()
@@ -176,12 +159,7 @@ class _Interaction:
 
     def _request(self) -> LlmRequest:
         service = self._service
-        update: dict[str, Any] = {}
-        if service.system_message is not None:
-            update["system_instruction"] = service.system_message
-        if service.tool_declarations:
-            update["tools"] = service.tool_declarations
-        config = GenerateContentConfig.model_validate(update) if update else GenerateContentConfig()
+        config = request_config(GenerateContentConfig(), service.system_message, service.tool_declarations)
         return LlmRequest(contents=tuple(self._contents), config=config)
 
     def _start_round(self) -> None:
@@ -191,12 +169,12 @@ class _Interaction:
             self._rounds += 1
             round_ = _Round(self._rounds)
         try:
-            events = model_stream_events(self._service.model, self._request())
+            model_events = model_stream_events(self._service.model, self._request())
         except Exception as exc:
             self._fail(_mapped(exc, "the model call"))
             return
 
-        def on_next(event: ModelStreamEvent) -> None:
+        def on_next(event: model_stream.ModelStreamEvent) -> None:
             self._on_model_event(round_, event)
 
         def on_error(error: Exception) -> None:
@@ -208,26 +186,26 @@ class _Interaction:
 
         subscription = SingleAssignmentDisposable()
         self._disposables.add(subscription)  # disposed at once when the interaction already stopped
-        subscription.disposable = events.subscribe(on_next, on_error, on_completed)
+        subscription.disposable = model_events.subscribe(on_next, on_error, on_completed)
 
-    def _on_model_event(self, round_: _Round, event: ModelStreamEvent) -> None:
+    def _on_model_event(self, round_: _Round, event: model_stream.ModelStreamEvent) -> None:
         if self._stopped:
             return
         relay = self._relay
-        if isinstance(event, TextDeltaEvent):
+        if isinstance(event, model_stream.TextDeltaEvent):
             if not self._guarded and event.text:
-                relay.on_next(PartialResponseEvent(event.text))
-        elif isinstance(event, ThoughtDeltaEvent):
+                relay.on_next(events.PartialResponseEvent(event.text))
+        elif isinstance(event, model_stream.ThoughtDeltaEvent):
             if event.text:
-                relay.on_next(PartialThinkingEvent(event.text))
-        elif isinstance(event, ToolCallDeltaEvent):
-            relay.on_next(PartialToolCallEvent(event.index, event.id, event.name, event.arguments_delta))
-        elif isinstance(event, ToolCallCompleteEvent):
-            relay.on_next(CompleteToolCallEvent(event.index, event.call))
+                relay.on_next(events.PartialThinkingEvent(event.text))
+        elif isinstance(event, model_stream.ToolCallDeltaEvent):
+            relay.on_next(events.PartialToolCallEvent(event.index, event.id, event.name, event.arguments_delta))
+        elif isinstance(event, model_stream.ToolCallCompleteEvent):
+            relay.on_next(events.CompleteToolCallEvent(event.index, event.call))
             position = round_.reported
             round_.reported += 1
             self._start_tool(round_, event.call, _key(event.call, position))
-        elif isinstance(event, ResponseCompleteEvent):
+        elif isinstance(event, model_stream.ResponseCompleteEvent):
             round_.response = event.response
 
     def _on_model_completed(self, round_: _Round) -> None:
@@ -239,7 +217,7 @@ class _Interaction:
             return
         calls = response.function_calls()
         if response.error_code is None and calls:
-            self._relay.on_next(IntermediateResponseEvent(response))
+            self._relay.on_next(events.IntermediateResponseEvent(response))
             for position, call in enumerate(calls):  # a call the stream never reported complete runs now
                 self._start_tool(round_, call, _key(call, position))
         with self._lock:
@@ -265,7 +243,7 @@ class _Interaction:
             round_.pending += 1
 
         def work() -> None:
-            self._relay.on_next(BeforeToolExecutionEvent(call))
+            self._relay.on_next(events.BeforeToolExecutionEvent(call))
             if self._stopped:  # stopped while the subscriber took the event: the tool never starts
                 return
             execute_tool(self._tools, call, lambda result, failed: self._tool_done(round_, run, result, failed))
@@ -277,7 +255,7 @@ class _Interaction:
             return
         run.result = result
         run.failed = failed
-        self._relay.on_next(AfterToolExecutionEvent(run.call, result, failed))
+        self._relay.on_next(events.AfterToolExecutionEvent(run.call, result, failed))
         with self._lock:
             round_.pending -= 1
             ready = self._take_end(round_)
@@ -324,7 +302,7 @@ class _Interaction:
                 return
         if self._stopped:
             return
-        self._relay.on_next(FinalResponseEvent(response))
+        self._relay.on_next(events.FinalResponseEvent(response))
         self._relay.on_completed()
         self._stop()
 
@@ -347,11 +325,13 @@ def _with_retrieved(content: Content, found: Sequence[str]) -> Content:
     return content.model_copy(update={"parts": (*content.parts, Part(text=addition.lstrip()))})
 
 
-def start_interaction(service: AiService, user_content: Content) -> reactivex.Observable[AiServiceStreamingEvent]:
+def start_interaction(
+    service: AiService, user_content: Content
+) -> reactivex.Observable[events.AiServiceStreamingEvent]:
     """The cold Observable of one interaction: each subscription runs its own."""
 
     def subscribe(
-        observer: rx_abc.ObserverBase[AiServiceStreamingEvent], scheduler: rx_abc.SchedulerBase | None = None
+        observer: rx_abc.ObserverBase[events.AiServiceStreamingEvent], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
         return _Interaction(service, user_content, observer).start()
 

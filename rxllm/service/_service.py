@@ -10,7 +10,8 @@ from reactivex import abc as rx_abc
 from .._base_llm import BaseLlm
 from .._errors import ConfigurationError
 from .._types import Content, Part, Tool
-from ..agents import BaseTool, FunctionTool, ToolLike
+from ..agents import BaseTool, ToolLike
+from ..agents._tools import tool_declarations, tools_by_name
 from ._events import AiServiceStreamingEvent
 from ._guardrails import OutputGuardrail, check_guardrails
 from ._interaction import start_interaction
@@ -102,15 +103,9 @@ class AiService:
         if system_message is not None and not isinstance(system_message, str):
             raise ConfigurationError(f"system_message must be a str, got {type(system_message).__name__}")
         self._model = model
-        self._tools = tuple(_as_tool(tool) for tool in tools)
-        by_name: dict[str, BaseTool] = {}
-        for tool in self._tools:
-            if tool.name in by_name:
-                raise ConfigurationError(f"AiService has two tools named {tool.name!r}")
-            by_name[tool.name] = tool
-        self._tools_by_name: Mapping[str, BaseTool] = by_name
-        declarations = tuple(d for d in (tool.declaration() for tool in self._tools) if d is not None)
-        self._tool_declarations = (Tool(function_declarations=declarations),) if declarations else ()
+        self._tools_by_name: Mapping[str, BaseTool] = tools_by_name(tools, "AiService")
+        self._tools = tuple(self._tools_by_name.values())
+        self._tool_declarations = tool_declarations(self._tools)
         self._system_message = system_message
         self._retriever = retriever
         self._output_guardrails = check_guardrails(output_guardrails)
@@ -216,11 +211,3 @@ class AiService:
         else:
             raise ConfigurationError(f"user_message must be a str or a Content, got {type(user_message).__name__}")
         return start_interaction(self, content)
-
-
-def _as_tool(tool: ToolLike) -> BaseTool:
-    if isinstance(tool, BaseTool):
-        return tool
-    if callable(tool):
-        return FunctionTool(tool)
-    raise ConfigurationError(f"a tool must be a BaseTool or a callable, got {type(tool).__name__}")

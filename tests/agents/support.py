@@ -90,6 +90,20 @@ def make_runner(model: BaseLlm, tools: Sequence[Any] = (), **agent_options: Any)
     return runner
 
 
+def order_runner(model: BaseLlm, **agent_options: Any) -> tuple[Runner, list[dict[str, Any]]]:
+    """A :func:`make_runner` whose agent has the ``get_order`` tool, and the list of the calls the tool received."""
+    calls: list[dict[str, Any]] = []
+    return make_runner(model, tools=[get_order_function(calls)], **agent_options), calls
+
+
+def tool_calls_turn(*calls: tuple[str | None, str, str]) -> list[LlmResponse]:
+    """A model turn that only calls tools: one chunk with each ``(call id, tool name, JSON arguments)``, in order."""
+    fragments = tuple(
+        ToolCallFragment(index, call_id, name, arguments) for index, (call_id, name, arguments) in enumerate(calls)
+    )
+    return scripted_turn(Chunk(tool_call_fragments=fragments))
+
+
 @dataclass
 class Outcome:
     events: list[Event]
@@ -209,13 +223,13 @@ class HeldCall:
 class HeldLlm(BaseLlm):
     """A model whose calls stay open until the test emits and completes them; records dispose.
 
-    Calls past ``held`` are answered from ``scripted`` turns synchronously.
+    Calls past ``held`` are answered synchronously by a :class:`~rxllm.testing.ScriptedLlm` of the ``scripted`` turns.
     """
 
     def __init__(self, *, held: int = 1, scripted: Sequence[Sequence[LlmResponse]] = ()) -> None:
         super().__init__(model="held")
         self._held = held
-        self._scripted = [list(t) for t in scripted]
+        self._scripted = ScriptedLlm(scripted)
         self._lock = threading.Lock()
         self.calls: list[HeldCall] = []
         self.requests: list[tuple[LlmRequest, bool]] = []
@@ -238,10 +252,6 @@ class HeldLlm(BaseLlm):
                 with self._lock:
                     self.calls.append(call)
                 return Disposable(call.disposed.set)
-            turn = self._scripted[number - self._held]
-            for response in turn if stream else [turn[-1].model_copy(update={"partial": None})]:
-                observer.on_next(response)
-            observer.on_completed()
-            return Disposable()
+            return self._scripted.generate_content(llm_request, stream).subscribe(observer, scheduler=scheduler)
 
         return reactivex.create(subscribe)

@@ -20,9 +20,8 @@ from .support import (
     answer_chunks,
     every_chunk_final,
     final_holds_last_delta,
-    get_order_function,
     history,
-    make_runner,
+    order_runner,
     run_collect,
     worked_example_chunks,
 )
@@ -43,9 +42,8 @@ def test_checker_catches_a_model_that_never_sends_a_final() -> None:
 def test_never_final_streams_to_the_screen_but_leaves_no_trace(
     mode: StreamingMode, caplog: pytest.LogCaptureFixture
 ) -> None:
-    calls: list[dict[str, Any]] = []
     model = ListLlm([never_final_turn()])
-    runner = make_runner(model, tools=[get_order_function(calls)])
+    runner, calls = order_runner(model)
 
     with caplog.at_level(logging.WARNING, logger="rxllm.agents"):
         outcome = run_collect(runner, mode=mode)
@@ -75,9 +73,8 @@ def test_every_chunk_final_stores_fragments_and_the_split_call_fails_loudly() ->
     assert isinstance(error, MalformedFunctionCallError) and error.tool_name == "get_order"
     with pytest.raises(AssertionError, match="is final but is not the last"):
         assert_stream_protocol(responses)
-    calls: list[dict[str, Any]] = []
     model = ListLlm([responses], error=error)
-    runner = make_runner(model, tools=[get_order_function(calls)])
+    runner, calls = order_runner(model)
 
     outcome = run_collect(runner, mode=StreamingMode.SSE)
 
@@ -100,9 +97,8 @@ def test_every_chunk_final_with_a_whole_call_runs_it_once_but_history_is_fragmen
     first, error = every_chunk_final(chunks)
     second, _ = every_chunk_final(answer_chunks())
     assert error is None
-    calls: list[dict[str, Any]] = []
     model = ListLlm([first, second])
-    runner = make_runner(model, tools=[get_order_function(calls)])
+    runner, calls = order_runner(model)
 
     outcome = run_collect(runner, mode=StreamingMode.SSE)
 
@@ -123,9 +119,8 @@ def test_checker_catches_a_final_that_holds_only_the_last_delta() -> None:
 
 
 def test_final_with_only_the_last_delta_stores_a_truncated_answer() -> None:
-    calls: list[dict[str, Any]] = []
     model = ListLlm([scripted_turn(*worked_example_chunks()), final_holds_last_delta(answer_chunks())])
-    runner = make_runner(model, tools=[get_order_function(calls)])
+    runner, calls = order_runner(model)
 
     outcome = run_collect(runner, mode=StreamingMode.SSE)
 

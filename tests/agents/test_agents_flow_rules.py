@@ -20,7 +20,6 @@ from rxllm import (
     LlmResponse,
     Part,
     RxLlmError,
-    ToolCallFragment,
     UnsupportedOperationError,
 )
 from rxllm.agents import CallbackContext, FunctionTool, StreamingMode, ToolContext
@@ -37,7 +36,9 @@ from .support import (
     get_order_function,
     history,
     make_runner,
+    order_runner,
     run_collect,
+    tool_calls_turn,
     worked_example_chunks,
     worked_example_model,
 )
@@ -48,17 +49,12 @@ class Order(BaseModel):
     shipped: date
 
 
-def call_turn(name: str, arguments: str, call_id: str | None = "call_1") -> list[LlmResponse]:
-    return scripted_turn(Chunk(tool_call_fragments=(ToolCallFragment(0, call_id, name, arguments),)))
-
-
 # --- max_llm_calls -----------------------------------------------------------------------------------------
 
 
 def test_exceeding_max_llm_calls_fails_the_run_with_a_clear_error() -> None:
-    calls: list[dict[str, Any]] = []
-    model = ScriptedLlm([call_turn("get_order", '{"order_id": "A17"}')] * 5)
-    runner = make_runner(model, tools=[get_order_function(calls)])
+    model = ScriptedLlm([tool_calls_turn(("call_1", "get_order", '{"order_id": "A17"}'))] * 5)
+    runner, calls = order_runner(model)
 
     outcome = run_collect(runner, max_llm_calls=2)
 
@@ -70,8 +66,9 @@ def test_exceeding_max_llm_calls_fails_the_run_with_a_clear_error() -> None:
 
 
 def test_max_llm_calls_zero_means_no_limit() -> None:
-    model = ScriptedLlm([call_turn("get_order", '{"order_id": "A17"}')] * 3 + [scripted_turn(*answer_chunks())])
-    runner = make_runner(model, tools=[get_order_function([])])
+    lookup = tool_calls_turn(("call_1", "get_order", '{"order_id": "A17"}'))
+    model = ScriptedLlm([lookup] * 3 + [scripted_turn(*answer_chunks())])
+    runner, _ = order_runner(model)
     outcome = run_collect(runner, max_llm_calls=0)
     assert outcome.completed and len(model.requests) == 4
 
@@ -81,7 +78,7 @@ def test_max_llm_calls_zero_means_no_limit() -> None:
 
 def test_bidi_on_a_model_that_refuses_fails_the_run_at_once() -> None:
     model = worked_example_model()  # BaseLlm.connect refuses by default
-    runner = make_runner(model, tools=[get_order_function([])])
+    runner, _ = order_runner(model)
 
     outcome = run_collect(runner, mode=StreamingMode.BIDI, timeout=2.0)
 
@@ -136,7 +133,7 @@ def test_bidi_on_a_model_that_accepts_fails_clearly_and_closes_the_connection() 
 
 
 def run_one_call(tool: Any, name: str, arguments: str, caplog: pytest.LogCaptureFixture) -> tuple[Any, Any]:
-    model = ScriptedLlm([call_turn(name, arguments), scripted_turn(Chunk(text_delta="Sorry."))])
+    model = ScriptedLlm([tool_calls_turn(("call_1", name, arguments)), scripted_turn(Chunk(text_delta="Sorry."))])
     runner = make_runner(model, tools=[tool])
     with caplog.at_level(logging.WARNING, logger="rxllm.agents"):
         outcome = run_collect(runner)
@@ -214,14 +211,7 @@ def test_non_dict_results_are_wrapped_and_all_calls_of_a_step_share_one_event_in
         order.append("second")
         return "ok"
 
-    turn = scripted_turn(
-        Chunk(
-            tool_call_fragments=(
-                ToolCallFragment(0, "c1", "first", '{"x": "21"}'),
-                ToolCallFragment(1, "c2", "second", ""),
-            )
-        )
-    )
+    turn = tool_calls_turn(("c1", "first", '{"x": "21"}'), ("c2", "second", ""))
     model = ScriptedLlm([turn, scripted_turn(Chunk(text_delta="Done."))])
     runner = make_runner(model, tools=[first, second])
     assert run_collect(runner).completed
@@ -234,8 +224,8 @@ def test_non_dict_results_are_wrapped_and_all_calls_of_a_step_share_one_event_in
 
 
 def test_calls_without_an_id_get_one_and_the_response_answers_it() -> None:
-    model = ScriptedLlm([call_turn("get_order", '{"order_id": "A17"}', call_id=None), scripted_turn(*answer_chunks())])
-    runner = make_runner(model, tools=[get_order_function([])])
+    model = ScriptedLlm([tool_calls_turn((None, "get_order", '{"order_id": "A17"}')), scripted_turn(*answer_chunks())])
+    runner, _ = order_runner(model)
     assert run_collect(runner).completed
     [_, call_event, response_event, _] = history(runner)
     [call] = call_event.function_calls()
@@ -251,7 +241,7 @@ def test_a_call_id_stays_the_same_between_a_partial_and_its_final() -> None:
     )
     final = partial.model_copy(update={"partial": None})
     model = ListLlm([[partial, final], scripted_turn(Chunk(text_delta="Done."))])
-    runner = make_runner(model, tools=[get_order_function([])])
+    runner, _ = order_runner(model)
     outcome = run_collect(runner)
     partial_id = outcome.events[0].function_calls()[0].id
     assert partial_id is not None
@@ -262,7 +252,6 @@ def test_a_call_id_stays_the_same_between_a_partial_and_its_final() -> None:
 def test_an_error_code_ends_the_run_without_running_tools() -> None:
     turn = scripted_turn(Chunk(text_delta="Partial answer"), Chunk(error=None, finish_reason=None))
     cut = turn[-1].model_copy(update={"error_code": "MAX_TOKENS", "error_message": "the model stopped"})
-    calls: list[dict[str, Any]] = []
     bad = cut.model_copy(
         update={
             "content": Content(
@@ -275,7 +264,7 @@ def test_an_error_code_ends_the_run_without_running_tools() -> None:
         }
     )
     model = ListLlm([[*turn[:-1], bad]])
-    runner = make_runner(model, tools=[get_order_function(calls)])
+    runner, calls = order_runner(model)
     outcome = run_collect(runner)
     assert outcome.completed
     assert calls == []
@@ -401,7 +390,7 @@ def test_history_of_the_worked_example_with_callbacks_in_none_mode() -> None:
     def observe(ctx: CallbackContext, response: LlmResponse) -> None:
         after_calls.append(response.partial)
 
-    runner = make_runner(worked_example_model(), tools=[get_order_function([])], after_model_callback=observe)
+    runner, _ = order_runner(worked_example_model(), after_model_callback=observe)
     assert run_collect(runner, mode=StreamingMode.NONE).completed
     assert after_calls == [None, None]
     assert [e.text() for e in history(runner)] == [QUESTION, EXPLANATION, "", ANSWER]

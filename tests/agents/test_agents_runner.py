@@ -10,7 +10,7 @@ from reactivex import abc as rx_abc
 from reactivex import operators as ops
 from reactivex.disposable import Disposable
 
-from rxllm import Chunk, ConfigurationError, ToolCallFragment
+from rxllm import Chunk, ConfigurationError
 from rxllm.agents import Event, RunConfig, StreamingMode
 from rxllm.testing import ScriptedLlm, scripted_turn
 
@@ -20,11 +20,12 @@ from .support import (
     USER,
     HeldLlm,
     answer_chunks,
-    get_order_function,
     history,
     make_runner,
+    order_runner,
     question,
     run_collect,
+    tool_calls_turn,
     user_message,
     worked_example_chunks,
 )
@@ -52,9 +53,8 @@ class Recorder:
 
 
 def test_disposing_mid_stream_cancels_the_model_call_and_runs_nothing_more() -> None:
-    calls: list[dict[str, Any]] = []
     model = HeldLlm(held=1, scripted=[scripted_turn(*answer_chunks())])
-    runner = make_runner(model, tools=[get_order_function(calls)])
+    runner, calls = order_runner(model)
     recorder = Recorder()
     subscription = recorder.subscribe(runner.run_async(USER, SESSION, question(), SSE))
     assert model.wait_for_calls(1)
@@ -91,14 +91,7 @@ def test_disposing_while_a_tool_runs_drops_its_result_and_runs_no_further_tool_o
         second_ran.append(True)
         return "sent"
 
-    turn = scripted_turn(
-        Chunk(
-            tool_call_fragments=(
-                ToolCallFragment(0, "c1", "slow_lookup", '{"order_id": "A17"}'),
-                ToolCallFragment(1, "c2", "notify", '{"order_id": "A17"}'),
-            )
-        )
-    )
+    turn = tool_calls_turn(("c1", "slow_lookup", '{"order_id": "A17"}'), ("c2", "notify", '{"order_id": "A17"}'))
     model = ScriptedLlm([turn, scripted_turn(*answer_chunks())])
     runner = make_runner(model, tools=[slow_lookup, notify])
     recorder = Recorder()
@@ -115,9 +108,8 @@ def test_disposing_while_a_tool_runs_drops_its_result_and_runs_no_further_tool_o
 
 
 def test_disposing_from_inside_on_next_of_a_synchronous_run_starts_no_tool() -> None:
-    calls: list[dict[str, Any]] = []
     model = ScriptedLlm([scripted_turn(*worked_example_chunks()), scripted_turn(*answer_chunks())])
-    runner = make_runner(model, tools=[get_order_function(calls)])
+    runner, calls = order_runner(model)
 
     def before_the_call(event: Event) -> bool:
         return not event.function_calls()
@@ -136,9 +128,8 @@ def test_disposing_from_inside_on_next_of_a_synchronous_run_starts_no_tool() -> 
 def test_disposing_on_a_partial_of_a_synchronous_model_stores_nothing_more() -> None:
     # The scripted model emits its whole turn inside one subscribe call: the final arrives before the
     # disposal could reach the model's subscription. The run's cancellation flag keeps it unstored.
-    calls: list[dict[str, Any]] = []
     model = ScriptedLlm([scripted_turn(*worked_example_chunks()), scripted_turn(*answer_chunks())])
-    runner = make_runner(model, tools=[get_order_function(calls)])
+    runner, calls = order_runner(model)
 
     seen = runner.run_async(USER, SESSION, question(), SSE).pipe(ops.take(1), ops.to_list()).run()
 

@@ -16,26 +16,42 @@ import rxllm.agents
 from rxllm import ConfigurationError, Content, FunctionDeclaration, Part, ToolError
 from rxllm.agents import (
     BaseTool,
+    CallbackContext,
     Event,
     EventActions,
     FunctionTool,
     InMemorySessionService,
-    InvocationContext,
     LlmAgent,
     RunConfig,
     Session,
     State,
     StreamingMode,
+    ToolActions,
     ToolContext,
 )
 from rxllm.testing import ScriptedLlm
 
 
 def tool_context() -> ToolContext:
-    service = InMemorySessionService()
-    session = service.create_session("app", "u", session_id="s").run()
-    agent = LlmAgent("bot", ScriptedLlm([]))
-    return ToolContext(InvocationContext(agent=agent, session=session, session_service=service), State(), "c1")
+    return ToolContext.standalone(function_call_id="c1")
+
+
+def test_a_standalone_tool_context_needs_no_agent_run() -> None:
+    state = State({"visits": 1})
+    question = Content(role="user", parts=(Part.from_text("Where is A17?"),))
+    first = ToolContext.standalone(
+        state=state, function_call_id="c1", invocation_id="e-1", agent_name="service", user_content=question
+    )
+    first.state["visits"] = 2
+    second = ToolContext.standalone(state=state, function_call_id="c2", invocation_id="e-1")
+    assert second.state["visits"] == 2 and state.delta() == {"visits": 2}  # one state, shared by the calls given it
+    assert (first.invocation_id, first.agent_name, first.function_call_id) == ("e-1", "service", "c1")
+    assert first.user_content == question and second.user_content is None
+    assert (first.session.id, first.session.app_name, first.session.events, first.session.state) == ("", "", (), {})
+    assert first.actions == ToolActions() and isinstance(first, CallbackContext)
+    fresh, other = ToolContext.standalone(), ToolContext.standalone()
+    assert fresh.invocation_id.startswith("e-") and fresh.invocation_id != other.invocation_id
+    assert dict(fresh.state) == {} and fresh.function_call_id is None
 
 
 class Address(BaseModel):

@@ -24,7 +24,7 @@ from .support import (
     answer_chunks,
     get_order_function,
     history,
-    make_runner,
+    order_runner,
     question,
     run_collect,
     worked_example_chunks,
@@ -58,9 +58,8 @@ def assert_worked_example_history(events: tuple[Event, ...]) -> None:
 
 @pytest.mark.parametrize("mode", [StreamingMode.SSE, StreamingMode.NONE])
 def test_worked_example_history(mode: StreamingMode) -> None:
-    calls: list[dict[str, Any]] = []
     model = worked_example_model()
-    runner = make_runner(model, tools=[get_order_function(calls)])
+    runner, calls = order_runner(model)
 
     outcome = run_collect(runner, mode=mode)
 
@@ -82,7 +81,7 @@ def test_worked_example_history(mode: StreamingMode) -> None:
 
 
 def test_sse_subscriber_sees_partials_then_the_stored_events() -> None:
-    runner = make_runner(worked_example_model(), tools=[get_order_function([])])
+    runner, _ = order_runner(worked_example_model())
 
     outcome = run_collect(runner, mode=StreamingMode.SSE)
 
@@ -104,17 +103,16 @@ def test_sse_subscriber_sees_partials_then_the_stored_events() -> None:
 
 
 def test_none_mode_emits_no_partials() -> None:
-    runner = make_runner(worked_example_model(), tools=[get_order_function([])])
+    runner, _ = order_runner(worked_example_model())
     outcome = run_collect(runner, mode=StreamingMode.NONE)
     assert [e.partial for e in outcome.events] == [None, None, None]
 
 
 def test_the_next_turn_sees_the_whole_history() -> None:
-    calls: list[dict[str, Any]] = []
     model = ScriptedLlm(
         [scripted_turn(*worked_example_chunks()), scripted_turn(*answer_chunks()), scripted_turn(*answer_chunks())]
     )
-    runner = make_runner(model, tools=[get_order_function(calls)])
+    runner, _ = order_runner(model)
     run_collect(runner)
     outcome = run_collect(runner, Content(role="user", parts=(Part.from_text("Thanks!"),)))
     assert outcome.completed

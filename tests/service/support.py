@@ -35,7 +35,7 @@ from rxllm import (
 )
 from rxllm.providers.openai import OpenAiChatModel
 from rxllm.service import AiServiceStreamingEvent
-from rxllm.testing import Delay, Disconnect, Hold, Step, StubResponse, StubServer
+from rxllm.testing import Delay, Disconnect, Hold, ScriptedLlm, Step, StubResponse, StubServer, scripted_turn
 
 WAIT = 10.0
 """Upper bound of every wait (a failing test fails instead of hanging); never a synchronisation sleep."""
@@ -100,11 +100,15 @@ def sse(*steps: Step | Sequence[bytes]) -> StubResponse:
     return StubResponse(body=body)
 
 
-def tool_round_body(*extra: Step) -> list[Step]:
+def sse_round(*steps: Step, finish: str = "stop") -> StubResponse:
+    """One whole model round over the wire: the role chunk, ``steps``, the finish chunk (with usage) and ``[DONE]``."""
+    return sse(role(), *steps, end(finish))
+
+
+def tool_round(*extra: Step) -> StubResponse:
     """Round one over the wire: a bit of text, then two tool calls; ``extra`` steps come right after
     the first call became complete (the second call began), before the rest of the round."""
-    return [
-        role(),
+    return sse_round(
         text("Let me check "),
         text("both."),
         tool_start(0, "call_a", "get_order", '{"order_'),
@@ -112,12 +116,18 @@ def tool_round_body(*extra: Step) -> list[Step]:
         tool_start(1, "call_b", "get_order", '{"order_id"'),  # call_a is complete now
         *extra,
         tool_args(1, ': "B2"}'),
-        *end("tool_calls"),
-    ]
+        finish="tool_calls",
+    )
 
 
-def answer_body() -> list[Step]:
-    return [role(), text("A17 shipped Tuesday; "), text("B2 ships Friday."), *end("stop")]
+def answer_round() -> StubResponse:
+    """Round two over the wire: the answer."""
+    return sse_round(text("A17 shipped Tuesday; "), text("B2 ships Friday."))
+
+
+def two_rounds(*extra: Step) -> tuple[StubResponse, StubResponse]:
+    """The two rounds of the turn over the wire (``extra`` as in :func:`tool_round`)."""
+    return tool_round(*extra), answer_round()
 
 
 class CountingLlm(BaseLlm):
@@ -183,6 +193,11 @@ def answer_chunks() -> list[Chunk]:
     ]
 
 
+def two_round_model() -> ScriptedLlm:
+    """The two rounds of the turn, scripted: round one calls get_order for A17 and B2, round two answers."""
+    return ScriptedLlm([scripted_turn(*tool_round_chunks()), scripted_turn(*answer_chunks())])
+
+
 # -- tools ---------------------------------------------------------------------------------------------
 
 
@@ -217,6 +232,21 @@ class OrderTool:
 
 
 # -- observing -------------------------------------------------------------------------------------------
+
+
+class BlockAtFirst:
+    """A subscriber's ``on_event`` that blocks (on a latch) inside ``on_next`` of the first value matching
+    ``predicate``, until the test sets :attr:`latch`; :attr:`blocked` is set once it blocks."""
+
+    def __init__(self, predicate: Callable[[Any], bool]) -> None:
+        self.predicate = predicate
+        self.blocked = threading.Event()
+        self.latch = threading.Event()
+
+    def __call__(self, value: Any) -> None:
+        if not self.blocked.is_set() and self.predicate(value):
+            self.blocked.set()
+            assert self.latch.wait(WAIT), "the test never released the blocked subscriber"
 
 
 class Recorder(rx_abc.ObserverBase[Any]):

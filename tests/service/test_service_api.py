@@ -16,18 +16,6 @@ import pytest
 
 import rxllm.service
 from rxllm import FunctionCall, FunctionResponse, LlmResponse
-from rxllm.service import (
-    AfterToolExecutionEvent,
-    AiServiceStreamingEvent,
-    BeforeToolExecutionEvent,
-    CompleteToolCallEvent,
-    FinalResponseEvent,
-    IntermediateResponseEvent,
-    PartialResponseEvent,
-    PartialThinkingEvent,
-    PartialToolCallEvent,
-    RetrievedContentsEvent,
-)
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "service_events.py"
 
@@ -62,18 +50,19 @@ def test_docstring_examples(module_name: str) -> None:
 
 def test_every_event_is_immutable_with_a_literal_kind_discriminator() -> None:
     call = FunctionCall(id="c1", name="get_order", args={"order_id": "A17"})
-    events: list[AiServiceStreamingEvent] = [
-        RetrievedContentsEvent(("snippet",)),
-        PartialThinkingEvent("hmm"),
-        PartialResponseEvent("Hi"),
-        PartialToolCallEvent(0, "c1", "get_order", '{"order'),
-        CompleteToolCallEvent(0, call),
-        BeforeToolExecutionEvent(call),
-        AfterToolExecutionEvent(call, FunctionResponse(id="c1", name="get_order", response={"ok": True}), False),
-        IntermediateResponseEvent(LlmResponse()),
-        FinalResponseEvent(LlmResponse()),
+    result = FunctionResponse(id="c1", name="get_order", response={"ok": True})
+    events: list[rxllm.service.AiServiceStreamingEvent] = [
+        rxllm.service.RetrievedContentsEvent(("snippet",)),
+        rxllm.service.PartialThinkingEvent("hmm"),
+        rxllm.service.PartialResponseEvent("Hi"),
+        rxllm.service.PartialToolCallEvent(0, "c1", "get_order", '{"order'),
+        rxllm.service.CompleteToolCallEvent(0, call),
+        rxllm.service.BeforeToolExecutionEvent(call),
+        rxllm.service.AfterToolExecutionEvent(call, result, False),
+        rxllm.service.IntermediateResponseEvent(LlmResponse()),
+        rxllm.service.FinalResponseEvent(LlmResponse()),
     ]
-    union = set(typing.get_args(AiServiceStreamingEvent))
+    union = set(typing.get_args(rxllm.service.AiServiceStreamingEvent))
     assert {type(event) for event in events} == union
     kinds = set()
     for event in events:
@@ -83,7 +72,8 @@ def test_every_event_is_immutable_with_a_literal_kind_discriminator() -> None:
         assert typing.get_origin(kind_type) is typing.Literal and typing.get_args(kind_type) == (event.kind,)
         kinds.add(event.kind)
     assert len(kinds) == len(events)
-    assert PartialResponseEvent("Hi") == PartialResponseEvent("Hi")  # values, not identities
+    # values, not identities:
+    assert rxllm.service.PartialResponseEvent("Hi") == rxllm.service.PartialResponseEvent("Hi")
 
 
 @pytest.mark.parametrize("argv", [[], ["--guardrail"]], ids=["plain", "guardrail"])

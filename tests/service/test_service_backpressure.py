@@ -11,19 +11,18 @@ import pytest
 from rxllm import BufferOverflowError, Chunk, ConfigurationError, FinishReason, ToolCallFragment
 from rxllm.service import DEFAULT_BUFFER_SIZE, AiService
 from rxllm.service._relay import BoundedRelay
-from rxllm.testing import Hold, ScriptedLlm, Step
+from rxllm.testing import Hold, ScriptedLlm
 
 from .support import (
     QUESTION,
     WAIT,
+    BlockAtFirst,
     GatedLlm,
     JoinableScheduler,
     OrderTool,
     Recorder,
-    end,
     openai_server,
-    role,
-    sse,
+    sse_round,
     text,
     tool_args,
     tool_start,
@@ -32,18 +31,10 @@ from .support import (
 FRAGMENTS = 50
 
 
-class BlockAtFirstToolEvent:
-    """A subscriber that blocks (on a latch) inside on_next of the first BeforeToolExecutionEvent: it is
-    called there on the tool's thread, while the model keeps streaming on its own."""
-
-    def __init__(self) -> None:
-        self.blocked = threading.Event()
-        self.latch = threading.Event()
-
-    def __call__(self, event: Any) -> None:
-        if event.kind == "before_tool_execution" and not self.blocked.is_set():
-            self.blocked.set()
-            assert self.latch.wait(WAIT), "the test never released the blocked subscriber"
+def block_at_first_tool_event() -> BlockAtFirst:
+    """A subscriber that blocks inside on_next of the first BeforeToolExecutionEvent: it is called there on
+    the tool's thread, while the model keeps streaming on its own."""
+    return BlockAtFirst(lambda event: event.kind == "before_tool_execution")
 
 
 def assert_overflowed(recorder: Recorder, buffer_size: int) -> None:
@@ -57,21 +48,20 @@ def assert_overflowed(recorder: Recorder, buffer_size: int) -> None:
 
 
 def test_sse_blocking_subscriber_trips_buffer_overflow_and_the_connection_is_closed() -> None:
-    subscriber = BlockAtFirstToolEvent()
+    subscriber = block_at_first_tool_event()
     never = threading.Event()
     orders = OrderTool()
     tools = JoinableScheduler()
-    body: list[Step] = [
-        role(),
+    round_one = sse_round(
         tool_start(0, "call_a", "get_order", '{"order_id": "A17"}'),
         tool_start(1, "call_b", "get_order", '{"order_id"'),  # call_a complete: its tool is scheduled
         Hold(subscriber.blocked, timeout=WAIT),  # go on once the subscriber blocks in call_a's tool event
         *(tool_args(1, " ") for _ in range(FRAGMENTS)),  # queued events, more than the buffer holds
         Hold(never, timeout=WAIT),
         tool_args(1, ': "B2"}'),
-        *end("tool_calls"),
-    ]
-    with openai_server(sse(*body)) as (server, model):
+        finish="tool_calls",
+    )
+    with openai_server(round_one) as (server, model):
         service = AiService(model, tools=[orders.get_order], streaming_buffer_size=4, tool_scheduler=tools)
         recorder = Recorder(subscriber)
         service.stream(QUESTION).subscribe(recorder)
@@ -89,7 +79,7 @@ def test_sse_blocking_subscriber_trips_buffer_overflow_and_the_connection_is_clo
 
 
 def test_scripted_blocking_subscriber_trips_buffer_overflow_and_the_model_is_cancelled() -> None:
-    subscriber = BlockAtFirstToolEvent()
+    subscriber = block_at_first_tool_event()
     never = threading.Event()
     orders = OrderTool()
     tools = JoinableScheduler()
@@ -141,16 +131,14 @@ def test_scripted_default_buffer_never_trips_for_a_normal_consumer() -> None:
 
 def test_sse_default_buffer_never_trips_for_a_normal_consumer() -> None:
     n = DEFAULT_BUFFER_SIZE + 4000
-    round_one = [
-        role(),
+    round_one = sse_round(
         tool_start(0, "call_a", "get_order", '{"order_id": "A17"}'),
         tool_start(1, "call_b", "get_order", '{"order_id": "B2"}'),
         b"".join(text(f"{i % 10}") for i in range(n)),  # one write: the client reads them as fast as it can
-        *end("tool_calls"),
-    ]
-    round_two = [role(), text("done"), *end("stop")]
+        finish="tool_calls",
+    )
     orders = OrderTool()
-    with openai_server(sse(*round_one), sse(*round_two)) as (_, model):
+    with openai_server(round_one, sse_round(text("done"))) as (_, model):
         recorder = Recorder()
         AiService(model, tools=[orders.get_order]).stream(QUESTION).subscribe(recorder)
         recorder.wait()
@@ -162,21 +150,13 @@ def test_sse_default_buffer_never_trips_for_a_normal_consumer() -> None:
 
 def test_sse_subscriber_blocking_on_the_models_thread_is_backpressure_not_overflow() -> None:
     # No thread crossing: the I/O thread itself is inside on_next, so it reads nothing more meanwhile.
-    first = threading.Event()
-    latch = threading.Event()
-
-    def block_at_first_partial(event: Any) -> None:
-        if event.kind == "partial_response" and not first.is_set():
-            first.set()
-            assert latch.wait(WAIT)
-
-    body = [role(), *(text(f"{i},") for i in range(200)), *end("stop")]
-    with openai_server(sse(*body)) as (_, model):
-        recorder = Recorder(block_at_first_partial)
+    subscriber = BlockAtFirst(lambda event: event.kind == "partial_response")
+    with openai_server(sse_round(*(text(f"{i},") for i in range(200)))) as (_, model):
+        recorder = Recorder(subscriber)
         AiService(model, streaming_buffer_size=1).stream(QUESTION).subscribe(recorder)
-        assert first.wait(WAIT)
+        assert subscriber.blocked.wait(WAIT)
         assert recorder.kinds() == ["partial_response"]
-        latch.set()
+        subscriber.latch.set()
         recorder.wait()
         assert recorder.completed, recorder.error
         assert recorder.events[-1].response.text() == "".join(f"{i}," for i in range(200))
@@ -215,21 +195,20 @@ def test_relay_serializes_many_threads_without_loss_and_keeps_each_threads_order
         assert [i for w, i in recorder.events if w == worker] == list(range(2000))
 
 
-def test_relay_overflow_error_jumps_the_queue_and_nothing_follows_it() -> None:
-    inside = threading.Event()
-    latch = threading.Event()
-    stopped = threading.Event()
-
-    def block_first(value: Any) -> None:
-        if value == "first":
-            inside.set()
-            assert latch.wait(WAIT)
-
-    recorder = Recorder(block_first)
-    relay: BoundedRelay[str] = BoundedRelay(recorder, 2, stopped.set)
+def block_in_first(relay: BoundedRelay[str], subscriber: BlockAtFirst) -> threading.Thread:
+    """Offer ``"first"`` on a thread of its own; return that thread once it blocked in the subscriber's on_next."""
     blocker = threading.Thread(target=relay.on_next, args=("first",))
     blocker.start()
-    assert inside.wait(WAIT)
+    assert subscriber.blocked.wait(WAIT)
+    return blocker
+
+
+def test_relay_overflow_error_jumps_the_queue_and_nothing_follows_it() -> None:
+    stopped = threading.Event()
+    subscriber = BlockAtFirst(lambda value: value == "first")
+    recorder = Recorder(subscriber)
+    relay: BoundedRelay[str] = BoundedRelay(recorder, 2, stopped.set)
+    blocker = block_in_first(relay, subscriber)
     relay.on_next("queued 1")
     relay.on_next("queued 2")
     assert not stopped.is_set()
@@ -237,7 +216,7 @@ def test_relay_overflow_error_jumps_the_queue_and_nothing_follows_it() -> None:
     assert stopped.is_set()
     relay.on_next("ignored")
     relay.on_completed()  # ignored too: the stream already failed
-    latch.set()
+    subscriber.latch.set()
     blocker.join(WAIT)
     recorder.wait()
     assert recorder.events == ["first"]
@@ -245,23 +224,14 @@ def test_relay_overflow_error_jumps_the_queue_and_nothing_follows_it() -> None:
 
 
 def test_relay_cancel_delivers_nothing_more_not_even_a_queued_terminal() -> None:
-    inside = threading.Event()
-    latch = threading.Event()
-
-    def block_first(value: Any) -> None:
-        if value == "first":
-            inside.set()
-            assert latch.wait(WAIT)
-
-    recorder = Recorder(block_first)
+    subscriber = BlockAtFirst(lambda value: value == "first")
+    recorder = Recorder(subscriber)
     relay: BoundedRelay[str] = BoundedRelay(recorder, 8, lambda: None)
-    blocker = threading.Thread(target=relay.on_next, args=("first",))
-    blocker.start()
-    assert inside.wait(WAIT)
+    blocker = block_in_first(relay, subscriber)
     relay.on_next("queued")
     relay.on_completed()
     relay.cancel()
-    latch.set()
+    subscriber.latch.set()
     blocker.join(WAIT)
     assert recorder.events == ["first"]
     assert not recorder.done.is_set()

@@ -6,8 +6,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from rxllm.service import AiService, RetrievedContentsEvent
-from rxllm.testing import Hold, ScriptedLlm, StubResponse, scripted_turn
+import reactivex
+
+from rxllm.service import AiService, AiServiceStreamingEvent, RetrievedContentsEvent
+from rxllm.testing import Hold, StubResponse
 
 from .support import (
     ANSWER,
@@ -18,12 +20,11 @@ from .support import (
     JoinableScheduler,
     OrderTool,
     Recorder,
-    answer_body,
     answer_chunks,
     openai_server,
-    sse,
-    tool_round_body,
     tool_round_chunks,
+    two_round_model,
+    two_rounds,
 )
 
 
@@ -41,6 +42,19 @@ class GatedRetriever:
             self.started.set()
             assert self.gate.wait(WAIT)
         return ["Orders ship from Berlin."]
+
+
+def cancel_during_retrieval(
+    stream: reactivex.Observable[AiServiceStreamingEvent], retriever: GatedRetriever, tools: JoinableScheduler
+) -> None:
+    """Subscribe, dispose while the retriever runs, let it finish: its result is dropped, nothing is emitted."""
+    first = Recorder()
+    subscription = stream.subscribe(first)
+    assert retriever.started.wait(WAIT)
+    subscription.dispose()
+    retriever.gate.set()  # the retriever finishes; its result is dropped
+    tools.join()
+    assert first.snapshot() == [] and not first.done.is_set()
 
 
 def assert_complete_turn(recorder: Recorder, *, retrieved: bool) -> None:
@@ -61,7 +75,7 @@ def test_sse_cancel_mid_round_closes_the_connection_and_drops_the_running_tools_
     orders = OrderTool(gate=tool_gate)
     tools = JoinableScheduler()
     never = threading.Event()
-    with openai_server(sse(*tool_round_body(Hold(never, timeout=WAIT))), sse(*answer_body())) as (server, model):
+    with openai_server(*two_rounds(Hold(never, timeout=WAIT))) as (server, model):
         counting = CountingLlm(model)
         service = AiService(counting, tools=[orders.get_order], tool_scheduler=tools)
         recorder = Recorder()
@@ -143,17 +157,11 @@ def test_scripted_cancel_during_retrieval_then_resubscribe_is_a_fresh_complete_i
     retriever = GatedRetriever()
     orders = OrderTool()
     tools = JoinableScheduler()
-    model = ScriptedLlm([scripted_turn(*tool_round_chunks()), scripted_turn(*answer_chunks())])
+    model = two_round_model()
     service = AiService(model, tools=[orders.get_order], retriever=retriever, tool_scheduler=tools)
     stream = service.stream(QUESTION)
 
-    first = Recorder()
-    subscription = stream.subscribe(first)
-    assert retriever.started.wait(WAIT)
-    subscription.dispose()
-    retriever.gate.set()  # the retriever finishes; its result is dropped
-    tools.join()
-    assert first.snapshot() == [] and not first.done.is_set()
+    cancel_during_retrieval(stream, retriever, tools)
     assert model.requests == []  # the model was never called
 
     second = Recorder()
@@ -169,18 +177,12 @@ def test_sse_cancel_during_retrieval_then_resubscribe_is_a_fresh_complete_intera
     retriever = GatedRetriever()
     orders = OrderTool()
     tools = JoinableScheduler()
-    with openai_server(sse(*tool_round_body()), sse(*answer_body())) as (server, model):
+    with openai_server(*two_rounds()) as (server, model):
         counting = CountingLlm(model)
         service = AiService(counting, tools=[orders.get_order], retriever=retriever, tool_scheduler=tools)
         stream = service.stream(QUESTION)
 
-        first = Recorder()
-        subscription = stream.subscribe(first)
-        assert retriever.started.wait(WAIT)
-        subscription.dispose()
-        retriever.gate.set()
-        tools.join()
-        assert first.snapshot() == [] and not first.done.is_set()
+        cancel_during_retrieval(stream, retriever, tools)
         assert counting.calls == 0 and server.requests == []
 
         second = Recorder()
@@ -194,7 +196,7 @@ def test_sse_cancel_while_waiting_for_headers_then_resubscribe_is_a_fresh_comple
     orders = OrderTool()
     never = threading.Event()
     stalled = StubResponse(before_headers=[Hold(never, timeout=WAIT)], body=[b"data: [DONE]\n\n"])
-    with openai_server(stalled, sse(*tool_round_body()), sse(*answer_body())) as (server, model):
+    with openai_server(stalled, *two_rounds()) as (server, model):
         service = AiService(model, tools=[orders.get_order])
         stream = service.stream(QUESTION)
 

@@ -31,10 +31,10 @@ from .support import (
     JoinableScheduler,
     OrderTool,
     Recorder,
-    end,
     openai_server,
     role,
     sse,
+    sse_round,
     text,
     tool_args,
     tool_start,
@@ -81,13 +81,12 @@ def test_scripted_error_round_runs_started_tools_but_feeds_them_nowhere() -> Non
 def test_sse_length_finish_with_a_cut_off_call_ends_with_an_error_final() -> None:
     orders = OrderTool()
     tools = JoinableScheduler()
-    body: list[Step] = [
-        role(),
+    cut_off = sse_round(
         tool_start(0, "call_a", "get_order", '{"order_id": "A17"}'),
         tool_start(1, "call_b", "get_order", '{"order_'),  # call_a is complete (and starts); call_b is cut off
-        *end("length"),
-    ]
-    with openai_server(sse(*body)) as (server, model):
+        finish="length",
+    )
+    with openai_server(cut_off) as (server, model):
         recorder = Recorder()
         AiService(model, tools=[orders.get_order], tool_scheduler=tools).stream(QUESTION).subscribe(recorder)
         final = assert_error_final(recorder, "MAX_TOKENS")
@@ -133,9 +132,11 @@ def test_sse_transport_failure_mid_round_is_on_error_with_no_final() -> None:
 
 
 def test_malformed_call_arguments_fail_the_stream() -> None:
-    body = [role(), tool_start(0, "call_a", "get_order", '{"order_id": '), tool_args(0, "oops"), *end("tool_calls")]
+    malformed = sse_round(
+        tool_start(0, "call_a", "get_order", '{"order_id": '), tool_args(0, "oops"), finish="tool_calls"
+    )
     orders = OrderTool()
-    with openai_server(sse(*body)) as (_, model):
+    with openai_server(malformed) as (_, model):
         recorder = Recorder()
         AiService(model, tools=[orders.get_order]).stream(QUESTION).subscribe(recorder)
         recorder.wait()

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from reactivex.scheduler import ImmediateScheduler
 
-from rxllm import Chunk, Content, FunctionCall, LlmRequest, Part
+from rxllm import Chunk, Content, FunctionCall, LlmRequest, Part, ToolCallFragment
+from rxllm.agents import ToolContext
 from rxllm.service import (
     AfterToolExecutionEvent,
     AiService,
@@ -30,13 +31,12 @@ from .support import (
     GatedLlm,
     OrderTool,
     Recorder,
-    answer_body,
     answer_chunks,
     index_of,
     openai_server,
-    sse,
-    tool_round_body,
     tool_round_chunks,
+    two_round_model,
+    two_rounds,
 )
 
 SNIPPET = "Orders ship from Berlin."
@@ -94,7 +94,7 @@ def assert_second_request_feeds_results_in_call_order(request: LlmRequest) -> No
 
 def test_scripted_two_round_turn_emits_every_event_in_order() -> None:
     orders = OrderTool()
-    model = ScriptedLlm([scripted_turn(*tool_round_chunks()), scripted_turn(*answer_chunks())])
+    model = two_round_model()
     # Tools inline on the model's thread: the whole order is fixed, so it is asserted exactly.
     service = AiService(model, tools=[orders.get_order], retriever=retrieve, tool_scheduler=ImmediateScheduler())
 
@@ -132,7 +132,7 @@ def test_scripted_two_round_turn_emits_every_event_in_order() -> None:
 
 def test_scripted_turn_on_the_default_tool_pool_keeps_the_order_and_the_rx_grammar() -> None:
     orders = OrderTool()
-    model = ScriptedLlm([scripted_turn(*tool_round_chunks()), scripted_turn(*answer_chunks())])
+    model = two_round_model()
     service = AiService(model, tools=[orders.get_order], retriever=retrieve)
 
     recorder = Recorder()
@@ -177,8 +177,7 @@ def test_sse_two_round_turn_runs_tools_eagerly_over_a_real_connection() -> None:
     stream_open_when_tool_started: list[bool] = []
     orders = OrderTool()
     orders.on_start = lambda order_id: stream_open_when_tool_started.append(not rest_of_round.is_set())
-    responses = sse(*tool_round_body(Hold(rest_of_round, timeout=WAIT))), sse(*answer_body())
-    with openai_server(*responses) as (server, model):
+    with openai_server(*two_rounds(Hold(rest_of_round, timeout=WAIT))) as (server, model):
         service = AiService(model, tools=[orders.get_order], retriever=retrieve, system_message="Be brief.")
         recorder = Recorder()
         service.stream(QUESTION).subscribe(recorder)
@@ -252,3 +251,34 @@ def test_a_retriever_that_finds_nothing_emits_no_retrieved_event(retrieved: list
     else:
         assert recorder.kinds() == ["partial_response", "final_response"]
         assert model.requests[0][0].contents[0].text() == "hello"
+
+
+def test_tools_share_a_state_for_one_interaction_and_no_longer() -> None:
+    seen: list[tuple[str | None, str, Any, str]] = []
+    invocations: list[str] = []
+
+    def remember(order_id: str, tool_context: ToolContext) -> str:
+        """Remember the order looked at last."""
+        seen.append((tool_context.function_call_id, tool_context.agent_name, tool_context.state.get("last"), order_id))
+        assert tool_context.user_content is not None and tool_context.user_content.text() == QUESTION
+        invocations.append(tool_context.invocation_id)
+        tool_context.state["last"] = order_id
+        return "ok"
+
+    def turn() -> list[Any]:
+        return scripted_turn(
+            Chunk(tool_call_fragments=(ToolCallFragment(0, "call_a", "remember", '{"order_id": "A17"}'),)),
+            Chunk(tool_call_fragments=(ToolCallFragment(1, "call_b", "remember", '{"order_id": "B2"}'),)),
+        )
+
+    answer = scripted_turn(Chunk(text_delta="Noted."))
+    model = ScriptedLlm([turn(), answer, turn(), answer])
+    service = AiService(model, tools=[remember], tool_scheduler=ImmediateScheduler())  # tools inline: fixed order
+    for _ in range(2):
+        recorder = Recorder()
+        service.stream(QUESTION).subscribe(recorder)
+        assert recorder.wait().completed, recorder.error
+
+    interaction = [("call_a", "ai_service", None, "A17"), ("call_b", "ai_service", "A17", "B2")]
+    assert seen == interaction * 2  # the second interaction starts with an empty state again
+    assert invocations[0] == invocations[1] != invocations[2] == invocations[3]

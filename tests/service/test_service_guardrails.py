@@ -15,12 +15,9 @@ from .support import (
     QUESTION,
     OrderTool,
     Recorder,
-    answer_body,
-    answer_chunks,
     openai_server,
-    sse,
-    tool_round_body,
-    tool_round_chunks,
+    two_round_model,
+    two_rounds,
 )
 
 REWRITTEN = "A17: shipped Tuesday. B2: ships Friday."
@@ -33,10 +30,6 @@ def rewrite(response: LlmResponse) -> str:
 
 def accept(response: LlmResponse) -> None:
     return None
-
-
-def two_round_model() -> ScriptedLlm:
-    return ScriptedLlm([scripted_turn(*tool_round_chunks()), scripted_turn(*answer_chunks())])
 
 
 def assert_rewritten(recorder: Recorder) -> None:
@@ -67,8 +60,7 @@ def test_scripted_guardrail_rewrite_suppresses_partials_and_rewrites_the_final_a
 
 def test_sse_guardrail_rewrite_suppresses_partials_and_rewrites_the_final_and_the_text() -> None:
     orders = OrderTool()
-    responses = [sse(*tool_round_body()), sse(*answer_body())] * 2
-    with openai_server(*responses) as (server, model):
+    with openai_server(*two_rounds(), *two_rounds()) as (server, model):
         service = AiService(model, tools=[orders.get_order], output_guardrails=[rewrite])
         recorder = Recorder()
         service.stream(QUESTION).subscribe(recorder)

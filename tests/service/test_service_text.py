@@ -19,20 +19,17 @@ from .support import (
     WAIT,
     OrderTool,
     Recorder,
-    answer_body,
-    answer_chunks,
     openai_server,
-    sse,
-    tool_round_body,
     tool_round_chunks,
+    two_round_model,
+    two_rounds,
 )
 
 TOOL_ROUND_TEXT = "Let me check both."
 
 
 def two_round_service(**options: Any) -> AiService:
-    model = ScriptedLlm([scripted_turn(*tool_round_chunks()), scripted_turn(*answer_chunks())])
-    return AiService(model, tools=[OrderTool().get_order], **options)
+    return AiService(two_round_model(), tools=[OrderTool().get_order], **options)
 
 
 def test_without_guardrails_the_text_streams_every_rounds_partials_tool_rounds_included() -> None:
@@ -49,7 +46,7 @@ def test_without_guardrails_the_text_streams_every_rounds_partials_tool_rounds_i
 
 
 def test_sse_text_without_guardrails_matches_the_documented_concatenation() -> None:
-    with openai_server(sse(*tool_round_body()), sse(*answer_body())) as (_, model):
+    with openai_server(*two_rounds()) as (_, model):
         service = AiService(model, tools=[OrderTool().get_order])
         strings = to_text(service.stream(QUESTION), service.has_output_guardrails).pipe(ops.to_list()).run()
         assert strings == ["Let me check ", "both.", "A17 shipped Tuesday; ", "B2 ships Friday."]

@@ -1,0 +1,123 @@
+"""Calling a tool for one function call of the model, and what the call answers: its outcome.
+
+The outcomes are the same wherever a tool is called (the agent flow, :class:`rxllm.service.AiService`):
+a tool that raises, whose arguments fail validation, that completes without a result, that returns
+something that is not JSON, or that the model named but the caller does not have, does not fail
+anything. Its :class:`~rxllm.FunctionResponse` is ``{"error": "<message>"}`` so the model can
+recover. A result that is not a dict is wrapped as ``{"result": value}``, as ADK does.
+
+>>> from rxllm import FunctionCall
+>>> from rxllm.agents import FunctionTool, ToolContext
+>>> def get_order(order_id: str) -> dict[str, str]:
+...     '''Look an order up.'''
+...     return {"status": "shipped"}
+>>> tools = {"get_order": FunctionTool(get_order)}
+>>> call = FunctionCall(id="call_1", name="get_order", args={"order_id": "A17"})
+>>> call_tool(tools, call, ToolContext.standalone(function_call_id=call.id)).run().response.response
+{'status': 'shipped'}
+>>> unknown = FunctionCall(id="call_2", name="cancel_order", args={})
+>>> call_tool(tools, unknown, ToolContext.standalone()).run().error_message
+"tool 'cancel_order' is not available (available tools: get_order)"
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import reactivex
+from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+from reactivex import operators as ops
+
+from .._errors import ToolError
+from .._types import FunctionCall, FunctionResponse
+from ._context import ToolContext
+from ._rx import emit_now
+from ._tools import BaseTool
+
+__all__ = ["ToolCallOutcome", "call_tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallOutcome:
+    """What one tool call answered.
+
+    Attributes:
+        response: what goes back to the model: the tool's result, or ``{"error": error_message}``.
+        error_message: why the call failed; None when it succeeded.
+        error: the exception behind the failure, when there is one (for the log).
+    """
+
+    response: FunctionResponse
+    error_message: str | None = None
+    error: BaseException | None = None
+
+    @property
+    def failed(self) -> bool:
+        """Whether the tool failed (its response is an error for the model)."""
+        return self.error_message is not None
+
+    def log_failure(self, logger: logging.Logger, where: str = "") -> None:
+        """Log a failed call at WARNING, its error's traceback included (``where`` starts the message).
+
+        Nothing is logged for a call that succeeded.
+        """
+        if self.error_message is not None:
+            logger.warning(
+                "%stool call %r (id %s) answered with an error: %s",
+                where,
+                self.response.name,
+                self.response.id,
+                self.error_message,
+                exc_info=self.error,
+            )
+
+
+def _failure(call: FunctionCall, message: str, error: BaseException | None) -> ToolCallOutcome:
+    return ToolCallOutcome(FunctionResponse(id=call.id, name=call.name, response={"error": message}), message, error)
+
+
+def call_tool(
+    tools_by_name: Mapping[str, BaseTool], call: FunctionCall, tool_context: ToolContext
+) -> reactivex.Observable[ToolCallOutcome]:
+    """Run ``call`` with its tool: a cold Observable of exactly one :class:`ToolCallOutcome`; it never fails.
+
+    Subscribing runs the tool. A synchronous tool runs on the subscribing thread and the outcome
+    is emitted before ``subscribe`` returns; a tool whose Observable reports on another thread is
+    answered on that thread. Disposing abandons the result (a running synchronous function is
+    not interrupted).
+
+    Args:
+        tools_by_name: the tools the caller has, by the name the model calls them.
+        call: the model's call, with its whole arguments.
+        tool_context: what the tool gets as its ``tool_context``.
+    """
+    tool = tools_by_name.get(call.name)
+    if tool is None:
+        known = ", ".join(sorted(tools_by_name)) or "none"
+        return emit_now(_failure(call, f"tool {call.name!r} is not available (available tools: {known})", None))
+    name = tool.name
+
+    def start(_: object) -> reactivex.Observable[dict[str, Any]]:
+        return tool.run(dict(call.args), tool_context)
+
+    def outcome_of(results: list[Any]) -> ToolCallOutcome:
+        if not results:
+            return _failure(call, f"tool {name!r} completed without a result", None)
+        result = results[-1]
+        if not isinstance(result, dict):
+            result = {"result": result}
+        try:
+            return ToolCallOutcome(FunctionResponse(id=call.id, name=call.name, response=to_jsonable_python(result)))
+        except (PydanticSerializationError, ValidationError, ValueError, TypeError) as exc:
+            return _failure(call, f"tool {name!r} returned a value that is not JSON: {exc}", exc)
+
+    def recover(error: Exception, _: reactivex.Observable[ToolCallOutcome]) -> reactivex.Observable[ToolCallOutcome]:
+        if isinstance(error, ToolError):
+            return emit_now(_failure(call, str(error), error))
+        return emit_now(_failure(call, f"tool {name!r} failed with {type(error).__name__}: {error}", error))
+
+    return reactivex.defer(start).pipe(ops.to_list(), ops.map(outcome_of), ops.catch(recover))
