@@ -20,7 +20,7 @@ import httpx
 from reactivex import abc as rx_abc
 
 from ._errors import ConfigurationError, HttpStatusError, StreamInterruptedError, TransportError
-from ._http import DRAIN_BYTES, DRAIN_SECONDS, MAX_ERROR_BODY, status_error_of
+from ._http import DRAIN_BYTES, DRAIN_SECONDS, MAX_ERROR_BODY, status_error_of, transport_timeout
 from ._provider import HttpRequest
 
 __all__ = ["AsyncHttpResponse", "AsyncHttpTransport"]
@@ -110,11 +110,8 @@ class AsyncHttpTransport:
         read_timeout: float = 300.0,
         keepalive_expiry: float = 30.0,
     ) -> None:
-        if max_concurrent_streams < 1:
-            raise ConfigurationError("max_concurrent_streams must be at least 1")
         self.max_concurrent_streams = max_concurrent_streams
-        self._timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout,
-                                      pool=connect_timeout)
+        self._timeout = transport_timeout(max_concurrent_streams, connect_timeout, read_timeout)
         # httpcore's pool scans every connection for every request: one pool of 10,000 connections
         # opened ~8 streams/s (measured). Pools of at most _POOL_SHARD connections, used in turn, keep
         # that cost flat.

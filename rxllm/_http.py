@@ -47,6 +47,7 @@ __all__ = [
     "HttpTransport",
     "current_scope",
     "status_error_of",
+    "transport_timeout",
 ]
 
 _log = logging.getLogger("rxllm.http")
@@ -429,11 +430,8 @@ class HttpTransport:
         read_timeout: float = 300.0,
         keepalive_expiry: float = 30.0,
     ) -> None:
-        if max_concurrent_streams < 1:
-            raise ConfigurationError("max_concurrent_streams must be at least 1")
         self.max_concurrent_streams = max_concurrent_streams
-        self._timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout,
-                                      pool=connect_timeout)
+        self._timeout = transport_timeout(max_concurrent_streams, connect_timeout, read_timeout)
         self._client = httpx.Client(
             transport=_CancellableTransport(max_connections=max_concurrent_streams, keepalive_expiry=keepalive_expiry),
             timeout=self._timeout,
@@ -484,6 +482,19 @@ class HttpTransport:
         """Close every pooled connection and stop the transport's timer thread."""
         self._client.close()
         self._watchdog.stop()
+
+
+def transport_timeout(max_concurrent_streams: int, connect_timeout: float, read_timeout: float) -> httpx.Timeout:
+    """Both transports' timeouts (waiting for a pooled connection counts as connecting), checked.
+
+    Raises:
+        ConfigurationError: for fewer than one stream or a timeout that is not positive.
+    """
+    if max_concurrent_streams < 1:
+        raise ConfigurationError("max_concurrent_streams must be at least 1")
+    if connect_timeout <= 0 or read_timeout <= 0:
+        raise ConfigurationError("connect_timeout and read_timeout must be positive")
+    return httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout, pool=connect_timeout)
 
 
 def _status_error(response: httpx.Response, provider: str) -> HttpStatusError:
