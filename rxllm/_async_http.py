@@ -20,12 +20,14 @@ import httpx
 from reactivex import abc as rx_abc
 
 from ._errors import ConfigurationError, HttpStatusError, StreamInterruptedError, TransportError
-from ._http import DRAIN_BYTES, DRAIN_SECONDS, MAX_ERROR_BODY, status_error_of, transport_timeout
+from ._http import MAX_ERROR_BODY, status_error_of, transport_timeout
 from ._provider import HttpRequest
 
 __all__ = ["AsyncHttpResponse", "AsyncHttpTransport"]
 
 _POOL_SHARD = 256
+DRAIN_SECONDS = 0.05  # after the provider's end marker, how long to wait for the body's last bytes
+DRAIN_BYTES = 64 * 1024  # and how many of them to read at most, so the connection can be reused
 
 
 class AsyncHttpResponse:
@@ -49,8 +51,11 @@ class AsyncHttpResponse:
         self._ended = True
 
     async def adrain(self) -> None:
-        """When the provider has ended the turn, read what is left of the body (bounded, as the
-        threaded transport does), so :meth:`aclose` returns the connection to the pool."""
+        """When the provider has ended the turn, read what is left of the body (at most
+        ``DRAIN_BYTES``, for at most ``DRAIN_SECONDS``), so :meth:`aclose` returns the connection to
+        the pool instead of closing it: the next call skips a TCP and TLS handshake. (The threaded
+        transport cannot bound a blocking read without racing the connection's return to the pool,
+        so it closes the connection after the end marker.)"""
         if self._body is not None and self._ended:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(_drain(self._body), DRAIN_SECONDS)

@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
-import heapq
-import itertools
 import logging
 import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from typing import Any
 
 import httpcore
@@ -39,8 +37,6 @@ from ._errors import ConfigurationError, HttpStatusError, StreamInterruptedError
 from ._provider import HttpRequest
 
 __all__ = [
-    "DRAIN_BYTES",
-    "DRAIN_SECONDS",
     "MAX_ERROR_BODY",
     "CancelScope",
     "HttpResponse",
@@ -53,8 +49,6 @@ __all__ = [
 _log = logging.getLogger("rxllm.http")
 _local = threading.local()
 MAX_ERROR_BODY = 64 * 1024
-DRAIN_SECONDS = 0.05
-DRAIN_BYTES = 64 * 1024
 _REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-goog-request-id", "cf-ray")
 
 
@@ -268,24 +262,17 @@ class _CancellableTransport(httpx.BaseTransport):
 class HttpResponse(rx_abc.DisposableBase):
     """An open response body; iterate :meth:`iter_bytes`, then :meth:`close` (the resource of ``using``)."""
 
-    __slots__ = ("_body", "_ended", "_response", "_watchdog", "status_code")
+    __slots__ = ("_body", "_response", "status_code")
 
-    def __init__(self, response: httpx.Response, watchdog: _Watchdog) -> None:
+    def __init__(self, response: httpx.Response) -> None:
         self._response = response
-        self._watchdog = watchdog
         self._body: Iterator[bytes] | None = None
-        self._ended = False
         self.status_code = response.status_code
 
     def iter_bytes(self) -> Iterator[bytes]:
         """The body as it arrives. Transport failures raise :class:`StreamInterruptedError`."""
         self._body = self._iterate()
         return self._body
-
-    def mark_ended(self) -> None:
-        """The provider said the turn is over (``[DONE]``, ``message_stop``): :meth:`drain` may read
-        the few bytes that end the body."""
-        self._ended = True
 
     def _iterate(self) -> Iterator[bytes]:
         encoding = self._response.headers.get("content-encoding", "identity").strip().lower()
@@ -301,12 +288,6 @@ class HttpResponse(rx_abc.DisposableBase):
             return self._response.read()
         except httpx.HTTPError as exc:
             raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}") from exc
-
-    def drain(self) -> None:
-        """When the provider has ended the turn, read the few bytes that end the body (bounded), so
-        :meth:`close` returns the connection to the pool instead of closing it."""
-        if self._body is not None and self._ended:
-            _drain(self._body, self._response, self._watchdog)
 
     def close(self) -> None:
         """Release the connection (idempotent).
@@ -325,87 +306,6 @@ class HttpResponse(rx_abc.DisposableBase):
     def dispose(self) -> None:
         """``Disposable`` protocol: the same as :meth:`close`."""
         self.close()
-
-
-def _drain(body: Iterator[bytes], response: httpx.Response, watchdog: _Watchdog) -> None:
-    """Read what is left of a body the provider has ended, so the connection can be reused.
-
-    Bounded: at most ``DRAIN_BYTES``, and a server that keeps the body open past its end marker
-    gets its socket shut down after ``DRAIN_SECONDS`` (the connection is then discarded).
-    """
-    stream = response.extensions.get("network_stream")
-    sock = stream.get_extra_info("socket") if stream is not None else None
-    guard = watchdog.after(DRAIN_SECONDS, _shutdown, sock) if isinstance(sock, socket.socket) else None
-    left = DRAIN_BYTES
-    try:
-        for data in body:
-            left -= len(data)
-            if left < 0:
-                break
-    except Exception:  # a broken or shut-down body: the connection is not reused, that's all
-        pass
-    finally:
-        if guard is not None:
-            guard.cancel()
-
-
-class _Watchdog:
-    """One thread per transport that runs actions after a delay (cheaper than a ``threading.Timer``
-    each); started on first use, stopped by :meth:`stop` (the transport's ``close``)."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._heap: list[tuple[float, int, _Deadline]] = []
-        self._count = itertools.count()
-        self._thread: threading.Thread | None = None
-        self._stopped = False
-
-    def after(self, delay: float, action: Callable[..., object], *args: object) -> _Deadline:
-        deadline = _Deadline(lambda: action(*args))
-        with self._cond:
-            heapq.heappush(self._heap, (time.monotonic() + delay, next(self._count), deadline))
-            if self._thread is None and not self._stopped:
-                self._thread = threading.Thread(target=self._run, name="rxllm-watchdog", daemon=True)
-                self._thread.start()
-            self._cond.notify()
-        return deadline
-
-    def stop(self) -> None:
-        """Run what is due, drop the rest, and end the thread."""
-        with self._cond:
-            self._stopped = True
-            thread, self._thread = self._thread, None
-            self._cond.notify()
-        if thread is not None:
-            thread.join(5)
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._stopped and (not self._heap or self._heap[0][0] > time.monotonic()):
-                    self._cond.wait(self._heap[0][0] - time.monotonic() if self._heap else None)
-                if self._stopped:
-                    self._heap.clear()
-                    return
-                _, _, deadline = heapq.heappop(self._heap)
-            deadline.fire()
-
-
-class _Deadline:
-    __slots__ = ("_action", "_cancelled")
-
-    def __init__(self, action: Callable[[], object]) -> None:
-        self._action = action
-        self._cancelled = False
-
-    def cancel(self) -> None:
-        self._cancelled = True
-
-    def fire(self) -> None:
-        if not self._cancelled:
-            with contextlib.suppress(Exception):
-                self._action()
-
 
 
 class HttpTransport:
@@ -438,7 +338,6 @@ class HttpTransport:
             follow_redirects=False,
         )
         self._scheduler: ThreadPoolScheduler | None = None
-        self._watchdog = _Watchdog()
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -476,12 +375,11 @@ class HttpTransport:
                 raise _status_error(response, provider)
             finally:
                 response.close()
-        return HttpResponse(response, self._watchdog)
+        return HttpResponse(response)
 
     def close(self) -> None:
-        """Close every pooled connection and stop the transport's timer thread."""
+        """Close every pooled connection."""
         self._client.close()
-        self._watchdog.stop()
 
 
 def transport_timeout(max_concurrent_streams: int, connect_timeout: float, read_timeout: float) -> httpx.Timeout:

@@ -165,7 +165,7 @@ class SseChatModel(BaseLlm):
                 on_chunk = _EMITTERS[emit]
                 body = _body(response, parser, aggregator, on_chunk, self._max_line_bytes, provider)
                 final = reactivex.defer(lambda _: reactivex.from_iterable(_final_items(emit, aggregator)))
-                return reactivex.concat(body, final, _drained(response))
+                return reactivex.concat(body, final)
 
             return reactivex.defer(fresh)
 
@@ -298,15 +298,13 @@ def _body(
         scope = current_scope()
         on_next = observer.on_next
         try:
-            ended = drive_sse(
+            drive_sse(
                 response.iter_bytes(),
                 parser,
                 lambda chunk: emit(chunk, aggregator, on_next),
                 max_line_bytes=max_line_bytes,
                 is_cancelled=(lambda: scope.cancelled) if scope is not None else None,
             )
-            if ended:
-                response.mark_ended()
             if scope is not None and scope.cancelled:
                 # Terminate (the scoped observer drops it) so ``using`` closes the response here and
                 # now; an abandoned body would be finalized by the garbage collector on any thread,
@@ -316,18 +314,6 @@ def _body(
         except Exception as exc:
             observer.on_error(exc)
             return Disposable()
-        observer.on_completed()
-        return Disposable()
-
-    return reactivex.create(subscribe)
-
-
-def _drained(response: HttpResponse) -> reactivex.Observable[Any]:
-    """Completes once the rest of an ended body is read (bounded): after the final, before completion,
-    so the connection is back in the pool when the subscriber starts its next call."""
-
-    def subscribe(observer: rx_abc.ObserverBase[Any], _: rx_abc.SchedulerBase | None = None) -> rx_abc.DisposableBase:
-        response.drain()
         observer.on_completed()
         return Disposable()
 

@@ -576,10 +576,14 @@ def test_the_environments_key_is_only_sent_to_the_official_endpoint(
     assert any("sk-for-this-server" in value for value in second.headers.values())
 
 
-def test_consecutive_streams_reuse_the_keep_alive_connection(server: StubServer, wire: Wire, harness: Harness) -> None:
+def test_consecutive_streams_reuse_the_keep_alive_connection_on_asyncio(server: StubServer, wire: Wire) -> None:
+    harness = Harness("asyncio")
     server.enqueue(wire.response("one"), wire.response("two"), wire.response("three"))
     model = harness.model(wire, server.url)
-    texts = [run_to_list(model.generate_content(REQUEST, stream=True))[-1].text() for _ in range(3)]
+    try:
+        texts = [run_to_list(model.generate_content(REQUEST, stream=True))[-1].text() for _ in range(3)]
+    finally:
+        harness.close()
     assert texts == ["one", "two", "three"]
     assert len(server.connections) == 1, "the body's end was not read, so the connection was not reused"
 
