@@ -20,7 +20,7 @@ import pytest
 import reactivex
 from reactivex import abc as rx_abc
 from reactivex.scheduler import ImmediateScheduler, ThreadPoolScheduler
-from reactivex.testing import TestScheduler
+from virtual_clock import VirtualClock
 from wire import OPENAI, WIRES, Wire, openai_chunk
 
 from rxllm import (
@@ -56,26 +56,6 @@ def server() -> Iterator[StubServer]:
 @pytest.fixture(params=WIRES, ids=lambda w: w.name)
 def wire(request: pytest.FixtureRequest) -> Wire:
     return request.param  # type: ignore[no-any-return]
-
-
-class VirtualClock(TestScheduler):
-    """A TestScheduler that tells when a timer was scheduled (the retry operator's backoff)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._scheduled = threading.Condition()
-        self.timers = 0
-
-    def schedule_absolute(self, duetime: Any, action: Any, state: Any = None) -> rx_abc.DisposableBase:
-        disposable = super().schedule_absolute(duetime, action, state)
-        with self._scheduled:
-            self.timers += 1
-            self._scheduled.notify_all()
-        return disposable
-
-    def wait_timers(self, count: int) -> bool:
-        with self._scheduled:
-            return self._scheduled.wait_for(lambda: self.timers >= count, TIMEOUT)
 
 
 class Harness:

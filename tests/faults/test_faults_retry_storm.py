@@ -18,13 +18,12 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
 from faults_support import REQUEST, TIMEOUT, Recorder
-from reactivex import abc as rx_abc
 from reactivex.scheduler import ImmediateScheduler
 from reactivex.testing import TestScheduler
+from virtual_clock import VirtualClock
 from wire import WIRES, Wire
 
 from rxllm import AsyncHttpTransport, Content, HttpStatusError, HttpTransport, LlmRequest, Part, RetryPolicy
@@ -219,26 +218,6 @@ def test_random_storms_keep_the_schedule_and_the_budget(storm: Storm, transport:
 
 
 # --- the asyncio transport: requests run on its loop, so each step waits for the retry timer to be set ------------
-
-
-class VirtualClock(TestScheduler):
-    """A TestScheduler that tells when a timer was scheduled (from the transport's loop thread)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._scheduled = threading.Condition()
-        self.timers = 0
-
-    def schedule_absolute(self, duetime: Any, action: Any, state: Any = None) -> rx_abc.DisposableBase:
-        disposable = super().schedule_absolute(duetime, action, state)
-        with self._scheduled:
-            self.timers += 1
-            self._scheduled.notify_all()
-        return disposable
-
-    def wait_timers(self, count: int) -> bool:
-        with self._scheduled:
-            return self._scheduled.wait_for(lambda: self.timers >= count, TIMEOUT)
 
 
 def test_a_429_storm_on_the_asyncio_transport_follows_retry_after_in_virtual_time() -> None:
