@@ -23,6 +23,7 @@ __all__ = [
     "OpenAiResponsesModel",
 ]
 
+
 class OpenAiChatModel(SseChatModel):
     """An OpenAI-compatible chat-completions model: POST ``{base_url}/chat/completions``.
 
@@ -52,7 +53,7 @@ class OpenAiChatModel(SseChatModel):
         **options: Unpack[SseModelOptions],
     ) -> None:
         key = resolve_api_key(
-            api_key, ("OPENAI_API_KEY",), official=base_url.rstrip("/") == OPENAI_BASE_URL, provider="openai"
+            api_key, ("OPENAI_API_KEY",), base_url=base_url, official_url=OPENAI_BASE_URL, provider="openai"
         )
         mapper = OpenAiChatRequestMapper(
             base_url=base_url, api_key=key, extra_headers=extra_headers, max_tokens_param=max_tokens_param
@@ -85,7 +86,7 @@ class OpenAiResponsesModel(SseChatModel):
         **options: Unpack[SseModelOptions],
     ) -> None:
         key = resolve_api_key(
-            api_key, ("OPENAI_API_KEY",), official=base_url.rstrip("/") == OPENAI_BASE_URL, provider="openai"
+            api_key, ("OPENAI_API_KEY",), base_url=base_url, official_url=OPENAI_BASE_URL, provider="openai"
         )
         mapper = OpenAiResponsesRequestMapper(base_url=base_url, api_key=key, extra_headers=extra_headers)
         super().__init__(model, mapper=mapper, parser=OpenAiResponsesChunkParser, **options)
@@ -120,7 +121,7 @@ class AnthropicModel(SseChatModel):
         **options: Unpack[SseModelOptions],
     ) -> None:
         key = resolve_api_key(
-            api_key, ("ANTHROPIC_API_KEY",), official=base_url.rstrip("/") == ANTHROPIC_BASE_URL, provider="anthropic"
+            api_key, ("ANTHROPIC_API_KEY",), base_url=base_url, official_url=ANTHROPIC_BASE_URL, provider="anthropic"
         )
         mapper = AnthropicRequestMapper(
             base_url=base_url, api_key=key, max_tokens=max_tokens, extra_headers=extra_headers
@@ -158,7 +159,8 @@ class GeminiModel(SseChatModel):
         key = resolve_api_key(
             api_key,
             ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-            official=base_url.rstrip("/") == GEMINI_BASE_URL,
+            base_url=base_url,
+            official_url=GEMINI_BASE_URL,
             provider="gemini",
         )
         mapper = GeminiRequestMapper(base_url=base_url, api_key=key, extra_headers=extra_headers)

@@ -31,8 +31,10 @@ class SseModelOptions(TypedDict, total=False):
     max_line_bytes: int
 
 
-def resolve_api_key(api_key: str | None, env_vars: Sequence[str], *, official: bool, provider: str) -> str | None:
-    """``api_key``; else, for the provider's official endpoint only, its environment variable.
+def resolve_api_key(
+    api_key: str | None, env_vars: Sequence[str], *, base_url: str, official_url: str, provider: str
+) -> str | None:
+    """``api_key``; else, when ``base_url`` is the provider's ``official_url``, its environment variable.
 
     A provider's key is never read from the environment for another ``base_url``: pointing an
     OpenAI model at Groq or a local server must not send the user's OpenAI key there. Pass
@@ -44,6 +46,7 @@ def resolve_api_key(api_key: str | None, env_vars: Sequence[str], *, official: b
     """
     if api_key:
         return api_key
+    official = base_url.rstrip("/") == official_url.rstrip("/")
     if not official:
         return None
     for name in env_vars:
