@@ -9,6 +9,8 @@
 [('Hello', True), (' world', True), ('Hello world', None)]
 """
 
+import logging as _logging
+
 from ._aggregation import StreamAggregator
 from ._async_http import AsyncHttpTransport
 from ._base_llm import BaseLlm, BaseLlmConnection, model_stream_events
@@ -42,6 +44,7 @@ from ._provider import ChunkParser, HttpRequest, RequestMapper
 from ._retry import RetryPolicy, retry_before_first_item
 from ._sse import SseDecoder, SseEvent
 from ._sse_chat_model import SseChatModel
+from ._telemetry import configure_telemetry
 from ._types import (
     Blob,
     Content,
@@ -59,6 +62,8 @@ from ._types import (
 )
 
 __version__ = "0.1.0"
+
+_logging.getLogger("rxllm").addHandler(_logging.NullHandler())  # the application decides where logs go
 
 __all__ = [
     "AsyncHttpTransport",
@@ -109,6 +114,7 @@ __all__ = [
     "TransportError",
     "UnsupportedOperationError",
     "UsageMetadata",
+    "configure_telemetry",
     "model_stream_events",
     "retry_before_first_item",
 ]
