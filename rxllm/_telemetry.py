@@ -40,7 +40,7 @@ import reactivex
 from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
-from ._errors import HttpStatusError
+from ._errors import HttpStatusError, ToolError
 from ._types import Content, FunctionCall, FunctionResponse, LlmRequest, LlmResponse, UsageMetadata
 
 __all__ = [
@@ -52,8 +52,11 @@ __all__ = [
     "TracedScope",
     "add_usage",
     "configure_telemetry",
+    "current_context",
     "model_call",
     "otel",
+    "record_tool_result",
+    "tool_attributes",
     "traced",
     "within",
 ]
@@ -423,32 +426,37 @@ def add_usage(total: UsageMetadata | None, usage: UsageMetadata | None) -> Usage
 class TracedScope:
     """An INTERNAL span whose context the caller hands to what runs inside it (see :func:`within`)."""
 
-    __slots__ = ("_otel", "context", "span")
+    __slots__ = ("_otel", "context", "failed", "span")
 
     def __init__(self, otel: Otel, name: str, attributes: dict[str, Any], parent: Any) -> None:
         self._otel = otel
         self.span = otel.tracer.start_span(name, context=parent, kind=otel.internal_kind, attributes=attributes)
         self.context = otel.trace.set_span_in_context(self.span, parent)
+        self.failed = False  # the work completed but reported a failure (a tool's error answer)
 
     def end(self, error: BaseException | None = None, *, cancelled: bool = False) -> None:
         """End the span (call once)."""
+        if self.failed and error is None and not cancelled:
+            self.span.set_attribute("rxllm.outcome", "error")
+            self.span.end()
+            return
         self._otel.end(self.span, error, cancelled)
 
 
 def traced(
-    source_of: Callable[[Any], reactivex.Observable[_T]],
+    source_of: Callable[[TracedScope | None], reactivex.Observable[_T]],
     name: str,
     attributes: dict[str, Any],
     *,
-    parent: Any = None,
     on_end: Callable[[TracedScope], None] | None = None,
 ) -> reactivex.Observable[_T]:
-    """A cold Observable whose every subscription runs in its own span.
+    """A cold Observable whose every subscription runs in its own INTERNAL span.
 
-    On subscribe a span ``name`` starts under ``parent`` (default: the span current on the
-    subscribing thread) and ``source_of(context)`` builds what runs in it: ``context`` is the
-    span's OpenTelemetry context (``None`` when telemetry is off) to hand to inner work with
-    :func:`within`. The span ends on completion, on error (ERROR) or when disposed
+    On subscribe a span ``name`` starts under the span current on the subscribing thread and
+    ``source_of(scope)`` builds what runs in it (subscribed with the span current); hand
+    ``scope.context`` to inner work that another thread subscribes, with :func:`within`.
+    ``scope`` is ``None`` when telemetry is off (then this is ``defer(source_of(None))``). The
+    span ends on completion (``on_end`` runs first), on error (status ERROR) or when disposed
     (``rxllm.outcome=cancelled``). Items pass straight through.
     """
     hooks = otel()
@@ -458,15 +466,15 @@ def traced(
     def subscribe(
         observer: rx_abc.ObserverBase[_T], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
-        scope = TracedScope(hooks, name, attributes, hooks.current() if parent is None else parent)
-        state = {"ended": False}
+        scope = TracedScope(hooks, name, attributes, hooks.current())
         lock = threading.Lock()
+        ended = [False]
 
         def end(error: BaseException | None, cancelled: bool) -> None:
             with lock:
-                if state["ended"]:
+                if ended[0]:
                     return
-                state["ended"] = True
+                ended[0] = True
             if on_end is not None and not cancelled:
                 on_end(scope)
             scope.end(error, cancelled=cancelled)
@@ -481,10 +489,8 @@ def traced(
 
         inner = SingleAssignmentDisposable()
         try:
-            source = source_of(scope.context)
-            inner.disposable = within(scope.context, source).subscribe(
-                observer.on_next, on_error, on_completed, scheduler=scheduler
-            )
+            source = within(scope.context, source_of(scope))
+            inner.disposable = source.subscribe(observer.on_next, on_error, on_completed, scheduler=scheduler)
         except Exception as exc:
             on_error(exc)
 
@@ -495,6 +501,12 @@ def traced(
         return Disposable(dispose)
 
     return reactivex.create(subscribe)
+
+
+def current_context() -> Any:
+    """The OpenTelemetry context current here (to hand to work another thread subscribes), or ``None``."""
+    hooks = otel()
+    return hooks.current() if hooks is not None else None
 
 
 def within(context: Any, source: reactivex.Observable[_T]) -> reactivex.Observable[_T]:
@@ -532,12 +544,21 @@ def tool_attributes(call: FunctionCall, description: str | None) -> dict[str, An
     return attributes
 
 
-def record_tool_result(scope: TracedScope, response: FunctionResponse, failed: bool) -> None:
-    """What a tool answered: ``error.type`` when it failed; the result only when contents are captured."""
-    if failed:
-        scope.span.set_attribute("error.type", "tool_error")
+def record_tool_result(
+    scope: TracedScope, response: FunctionResponse, error_message: str | None, error: BaseException | None
+) -> None:
+    """What a tool answered. A tool that failed (its answer to the model is an error) makes the span an
+    ERROR with ``error.type``; the result is recorded only when contents are captured."""
+    span = scope.span
+    if error_message is not None:
+        scope.failed = True
+        if isinstance(error, ToolError) and error.__cause__ is not None:
+            error = error.__cause__  # what the tool raised, not rxllm's wrapper of it
+        error_type = type(error).__qualname__ if error is not None else "tool_error"
+        span.set_attribute("error.type", error_type)
+        span.set_status(scope._otel.status_class(scope._otel.status_error, error_message))
     if scope._otel.capture_content:
-        scope.span.set_attribute("gen_ai.tool.call.result", _json(response.response))
+        span.set_attribute("gen_ai.tool.call.result", _json(response.response))
 
 
 # -- message contents (only when the user opted in) --------------------------------------------

@@ -20,7 +20,7 @@ import sys, threading
 from reactivex import operators as ops
 import rxllm
 from rxllm import Content, LlmRequest, Part
-from rxllm.agents import InMemoryRunner, LlmAgent
+from rxllm.agents import InMemoryRunner, LlmAgent, RunConfig, StreamingMode
 from rxllm.providers.openai import OpenAiChatModel
 from rxllm.service import AiService
 from rxllm.testing import StubResponse, StubServer, sse_turn, ToolCallScript
@@ -41,7 +41,9 @@ with StubServer() as server:
     assert final.text() == "It shipped.", final
     runner = InMemoryRunner(LlmAgent("support", model, tools=[get_order]))
     runner.session_service.create_session(runner.app_name, "u", session_id="s").run()
-    events = runner.run_async("u", "s", Content(role="user", parts=(Part.from_text("hi"),))).pipe(ops.to_list()).run()
+    hi = Content(role="user", parts=(Part.from_text("hi"),))
+    run = runner.run_async("u", "s", hi, RunConfig(streaming_mode=StreamingMode.SSE))
+    events = run.pipe(ops.to_list()).run()
     assert events[-1].text() == "ok", events
     service = AiService(model, tools=[get_order])
     answer = service.stream("Where is A17?").pipe(ops.last()).run()
