@@ -355,8 +355,9 @@ class AttemptTelemetry:
             if response.model_version:
                 span.set_attribute("gen_ai.response.model", response.model_version)
                 metric_attributes["gen_ai.response.model"] = response.model_version
-            if response.finish_reason is not None:
-                span.set_attribute("gen_ai.response.finish_reasons", [response.finish_reason.value.lower()])
+            finish_reason = _finish_reason(response)
+            if finish_reason is not None:
+                span.set_attribute("gen_ai.response.finish_reasons", [finish_reason])
             if response.error_code is not None:
                 span.set_attribute("rxllm.response.error_code", response.error_code)
             usage = response.usage_metadata
@@ -370,8 +371,8 @@ class AttemptTelemetry:
                         otel.token_usage.record(count, {**metric_attributes, "gen_ai.token.type": token_type})
             if otel.capture_content and span.is_recording() and response.content is not None:
                 message = _message_of(response.content)
-                if response.finish_reason is not None:
-                    message["finish_reason"] = response.finish_reason.value.lower()
+                if finish_reason is not None:
+                    message["finish_reason"] = finish_reason
                 span.set_attribute("gen_ai.output.messages", _json([message]))
         error_type = otel.end(span, error, cancelled)
         if error_type is not None:
@@ -387,6 +388,14 @@ def model_call(*, provider: str, model: str, request: LlmRequest, stream: bool) 
     if hooks is None:
         return None
     return ModelCallTelemetry(hooks, provider=provider, model=model, request=request, stream=stream)
+
+
+def _finish_reason(response: LlmResponse) -> str | None:
+    """The provider's own finish reason (kept by the aggregator), else genai's, in lower case."""
+    raw = (response.custom_metadata or {}).get("finish_reason")
+    if isinstance(raw, str):
+        return raw
+    return response.finish_reason.value.lower() if response.finish_reason is not None else None
 
 
 def _usage_attributes(span: Any, usage: UsageMetadata) -> None:
