@@ -36,6 +36,7 @@ from .. import _model_stream as model_stream
 from .._base_llm import model_stream_events
 from .._errors import GuardrailError, LimitExceededError, ProtocolError, RxLlmError
 from .._telemetry import TracedScope, add_usage, traced, within
+from .._tools import request_config
 from .._types import (
     Content,
     FunctionCall,
@@ -46,7 +47,6 @@ from .._types import (
     Part,
     UsageMetadata,
 )
-from ..agents._flow import request_config
 from . import _events as events
 from ._guardrails import apply_output_guardrails
 from ._relay import BoundedRelay
