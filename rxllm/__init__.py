@@ -11,6 +11,7 @@
 
 import logging as _logging
 
+from . import aio as aio
 from ._aggregation import StreamAggregator
 from ._async_http import AsyncHttpTransport
 from ._base_llm import BaseLlm, BaseLlmConnection, model_stream_events
@@ -18,6 +19,7 @@ from ._chunk import Chunk, InBandError, ToolCallFragment
 from ._errors import (
     BufferOverflowError,
     ConfigurationError,
+    EmptyStreamError,
     GuardrailError,
     HttpStatusError,
     LimitExceededError,
@@ -62,8 +64,7 @@ from ._types import (
     Tool,
     UsageMetadata,
 )
-
-__version__ = "0.1.0"
+from ._version import __version__ as __version__
 
 _logging.getLogger("rxllm").addHandler(_logging.NullHandler())  # the application decides where logs go
 
@@ -77,6 +78,7 @@ __all__ = [
     "ChunkParser",
     "ConfigurationError",
     "Content",
+    "EmptyStreamError",
     "FinishReason",
     "FunctionCall",
     "FunctionDeclaration",

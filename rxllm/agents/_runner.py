@@ -12,6 +12,7 @@ from reactivex import abc as rx_abc
 from reactivex import operators as ops
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
+from .._aio import AwaitableObservable, awaitable
 from .._errors import ConfigurationError
 from .._telemetry import current_context, within
 from .._types import Content
@@ -195,7 +196,7 @@ class Runner:
         session_id: str,
         new_message: Content,
         run_config: RunConfig | None = None,
-    ) -> reactivex.Observable[Event]:
+    ) -> AwaitableObservable[Event]:
         """Run the agent on the session with a new user message.
 
         Returns a cold Observable. Subscribing waits for any earlier run on the same session,
@@ -270,7 +271,7 @@ class Runner:
             parent = current_context()
             return self._lanes.serialized((app_name, user_id, session_id), reactivex.defer(lambda _: start(parent)))
 
-        return reactivex.defer(subscribed)
+        return awaitable(reactivex.defer(subscribed))
 
 
 class InMemoryRunner(Runner):
