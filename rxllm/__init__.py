@@ -16,6 +16,7 @@ from ._chunk import Chunk, InBandError, ToolCallFragment
 from ._errors import (
     BufferOverflowError,
     ConfigurationError,
+    ContractViolationError,
     GuardrailError,
     HttpStatusError,
     LimitExceededError,
@@ -72,6 +73,7 @@ __all__ = [
     "ChunkParser",
     "ConfigurationError",
     "Content",
+    "ContractViolationError",
     "FinishReason",
     "FunctionCall",
     "FunctionDeclaration",

@@ -1,7 +1,7 @@
 """The layers import downward only, and httpx stays inside the two transport modules.
 
 Layers, bottom up (ARCHITECTURE.md §1): errors/types/json → sse/chunk/provider protocols →
-aggregation → transports/retry → models and providers → agents → service → testing → cli.
+aggregation → transports/retry → models and providers → agents, operators → service → testing → cli.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ LAYER = {
     "_sse_chat_model": 4,
     "providers": 4,
     "agents": 5,
+    "operators": 5,
     "service": 6,
     "testing": 7,
     "cli": 8,

@@ -12,6 +12,7 @@ import pytest
 
 import rxllm
 import rxllm.agents
+import rxllm.operators
 import rxllm.providers
 import rxllm.providers.anthropic
 import rxllm.providers.gemini
@@ -22,6 +23,7 @@ import rxllm.testing
 PACKAGES = [
     rxllm,
     rxllm.agents,
+    rxllm.operators,
     rxllm.providers,
     rxllm.providers.anthropic,
     rxllm.providers.gemini,
