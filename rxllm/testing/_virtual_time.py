@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 import reactivex
 from reactivex import abc as rx_abc
 from reactivex.notification import Notification, OnCompleted, OnError, OnNext
+from reactivex.scheduler import VirtualTimeScheduler
 from reactivex.testing import TestScheduler
 
 from .._errors import ConfigurationError
@@ -73,6 +74,6 @@ def record_in_virtual_time(
         scheduler.schedule_absolute(start + dispose_at, dispose)
     if until is not None:
         scheduler.advance_to(start + until)
-    else:
-        scheduler.start()
+    else:  # the plain virtual-time run (TestScheduler.start() would also play its 100/200/1000 script)
+        VirtualTimeScheduler.start(scheduler)
     return records
