@@ -500,3 +500,26 @@ def test_disposing_a_hedge_disposes_every_running_call() -> None:
 def test_hedge_refuses_a_bad_delay() -> None:
     with pytest.raises(ConfigurationError):
         hedge(-1.0)
+
+
+# --- an operator that stops its source disposes it before the subscriber hears why ---------------------
+
+
+@pytest.mark.parametrize("stop", ["first_item_timeout", "idle_timeout", "check_contract"])
+def test_the_source_is_disposed_before_the_error_is_delivered(stop: str) -> None:
+    clock = TestScheduler()
+    if stop == "check_contract":
+        turn: list[Any] = [At(0.1, _final("a")), At(0.2, _partial("b")), At(9.0, _final("b"))]
+        operator: Any = check_contract()
+    else:
+        turn = _timed(_turn("late"), 9.0, 9.0)
+        operator = first_item_timeout(1.0, clock) if stop == "first_item_timeout" else idle_timeout(1.0, clock)
+    llm = ScriptedLlm([turn], scheduler=clock)
+    cancelled_when_told: list[bool] = []
+
+    def on_error(_: Exception) -> None:
+        cancelled_when_told.append(llm.calls[0].cancelled)
+
+    llm.generate_content(REQUEST, stream=True).pipe(operator).subscribe(on_error=on_error)
+    clock.advance_to(10.0)
+    assert cancelled_when_told == [True]
