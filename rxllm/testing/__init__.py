@@ -3,6 +3,7 @@
 (:mod:`rxllm.testing.pytest_plugin`)."""
 
 from ._contract import assert_stream_protocol
+from ._recordings import SseRecording, load_sse_recordings
 from ._replay import PROTOCOLS, parser_for, replay_sse
 from ._scripted import At, ScriptedCall, ScriptedLlm, at_times, scripted_turn
 from ._stub_server import (
@@ -28,6 +29,7 @@ __all__ = [
     "RecordedRequest",
     "ScriptedCall",
     "ScriptedLlm",
+    "SseRecording",
     "Step",
     "StubResponse",
     "StubServer",
@@ -35,6 +37,7 @@ __all__ = [
     "assert_stream_protocol",
     "at_times",
     "complete_json",
+    "load_sse_recordings",
     "parser_for",
     "record_in_virtual_time",
     "replay_sse",
