@@ -9,6 +9,7 @@
 [('Hello', True), (' world', True), ('Hello world', None)]
 """
 
+from . import aio as aio
 from ._aggregation import StreamAggregator
 from ._async_http import AsyncHttpTransport
 from ._base_llm import BaseLlm, BaseLlmConnection, model_stream_events
@@ -17,6 +18,7 @@ from ._errors import (
     BufferOverflowError,
     ConfigurationError,
     ContractViolationError,
+    EmptyStreamError,
     GuardrailError,
     HttpStatusError,
     LimitExceededError,
@@ -74,6 +76,7 @@ __all__ = [
     "ConfigurationError",
     "Content",
     "ContractViolationError",
+    "EmptyStreamError",
     "FinishReason",
     "FunctionCall",
     "FunctionDeclaration",

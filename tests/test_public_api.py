@@ -12,6 +12,7 @@ import pytest
 
 import rxllm
 import rxllm.agents
+import rxllm.aio
 import rxllm.operators
 import rxllm.providers
 import rxllm.providers.anthropic
@@ -23,6 +24,7 @@ import rxllm.testing
 PACKAGES = [
     rxllm,
     rxllm.agents,
+    rxllm.aio,
     rxllm.operators,
     rxllm.providers,
     rxllm.providers.anthropic,

@@ -22,6 +22,7 @@ from reactivex.disposable import Disposable, SerialDisposable
 from reactivex.scheduler import NewThreadScheduler, VirtualTimeScheduler
 
 from .._aggregation import StreamAggregator
+from .._aio import AwaitableObservable
 from .._base_llm import BaseLlm
 from .._chunk import Chunk
 from .._errors import ConfigurationError, LimitExceededError
@@ -173,7 +174,7 @@ class ScriptedLlm(BaseLlm):
         """The scheduler the turns are emitted on (``None``: a fresh thread per call)."""
         return self._scheduler
 
-    def generate_content(self, llm_request: LlmRequest, stream: bool = False) -> reactivex.Observable[LlmResponse]:
+    def generate_content(self, llm_request: LlmRequest, stream: bool = False) -> AwaitableObservable[LlmResponse]:
         """Emit the next scripted turn.
 
         Returns a cold Observable: subscribing takes the next turn and schedules its items on
@@ -197,7 +198,7 @@ class ScriptedLlm(BaseLlm):
                 timeline = self._turns[number] if stream else _as_single(self._turns[number])
             return _play(timeline, observer, scheduler, call)
 
-        return reactivex.create(subscribe)
+        return AwaitableObservable(reactivex.create(subscribe))
 
 
 def _play(
