@@ -37,9 +37,11 @@ from ._agent import BaseAgent, InstructionProvider, LlmAgent
 from ._context import CallbackContext, InvocationContext, ReadonlyContext, ToolActions, ToolContext
 from ._event import Event, EventActions
 from ._flow import AfterModelCallback, BeforeModelCallback
+from ._postgres_sessions import PostgresSessionService
 from ._run_config import RunConfig, StreamingMode
 from ._runner import InMemoryRunner, Runner
-from ._sessions import BaseSessionService, InMemorySessionService, Session
+from ._sessions import BaseSessionService, GetSessionConfig, InMemorySessionService, Session
+from ._sqlite_sessions import SqliteSessionService
 from ._state import State
 from ._tools import BaseTool, FunctionTool, ToolLike
 
@@ -53,15 +55,18 @@ __all__ = [
     "Event",
     "EventActions",
     "FunctionTool",
+    "GetSessionConfig",
     "InMemoryRunner",
     "InMemorySessionService",
     "InstructionProvider",
     "InvocationContext",
     "LlmAgent",
+    "PostgresSessionService",
     "ReadonlyContext",
     "RunConfig",
     "Runner",
     "Session",
+    "SqliteSessionService",
     "State",
     "StreamingMode",
     "ToolActions",
