@@ -130,9 +130,8 @@ def test_a_dropped_postgres_connection_fails_the_call_and_the_next_reconnects(pg
                     errors.append(error)
                     failed.set()
 
-                service.append_event(session, Event(author="bot", actions=EventActions(state_delta={"x": 1}))).subscribe(
-                    on_error=on_error, on_completed=failed.set
-                )
+                blocked = Event(author="bot", actions=EventActions(state_delta={"x": 1}))
+                service.append_event(session, blocked).subscribe(on_error=on_error, on_completed=failed.set)
                 waiting: list[int] = []
                 for _ in range(10_000):  # until the append is blocked on our row lock (bounded)
                     waiting = [
@@ -175,6 +174,7 @@ def test_postgres_service_reports_a_missing_server_as_a_store_error(tmp_path: Pa
 
 
 def test_sqlite_service_reports_an_unopenable_file_as_a_store_error(tmp_path: Path) -> None:
-    with SqliteSessionService(tmp_path / "no" / "such" / "dir" / "x.db") as service:
-        with pytest.raises(StoreError, match="SQLite"):
-            service.list_sessions("app", "u").run()
+    with SqliteSessionService(tmp_path / "no" / "such" / "dir" / "x.db") as service, pytest.raises(
+        StoreError, match="SQLite"
+    ):
+        service.list_sessions("app", "u").run()
