@@ -35,6 +35,7 @@ from urllib.parse import quote, unquote
 
 import reactivex
 
+from ._aio import AwaitableObservable, MaybeObservable, awaitable
 from ._errors import ConfigurationError, RxLlmError, StoreError
 from ._offthread import call_off_thread
 from ._tools._rx import call_now, emit_now, fail_now, nothing_now
@@ -98,29 +99,29 @@ class BaseArtifactService(abc.ABC):
     @abc.abstractmethod
     def save_artifact(
         self, app_name: str, user_id: str, session_id: str, filename: str, artifact: Part
-    ) -> reactivex.Observable[int]:
+    ) -> AwaitableObservable[int]:
         """Save a new version of ``filename``; emit its version number (0 for the first)."""
 
     @abc.abstractmethod
     def load_artifact(
         self, app_name: str, user_id: str, session_id: str, filename: str, version: int | None = None
-    ) -> reactivex.Observable[Part]:
+    ) -> MaybeObservable[Part]:
         """Emit the version (the latest when None), or complete empty when there is none (a ``Maybe``)."""
 
     @abc.abstractmethod
-    def list_artifact_keys(self, app_name: str, user_id: str, session_id: str) -> reactivex.Observable[list[str]]:
+    def list_artifact_keys(self, app_name: str, user_id: str, session_id: str) -> AwaitableObservable[list[str]]:
         """Emit the names visible to the session (its own and the user's ``user:`` names), sorted."""
 
     @abc.abstractmethod
     def delete_artifact(
         self, app_name: str, user_id: str, session_id: str, filename: str
-    ) -> reactivex.Observable[None]:
+    ) -> MaybeObservable[None]:
         """Delete every version of ``filename``; complete without items. Deleting a missing one is no error."""
 
     @abc.abstractmethod
     def list_versions(
         self, app_name: str, user_id: str, session_id: str, filename: str
-    ) -> reactivex.Observable[list[int]]:
+    ) -> AwaitableObservable[list[int]]:
         """Emit the versions of ``filename``, ascending (empty when there is none)."""
 
 
@@ -138,7 +139,7 @@ class InMemoryArtifactService(BaseArtifactService):
 
     def save_artifact(
         self, app_name: str, user_id: str, session_id: str, filename: str, artifact: Part
-    ) -> reactivex.Observable[int]:
+    ) -> AwaitableObservable[int]:
         """Save a version; see :meth:`BaseArtifactService.save_artifact`."""
 
         def save() -> int:
@@ -149,11 +150,11 @@ class InMemoryArtifactService(BaseArtifactService):
                 versions.append(artifact)
                 return len(versions) - 1
 
-        return call_now(save)
+        return awaitable(call_now(save))
 
     def load_artifact(
         self, app_name: str, user_id: str, session_id: str, filename: str, version: int | None = None
-    ) -> reactivex.Observable[Part]:
+    ) -> MaybeObservable[Part]:
         """Emit a version or nothing; see :meth:`BaseArtifactService.load_artifact`."""
 
         def load() -> Part | None:
@@ -164,9 +165,9 @@ class InMemoryArtifactService(BaseArtifactService):
                     return versions[-1] if versions else None
                 return versions[version] if 0 <= version < len(versions) else None
 
-        return _maybe(load)
+        return MaybeObservable(_maybe(load))
 
-    def list_artifact_keys(self, app_name: str, user_id: str, session_id: str) -> reactivex.Observable[list[str]]:
+    def list_artifact_keys(self, app_name: str, user_id: str, session_id: str) -> AwaitableObservable[list[str]]:
         """Emit the visible names; see :meth:`BaseArtifactService.list_artifact_keys`."""
 
         def listing() -> list[str]:
@@ -177,11 +178,11 @@ class InMemoryArtifactService(BaseArtifactService):
                     if versions and app == app_name and user == user_id and session in ("", session_id)
                 )
 
-        return call_now(listing)
+        return awaitable(call_now(listing))
 
     def delete_artifact(
         self, app_name: str, user_id: str, session_id: str, filename: str
-    ) -> reactivex.Observable[None]:
+    ) -> MaybeObservable[None]:
         """Delete all versions; see :meth:`BaseArtifactService.delete_artifact`."""
 
         def delete() -> None:
@@ -189,11 +190,11 @@ class InMemoryArtifactService(BaseArtifactService):
             with self._lock:
                 self._versions.pop(key, None)
 
-        return _maybe(delete)  # completes without items
+        return MaybeObservable(_maybe(delete))  # completes without items
 
     def list_versions(
         self, app_name: str, user_id: str, session_id: str, filename: str
-    ) -> reactivex.Observable[list[int]]:
+    ) -> AwaitableObservable[list[int]]:
         """Emit the versions; see :meth:`BaseArtifactService.list_versions`."""
 
         def listing() -> list[int]:
@@ -201,7 +202,7 @@ class InMemoryArtifactService(BaseArtifactService):
             with self._lock:
                 return list(range(len(self._versions.get(key, []))))
 
-        return call_now(listing)
+        return awaitable(call_now(listing))
 
 
 def _maybe(supplier: Callable[[], T | None]) -> reactivex.Observable[T]:
@@ -291,7 +292,7 @@ class FileArtifactService(BaseArtifactService):
 
     def save_artifact(
         self, app_name: str, user_id: str, session_id: str, filename: str, artifact: Part
-    ) -> reactivex.Observable[int]:
+    ) -> AwaitableObservable[int]:
         """Save a version; see :meth:`BaseArtifactService.save_artifact`."""
 
         def save() -> int:
@@ -322,7 +323,7 @@ class FileArtifactService(BaseArtifactService):
 
     def load_artifact(
         self, app_name: str, user_id: str, session_id: str, filename: str, version: int | None = None
-    ) -> reactivex.Observable[Part]:
+    ) -> MaybeObservable[Part]:
         """Emit a version or nothing; see :meth:`BaseArtifactService.load_artifact`."""
 
         def load() -> Part | None:
@@ -339,9 +340,9 @@ class FileArtifactService(BaseArtifactService):
                 return Part(text=data.decode("utf-8"))
             return Part(inline_data=Blob(mime_type=str(meta["mime_type"]), data=data))
 
-        return call_off_thread(self._executor, load, map_error=_store_error)
+        return MaybeObservable(call_off_thread(self._executor, load, map_error=_store_error))
 
-    def list_artifact_keys(self, app_name: str, user_id: str, session_id: str) -> reactivex.Observable[list[str]]:
+    def list_artifact_keys(self, app_name: str, user_id: str, session_id: str) -> AwaitableObservable[list[str]]:
         """Emit the visible names; see :meth:`BaseArtifactService.list_artifact_keys`."""
 
         def listing() -> list[str]:
@@ -360,7 +361,7 @@ class FileArtifactService(BaseArtifactService):
 
     def delete_artifact(
         self, app_name: str, user_id: str, session_id: str, filename: str
-    ) -> reactivex.Observable[None]:
+    ) -> MaybeObservable[None]:
         """Delete all versions; see :meth:`BaseArtifactService.delete_artifact`."""
 
         def delete() -> None:
@@ -370,11 +371,11 @@ class FileArtifactService(BaseArtifactService):
                 os.replace(directory, graveyard)  # atomic: no reader sees a half-deleted artifact
                 shutil.rmtree(graveyard, ignore_errors=True)
 
-        return call_off_thread(self._executor, delete, map_error=_store_error)
+        return MaybeObservable(call_off_thread(self._executor, delete, map_error=_store_error))
 
     def list_versions(
         self, app_name: str, user_id: str, session_id: str, filename: str
-    ) -> reactivex.Observable[list[int]]:
+    ) -> AwaitableObservable[list[int]]:
         """Emit the versions; see :meth:`BaseArtifactService.list_versions`."""
 
         def listing() -> list[int]:

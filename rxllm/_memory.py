@@ -22,10 +22,10 @@ import threading
 from collections.abc import Sequence
 from typing import Protocol
 
-import reactivex
 from pydantic import Field
 from reactivex import operators as ops
 
+from ._aio import AwaitableObservable, MaybeObservable, awaitable
 from ._tools._rx import call_now
 from ._types import Content, _Model
 
@@ -87,11 +87,11 @@ class BaseMemoryService(abc.ABC):
     """Where memories live. Every method returns a cold Observable: subscribing does the work."""
 
     @abc.abstractmethod
-    def add_session_to_memory(self, session: SessionLike) -> reactivex.Observable[None]:
+    def add_session_to_memory(self, session: SessionLike) -> MaybeObservable[None]:
         """Remember the session's events; complete without items. Adding a session again replaces it."""
 
     @abc.abstractmethod
-    def search_memory(self, app_name: str, user_id: str, query: str) -> reactivex.Observable[SearchMemoryResponse]:
+    def search_memory(self, app_name: str, user_id: str, query: str) -> AwaitableObservable[SearchMemoryResponse]:
         """Emit the user's memories (within the app) that match ``query``."""
 
 
@@ -111,7 +111,7 @@ class InMemoryMemoryService(BaseMemoryService):
         self._lock = threading.Lock()
         self._sessions: dict[tuple[str, str], dict[str, list[tuple[frozenset[str], MemoryEntry]]]] = {}
 
-    def add_session_to_memory(self, session: SessionLike) -> reactivex.Observable[None]:
+    def add_session_to_memory(self, session: SessionLike) -> MaybeObservable[None]:
         """Remember the session's events; see :meth:`BaseMemoryService.add_session_to_memory`."""
 
         def add() -> None:
@@ -130,9 +130,9 @@ class InMemoryMemoryService(BaseMemoryService):
                 user.pop(session.id, None)
                 user[session.id] = kept
 
-        return call_now(add).pipe(ops.ignore_elements())
+        return MaybeObservable(call_now(add).pipe(ops.ignore_elements()))
 
-    def search_memory(self, app_name: str, user_id: str, query: str) -> reactivex.Observable[SearchMemoryResponse]:
+    def search_memory(self, app_name: str, user_id: str, query: str) -> AwaitableObservable[SearchMemoryResponse]:
         """Emit the matching memories; see :meth:`BaseMemoryService.search_memory`."""
 
         def search() -> SearchMemoryResponse:
@@ -142,4 +142,4 @@ class InMemoryMemoryService(BaseMemoryService):
             found = [entry for events in sessions for words, entry in events if words & wanted]
             return SearchMemoryResponse(memories=tuple(found))
 
-        return call_now(search)
+        return awaitable(call_now(search))

@@ -18,6 +18,7 @@ import reactivex
 from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
 
+from ._aio import AwaitableObservable, awaitable
 from ._errors import RxLlmError, StoreError
 
 __all__ = ["call_off_thread"]
@@ -27,7 +28,7 @@ T = TypeVar("T")
 
 def call_off_thread(
     executor: Executor, supplier: Callable[[], T | None], *, map_error: Callable[[Exception], RxLlmError]
-) -> reactivex.Observable[T]:
+) -> AwaitableObservable[T]:
     """Run ``supplier`` on ``executor`` per subscription; emit its value (nothing for None), then complete.
 
     An exception that is not already an :class:`~rxllm.RxLlmError` is passed through
@@ -70,4 +71,4 @@ def call_off_thread(
 
         return Disposable(dispose)
 
-    return reactivex.create(subscribe)
+    return awaitable(reactivex.create(subscribe))

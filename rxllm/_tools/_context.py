@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-import reactivex
 from pydantic import JsonValue
 from reactivex import operators as ops
 
+from .._aio import AwaitableObservable, MaybeObservable, awaitable
 from .._errors import ConfigurationError
 from .._types import Content, Part
 from ._state import State
@@ -160,7 +160,7 @@ class CallbackContext(ReadonlyContext):
             )
         return self._artifact_service
 
-    def save_artifact(self, filename: str, artifact: Part) -> reactivex.Observable[int]:
+    def save_artifact(self, filename: str, artifact: Part) -> AwaitableObservable[int]:
         """Save a new version of the artifact ``filename`` in this session (``user:`` names: the user's).
 
         Returns a cold Observable: subscribing saves and emits the version (0 for the first); from a
@@ -171,12 +171,12 @@ class CallbackContext(ReadonlyContext):
         session = self._session
         return self._artifacts().save_artifact(session.app_name, session.user_id, session.id, filename, artifact)
 
-    def load_artifact(self, filename: str, version: int | None = None) -> reactivex.Observable[Part]:
+    def load_artifact(self, filename: str, version: int | None = None) -> MaybeObservable[Part]:
         """Emit the artifact (the latest version when ``version`` is None), or complete empty when there is none."""
         session = self._session
         return self._artifacts().load_artifact(session.app_name, session.user_id, session.id, filename, version)
 
-    def list_artifacts(self) -> reactivex.Observable[list[str]]:
+    def list_artifacts(self) -> AwaitableObservable[list[str]]:
         """Emit the names of the artifacts this session sees (its own and the user's ``user:`` ones), sorted."""
         session = self._session
         return self._artifacts().list_artifact_keys(session.app_name, session.user_id, session.id)
@@ -212,15 +212,15 @@ class ToolContext(CallbackContext):
         self.function_call_id = function_call_id
         self.actions = ToolActions()
 
-    def save_artifact(self, filename: str, artifact: Part) -> reactivex.Observable[int]:
+    def save_artifact(self, filename: str, artifact: Part) -> AwaitableObservable[int]:
         """Save an artifact version, recorded in ``actions.artifact_delta``; see ``CallbackContext.save_artifact``."""
 
         def record(version: int) -> None:
             self.actions.artifact_delta[filename] = version
 
-        return super().save_artifact(filename, artifact).pipe(ops.do_action(on_next=record))
+        return awaitable(super().save_artifact(filename, artifact).pipe(ops.do_action(on_next=record)))
 
-    def search_memory(self, query: str) -> reactivex.Observable[SearchMemoryResponse]:
+    def search_memory(self, query: str) -> AwaitableObservable[SearchMemoryResponse]:
         """Search the user's memory (the run's memory service) for ``query``; emit the response.
 
         Returns a cold Observable (from a synchronous tool, call ``.run()``). Fails with

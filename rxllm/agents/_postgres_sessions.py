@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import reactivex
 from pydantic import JsonValue
 
+from .._aio import AwaitableObservable, MaybeObservable, awaitable
 from .._errors import ConfigurationError, RxLlmError, StoreError
 from ._event import Event
 from ._rx import emit_now
@@ -189,7 +189,7 @@ class PostgresSessionService(BaseSessionService):
 
     def _run(
         self, work: Callable[[psycopg.Connection[Any]], T | None], *, read_only: bool = False
-    ) -> reactivex.Observable[T]:
+    ) -> AwaitableObservable[T]:
         def supplier() -> T | None:
             self._ensure_ready()
             with self._pool.connection() as connection, connection.transaction():
@@ -207,7 +207,7 @@ class PostgresSessionService(BaseSessionService):
         user_id: str,
         state: Mapping[str, JsonValue] | None = None,
         session_id: str | None = None,
-    ) -> reactivex.Observable[Session]:
+    ) -> AwaitableObservable[Session]:
         """Create a session; see :meth:`BaseSessionService.create_session`."""
         initial = dict(state or {})
 
@@ -240,7 +240,7 @@ class PostgresSessionService(BaseSessionService):
 
     def get_session(
         self, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None = None
-    ) -> reactivex.Observable[Session]:
+    ) -> MaybeObservable[Session]:
         """Emit a snapshot, or nothing; see :meth:`BaseSessionService.get_session`."""
         limit = None if config is None else config.num_recent_events
         after = None if config is None else config.after_timestamp
@@ -268,9 +268,9 @@ class PostgresSessionService(BaseSessionService):
                 last_update_time=row[1],
             )
 
-        return self._run(get, read_only=True)
+        return MaybeObservable(self._run(get, read_only=True))
 
-    def list_sessions(self, app_name: str, user_id: str) -> reactivex.Observable[list[Session]]:
+    def list_sessions(self, app_name: str, user_id: str) -> AwaitableObservable[list[Session]]:
         """Emit the user's sessions without events; see :meth:`BaseSessionService.list_sessions`."""
 
         def listing(connection: psycopg.Connection[Any]) -> list[Session]:
@@ -294,7 +294,7 @@ class PostgresSessionService(BaseSessionService):
 
         return self._run(listing, read_only=True)
 
-    def delete_session(self, app_name: str, user_id: str, session_id: str) -> reactivex.Observable[None]:
+    def delete_session(self, app_name: str, user_id: str, session_id: str) -> MaybeObservable[None]:
         """Delete the session and (cascading) its events; see :meth:`BaseSessionService.delete_session`."""
 
         def delete(connection: psycopg.Connection[Any]) -> None:
@@ -303,12 +303,12 @@ class PostgresSessionService(BaseSessionService):
                 (app_name, user_id, session_id),
             )
 
-        return self._run(delete)
+        return MaybeObservable(self._run(delete))
 
-    def append_event(self, session: Session, event: Event) -> reactivex.Observable[Event]:
+    def append_event(self, session: Session, event: Event) -> AwaitableObservable[Event]:
         """Store a non-partial event and its state delta in one transaction; see ``BaseSessionService``."""
         if event.partial:
-            return emit_now(event)
+            return awaitable(emit_now(event))
         stored_event = event_to_store(event)
         payload = event_to_json(stored_event)
         app_name, user_id, session_id = session.app_name, session.user_id, session.id

@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal, TypeVar
 
-import reactivex
 from pydantic import JsonValue
 
+from .._aio import AwaitableObservable, MaybeObservable, awaitable
 from .._errors import ConfigurationError, RxLlmError, StoreError
 from ._event import Event
 from ._rx import emit_now
@@ -190,7 +190,7 @@ class SqliteSessionService(BaseSessionService):
         connection.execute("COMMIT")
         return result
 
-    def _run(self, work: Callable[[sqlite3.Connection], T | None], *, write: bool) -> reactivex.Observable[T]:
+    def _run(self, work: Callable[[sqlite3.Connection], T | None], *, write: bool) -> AwaitableObservable[T]:
         def supplier() -> T | None:
             return self._transaction(work, write=write)
 
@@ -204,7 +204,7 @@ class SqliteSessionService(BaseSessionService):
         user_id: str,
         state: Mapping[str, JsonValue] | None = None,
         session_id: str | None = None,
-    ) -> reactivex.Observable[Session]:
+    ) -> AwaitableObservable[Session]:
         """Create a session; see :meth:`BaseSessionService.create_session`."""
         initial = dict(state or {})
 
@@ -238,7 +238,7 @@ class SqliteSessionService(BaseSessionService):
 
     def get_session(
         self, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None = None
-    ) -> reactivex.Observable[Session]:
+    ) -> MaybeObservable[Session]:
         """Emit a snapshot, or nothing; see :meth:`BaseSessionService.get_session`."""
         limit = -1 if config is None or config.num_recent_events is None else config.num_recent_events
         after = None if config is None else config.after_timestamp
@@ -266,9 +266,9 @@ class SqliteSessionService(BaseSessionService):
                 last_update_time=row[1],
             )
 
-        return self._run(get, write=False)
+        return MaybeObservable(self._run(get, write=False))
 
-    def list_sessions(self, app_name: str, user_id: str) -> reactivex.Observable[list[Session]]:
+    def list_sessions(self, app_name: str, user_id: str) -> AwaitableObservable[list[Session]]:
         """Emit the user's sessions without events; see :meth:`BaseSessionService.list_sessions`."""
 
         def listing(connection: sqlite3.Connection) -> list[Session]:
@@ -292,7 +292,7 @@ class SqliteSessionService(BaseSessionService):
 
         return self._run(listing, write=False)
 
-    def delete_session(self, app_name: str, user_id: str, session_id: str) -> reactivex.Observable[None]:
+    def delete_session(self, app_name: str, user_id: str, session_id: str) -> MaybeObservable[None]:
         """Delete the session and its events in one transaction; see :meth:`BaseSessionService.delete_session`."""
 
         def delete(connection: sqlite3.Connection) -> None:
@@ -300,12 +300,12 @@ class SqliteSessionService(BaseSessionService):
             connection.execute("DELETE FROM rxllm_events WHERE app_name = ? AND user_id = ? AND session_id = ?", key)
             connection.execute("DELETE FROM rxllm_sessions WHERE app_name = ? AND user_id = ? AND id = ?", key)
 
-        return self._run(delete, write=True)
+        return MaybeObservable(self._run(delete, write=True))
 
-    def append_event(self, session: Session, event: Event) -> reactivex.Observable[Event]:
+    def append_event(self, session: Session, event: Event) -> AwaitableObservable[Event]:
         """Store a non-partial event and its state delta in one transaction; see ``BaseSessionService``."""
         if event.partial:
-            return emit_now(event)  # not stored; emitted during subscribe, as the memory store does
+            return awaitable(emit_now(event))  # not stored; emitted during subscribe, as the memory store does
         stored_event = event_to_store(event)
         payload = event_to_json(stored_event)
         app_name, user_id, session_id = session.app_name, session.user_id, session.id

@@ -5,6 +5,7 @@ Every test runs against each store through the public ``BaseSessionService`` API
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 
@@ -239,3 +240,19 @@ def test_persistent_stores_do_io_off_the_callers_thread(store_kind: str, service
     )
     assert done.wait(30)
     assert seen and seen[0] != caller
+
+
+def test_every_method_can_be_awaited_from_asyncio(service: BaseSessionService) -> None:
+    async def main() -> tuple[Session, Event, Session | None, list[Session], None, Session | None]:
+        created = await service.create_session("app", "u", session_id="s")
+        stored = await service.append_event(created, text_event("hi", delta={"k": 1}))
+        fetched = await service.get_session("app", "u", "s")
+        listed = await service.list_sessions("app", "u")
+        deleted = await service.delete_session("app", "u", "s")
+        missing = await service.get_session("app", "u", "s")
+        return created, stored, fetched, listed, deleted, missing
+
+    created, stored, fetched, listed, deleted, missing = asyncio.run(main())
+    assert created.id == "s" and stored.text() == "hi"
+    assert fetched is not None and fetched.state == {"k": 1} and [s.id for s in listed] == ["s"]
+    assert deleted is None and missing is None
