@@ -4,11 +4,14 @@ Add a session when it ends (:meth:`BaseMemoryService.add_session_to_memory`); la
 it with :meth:`~BaseMemoryService.search_memory`, from a tool through
 ``ToolContext.search_memory``, or by giving the agent the ``load_memory`` tool.
 
+>>> from reactivex import operators as ops
 >>> from rxllm import Content, Part
 >>> from rxllm.agents import Event, InMemoryMemoryService, Session
 >>> said = Event(author="user", content=Content(role="user", parts=(Part.from_text("My cat is called Tom"),)))
 >>> memory = InMemoryMemoryService()
->>> _ = memory.add_session_to_memory(Session(id="s1", app_name="pets", user_id="u1", events=(said,))).run()
+>>> memory.add_session_to_memory(Session(id="s1", app_name="pets", user_id="u1", events=(said,))).pipe(
+...     ops.to_list()).run()  # completes without items, like ADK's Completable
+[]
 >>> [m.content.text() for m in memory.search_memory("pets", "u1", "what is the cat called").run().memories]
 ['My cat is called Tom']
 """
