@@ -12,18 +12,36 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
+import ssl
 import threading
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from typing import Any
 
 import httpx
 from reactivex import abc as rx_abc
 
-from ._errors import ConfigurationError, HttpStatusError, StreamInterruptedError, TransportError
-from ._http import MAX_ERROR_BODY, status_error_of, transport_timeout
+from ._decoding import BodyDecoder
+from ._errors import ConfigurationError, HttpStatusError, StreamInterruptedError, StreamTimeoutError, TransportError
+from ._http import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_MAX_STREAM_BYTES,
+    DEFAULT_READ_TIMEOUT,
+    DEFAULT_TOTAL_TIMEOUT,
+    ErrorBody,
+    TransportLimits,
+    headers_arrived,
+    limit_of,
+    log_request,
+    request_headers,
+    status_error_of,
+    timeout_error,
+)
 from ._provider import HttpRequest
+from ._redact import Redactor
 
-__all__ = ["AsyncHttpResponse", "AsyncHttpTransport"]
+__all__ = ["AsyncHttpResponse", "AsyncHttpTransport", "total_timeout_error"]
 
 _POOL_SHARD = 256
 DRAIN_SECONDS = 0.05  # after the provider's end marker, how long to wait for the body's last bytes
@@ -31,19 +49,33 @@ DRAIN_BYTES = 64 * 1024  # and how many of them to read at most, so the connecti
 
 
 class AsyncHttpResponse:
-    """An open response of the asyncio transport (used on its event loop only)."""
+    """An open response of the asyncio transport (used on its event loop only).
 
-    __slots__ = ("_body", "_ended", "_release", "_response")
+    The body is decoded here, bounded (:class:`~rxllm._decoding.BodyDecoder`), never by httpx.
+    """
 
-    def __init__(self, response: httpx.Response, release: Callable[[], None]) -> None:
+    __slots__ = ("_body", "_ended", "_limits", "_provider", "_release", "_response", "_stream")
+
+    def __init__(
+        self,
+        response: httpx.Response,
+        release: Callable[[], None],
+        *,
+        limits: TransportLimits | None = None,
+        stream: bool = True,
+        provider: str | None = None,
+    ) -> None:
         self._response = response
         self._release: Callable[[], None] | None = release
         self._body: AsyncIterator[bytes] | None = None
         self._ended = False
+        self._limits = limits or TransportLimits(1)
+        self._stream = stream
+        self._provider = provider
 
     def aiter_bytes(self) -> AsyncIterator[bytes]:
-        """The body as it arrives. Transport failures raise :class:`StreamInterruptedError`."""
-        self._body = self._iterate()
+        """The decoded body as it arrives, in pieces of at most 64 KiB (errors as :meth:`HttpResponse.iter_bytes`)."""
+        self._body = self._iterate(self._limits.body_cap(self._stream))
         return self._body
 
     def mark_ended(self) -> None:
@@ -60,21 +92,27 @@ class AsyncHttpResponse:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(_drain(self._body), DRAIN_SECONDS)
 
-    async def _iterate(self) -> AsyncIterator[bytes]:
-        encoding = self._response.headers.get("content-encoding", "identity").strip().lower()
+    async def _iterate(self, cap: int | None) -> AsyncIterator[bytes]:
+        decoder = BodyDecoder(self._response.headers.get("content-encoding", ""), max_bytes=cap,
+                              provider=self._provider)
         try:
-            chunks = self._response.aiter_raw() if encoding == "identity" else self._response.aiter_bytes()
-            async for data in chunks:
-                yield data
+            async for raw in self._response.aiter_raw():
+                for piece in decoder.feed(raw):
+                    yield piece
+            for piece in decoder.flush():
+                yield piece
+        except httpx.TimeoutException as exc:
+            raise timeout_error(exc, limit_of(exc, headers=True, expired=False), self._limits,
+                                self._provider) from exc
         except httpx.HTTPError as exc:
-            raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}") from exc
+            raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}",
+                                         provider=self._provider) from exc
 
     async def aread(self) -> bytes:
-        """The whole body."""
-        try:
-            return await self._response.aread()
-        except httpx.HTTPError as exc:
-            raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}") from exc
+        """The whole decoded body (at most ``max_response_bytes``)."""
+        body = self._iterate(self._limits.max_response_bytes)
+        self._body = body
+        return b"".join([piece async for piece in body])
 
     async def aclose(self) -> None:
         """Release the connection (closes it when the body was not read to the end).
@@ -102,21 +140,42 @@ class AsyncHttpTransport:
 
     Args:
         max_concurrent_streams: connections in all (split into pools of 256, used in turn).
-        connect_timeout: seconds to connect (and to wait for a free pooled connection).
-        read_timeout: seconds without a byte before a read fails.
+        connect_timeout: seconds to connect (and to wait for a free pooled connection); retried.
+        first_byte_timeout: seconds from sending the request to the response headers (default:
+            ``read_timeout``); not retried.
+        read_timeout: seconds without a byte between chunks of the body; not retried.
+        total_timeout: seconds for a whole attempt, request to end of body (``None``: no limit);
+            not retried.
+        max_response_bytes: cap on a non-streamed (``stream=False``) body, decoded.
+        max_stream_bytes: cap on a streamed body, decoded (``None``: no cap).
         keepalive_expiry: seconds an idle keep-alive connection is kept.
+
+    Every limit and its default is listed in ``docs/limits.md`` (the same as :class:`HttpTransport`'s).
     """
 
     def __init__(
         self,
         *,
         max_concurrent_streams: int = 10_000,
-        connect_timeout: float = 10.0,
-        read_timeout: float = 300.0,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        first_byte_timeout: float | None = None,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
+        total_timeout: float | None = DEFAULT_TOTAL_TIMEOUT,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_stream_bytes: int | None = DEFAULT_MAX_STREAM_BYTES,
         keepalive_expiry: float = 30.0,
     ) -> None:
         self.max_concurrent_streams = max_concurrent_streams
-        self._timeout = transport_timeout(max_concurrent_streams, connect_timeout, read_timeout)
+        self.limits = TransportLimits(
+            max_concurrent_streams,
+            connect_timeout=connect_timeout,
+            first_byte_timeout=read_timeout if first_byte_timeout is None else first_byte_timeout,
+            read_timeout=read_timeout,
+            total_timeout=total_timeout,
+            max_response_bytes=max_response_bytes,
+            max_stream_bytes=max_stream_bytes,
+        )
+        self._timeout = self.limits.client_timeout()
         # httpcore's pool scans every connection for every request: one pool of 10,000 connections
         # opened ~8 streams/s (measured). Pools of at most _POOL_SHARD connections, used in turn, keep
         # that cost flat.
@@ -130,7 +189,9 @@ class AsyncHttpTransport:
         self._gate: asyncio.Semaphore | None = None  # one permit per connection: see open()
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._clients: list[httpx.AsyncClient] = []
+        self._clients: list[httpx.AsyncClient | None] = []  # built on first use (see _client)
+        self._ssl_context: ssl.SSLContext | None = None
+        self._prune_handle: asyncio.TimerHandle | None = None
         self._thread: threading.Thread | None = None
         self._timer_scheduler: rx_abc.SchedulerBase | None = None
 
@@ -175,11 +236,7 @@ class AsyncHttpTransport:
         """The first pool with a free slot (so keep-alive connections get reused), else the least busy.
 
         Only ever called on the loop thread, so no lock."""
-        if not self._clients:
-            self._clients = [
-                httpx.AsyncClient(timeout=self._timeout, limits=self._limits, follow_redirects=False)
-                for _ in range(self._shards)
-            ]
+        if not self._in_flight:
             self._in_flight = [0] * self._shards
         in_flight = self._in_flight
         shard = next((i for i, n in enumerate(in_flight) if n < self._per_shard), None)
@@ -188,11 +245,57 @@ class AsyncHttpTransport:
         in_flight[shard] += 1
         return shard
 
+    def _client(self, shard: int) -> httpx.AsyncClient:
+        """The pool of ``shard``, built on first use: a fresh transport builds one client, not 40
+        (building every pool eagerly cost ~740 ms and +34 MB on the first request). The pools share
+        one SSL context (loading the CA bundle is most of a client's cost)."""
+        clients = self._clients
+        while len(clients) <= shard:
+            clients.append(None)
+        client = clients[shard]
+        if client is None:
+            if self._ssl_context is None:
+                self._ssl_context = httpx.create_ssl_context()
+            client = clients[shard] = httpx.AsyncClient(
+                timeout=self._timeout, limits=self._limits, follow_redirects=False, verify=self._ssl_context
+            )
+            if self._prune_handle is None:
+                self._schedule_prune()
+        return client
+
+    def _schedule_prune(self) -> None:
+        """Every half ``keepalive_expiry``, close idle connections that passed it (on the loop).
+
+        httpcore drops an expired connection only when its pool is next used; an idle process kept
+        them until ``close()``. httpx exposes no public handle on an ``AsyncClient``'s pool, so this
+        looks for httpx 0.28's (and does nothing if a later httpx moves it)."""
+        loop = asyncio.get_running_loop()
+        interval = min(max(self._limits.keepalive_expiry or 5.0, 0.1) / 2, 5.0)
+
+        def tick() -> None:
+            for client in list(self._clients):
+                pool = getattr(getattr(client, "_transport", None), "_pool", None)
+                for connection in list(getattr(pool, "connections", ())):
+                    with contextlib.suppress(Exception):
+                        if connection.is_idle() and connection.has_expired():
+                            _keep(connection.aclose())
+            self._prune_handle = loop.call_later(interval, tick)
+
+        self._prune_handle = loop.call_later(interval, tick)
+
     def _release_shard(self, shard: int) -> None:
         if shard < len(self._in_flight):
             self._in_flight[shard] -= 1
 
-    async def open(self, request: HttpRequest, *, provider: str, stream: bool) -> AsyncHttpResponse:
+    async def open(
+        self,
+        request: HttpRequest,
+        *,
+        provider: str,
+        stream: bool,
+        redactor: Redactor | None = None,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> AsyncHttpResponse:
         """Send ``request`` and await the response headers (on the loop).
 
         Raises:
@@ -207,29 +310,40 @@ class AsyncHttpTransport:
         gate = self._gate
         await gate.acquire()
         shard = self._take_shard()
-        client = self._clients[shard]
+        client = self._client(shard)
 
         def release() -> None:
             self._release_shard(shard)
             gate.release()
 
+        limits = self.limits
+        redactor = redactor or Redactor.of_request(request.url, request.headers)
+        started = time.monotonic()
         try:
             http_request = client.build_request(request.method, request.url, content=request.body,
-                                                headers=dict(request.headers))
+                                                headers=request_headers(request),
+                                                extensions={"timeout": limits.request_timeouts()})
         except BaseException:
             release()
             raise
         try:
-            response = await _send_cancel_safely(client, http_request, release)  # releases on failure
+            # releases on failure
+            response = await _send_cancel_safely(client, http_request, release, cancelled)
         except httpx.InvalidURL as exc:
-            raise ConfigurationError(f"invalid URL {request.url!r}: {exc}", provider=provider) from exc
+            raise ConfigurationError(f"invalid URL {redactor.url(request.url)!r}: {exc}", provider=provider) from exc
+        except httpx.TimeoutException as exc:
+            raise timeout_error(exc, limit_of(exc, headers=False, expired=False), limits, provider) from exc
         except httpx.HTTPError as exc:
-            raise TransportError(f"request to {request.url} failed: {type(exc).__name__}: {exc}",
-                                 provider=provider) from exc
-        opened = AsyncHttpResponse(response, release)
+            raise TransportError(
+                redactor.redact(f"request to {redactor.url(request.url)} failed: {type(exc).__name__}: {exc}"),
+                provider=provider,
+            ) from exc
+        headers_arrived(http_request, limits)
+        log_request(request, redactor, response.status_code, started, stream)
+        opened = AsyncHttpResponse(response, release, limits=limits, stream=stream, provider=provider)
         if response.status_code >= 300:
             try:
-                raise await _async_status_error(response, provider)
+                raise await _async_status_error(response, provider, redactor)
             finally:
                 await opened.aclose()
         return opened
@@ -240,20 +354,41 @@ class AsyncHttpTransport:
             loop, clients, thread = self._loop, self._clients, self._thread
             self._loop = self._thread = None
             self._clients = []
+            self._in_flight = []
             self._gate = None
             self._timer_scheduler = None
         if loop is None:
             return
+        # Streams still open end first (cancelled: their connections close), so no task is left
+        # suspended when the loop stops (the collector would then finalize it on any thread).
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(_cancel_others(), loop).result(10)
+        handle, self._prune_handle = self._prune_handle, None
+        if handle is not None:
+            loop.call_soon_threadsafe(handle.cancel)
         for client in clients:
-            asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(10)
+            if client is not None:
+                asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         if thread is not None:
             thread.join(10)
         loop.close()
 
 
+async def _cancel_others() -> None:
+    """Cancel every other task of the running loop and wait (bounded) for them to end."""
+    others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in others:
+        task.cancel()
+    if others:
+        await asyncio.wait(others, timeout=5)
+
+
 async def _send_cancel_safely(
-    client: httpx.AsyncClient, request: httpx.Request, release: Callable[[], None]
+    client: httpx.AsyncClient,
+    request: httpx.Request,
+    release: Callable[[], None],
+    cancelled: Callable[[], bool] | None = None,
 ) -> httpx.Response:
     """``client.send(request, stream=True)``, which a cancellation can never make leak a pool slot.
 
@@ -265,13 +400,16 @@ async def _send_cancel_safely(
     httpcore cleans up after itself: at once if httpcore already reported work on a connection
     (the public ``trace`` extension), else at its first report. A response that arrives anyway is
     closed. ``release`` is called when the exchange failed or, when cancelled, once the abandoned
-    send is over (on success the caller owns it).
+    send is over (on success the caller owns it). ``cancelled`` is asked at every report: a
+    subscription disposed from another thread is flagged at once, while the task's own
+    cancellation reaches the loop a little later; without the flag a request could still be
+    written after ``dispose()`` returned (1 in 300 early disposals, measured).
     """
     state = {"started": False, "cancel": False}
 
     async def trace(event: str, info: dict[str, Any]) -> None:
         state["started"] = True
-        if state["cancel"]:
+        if state["cancel"] or (cancelled is not None and event in _BEFORE_WRITES and cancelled()):
             state["cancel"] = False
             raise asyncio.CancelledError
 
@@ -290,6 +428,17 @@ async def _send_cancel_safely(
         release()
         raise
 
+
+# The reports after which httpcore writes to the socket (the disposed flag is checked there only:
+# raising at a later report, such as the response's close, would leave the connection open).
+_BEFORE_WRITES = frozenset({
+    "connection.connect_tcp.started",
+    "connection.start_tls.started",
+    "http11.send_request_headers.started",
+    "http11.send_request_body.started",
+    "http2.send_request_headers.started",
+    "http2.send_request_body.started",
+})
 
 _closing: set[asyncio.Future[None]] = set()  # closes running in the background, referenced until done
 
@@ -324,11 +473,15 @@ def _close_abandoned(task: asyncio.Future[httpx.Response], *, release: Callable[
         _keep(_aclose_then(task.result(), release))
 
 
-async def _async_status_error(response: httpx.Response, provider: str) -> HttpStatusError:
-    body = b""
+async def _async_status_error(response: httpx.Response, provider: str, redactor: Redactor) -> HttpStatusError:
+    body = ErrorBody(response)
     with contextlib.suppress(httpx.HTTPError):
         async for piece in response.aiter_raw():
-            body += piece
-            if len(body) >= MAX_ERROR_BODY:
+            if body.add(piece):
                 break
-    return status_error_of(response, body, provider)
+    return status_error_of(response, body.data, provider, redactor)
+
+
+def total_timeout_error(limits: TransportLimits, provider: str | None) -> StreamTimeoutError:
+    """The error of an attempt that ran out of ``total_timeout`` on the loop."""
+    return timeout_error(TimeoutError(), "total", limits, provider)

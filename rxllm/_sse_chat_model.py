@@ -15,9 +15,10 @@ attempt that failed before its first item.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, cast
 
 import reactivex
@@ -25,7 +26,7 @@ from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
 
 from ._aggregation import StreamAggregator
-from ._async_http import AsyncHttpTransport
+from ._async_http import AsyncHttpTransport, total_timeout_error
 from ._base_llm import BaseLlm
 from ._chunk import Chunk
 from ._drive import SseReader, drive_sse
@@ -39,7 +40,8 @@ from ._model_stream import (
     ToolCallCompleteEvent,
     ToolCallDeltaEvent,
 )
-from ._provider import ChunkParser, RequestMapper
+from ._provider import ChunkParser, HttpRequest, RequestMapper
+from ._redact import Redactor, redact_error, secure_destination
 from ._retry import RetryPolicy, retry_before_first_item
 from ._sse import DEFAULT_MAX_LINE_BYTES
 from ._types import LlmRequest, LlmResponse
@@ -47,6 +49,7 @@ from ._types import LlmRequest, LlmResponse
 __all__ = ["SseChatModel", "default_transport"]
 
 _log = logging.getLogger("rxllm.model")
+_root_log = logging.getLogger("rxllm")
 _default_transport: HttpTransport | None = None
 
 
@@ -76,6 +79,12 @@ class SseChatModel(BaseLlm):
             ``TimeoutScheduler``, or the asyncio transport's loop; pass a ``TestScheduler`` for
             virtual time).
         max_line_bytes: the SSE decoder's cap on one line.
+        secret_names: more header and query-parameter names whose values are credentials (names
+            like ``authorization``, ``*key*``, ``*token*``, ``*secret*`` already are): their values
+            are cut out of every error message and log line, and shown as ``***`` in reprs.
+        allow_insecure_key: send credentials over plain ``http://`` to a host that is not
+            loopback. Off by default: such a model fails with a :class:`~rxllm.ConfigurationError`
+            when built (and any such request, before it is sent).
 
     >>> from rxllm.providers.openai import OpenAiChatModel  # a ready-made SseChatModel
     >>> OpenAiChatModel("gpt-4o-mini", api_key="sk-secret")
@@ -93,6 +102,8 @@ class SseChatModel(BaseLlm):
         retry_policy: RetryPolicy | None = None,
         timer_scheduler: rx_abc.SchedulerBase | None = None,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        secret_names: Collection[str] = (),
+        allow_insecure_key: bool = False,
     ) -> None:
         super().__init__(model=model)
         self._mapper = mapper
@@ -107,6 +118,34 @@ class SseChatModel(BaseLlm):
         self._retry_policy = retry_policy or RetryPolicy()
         self._timer_scheduler = timer_scheduler
         self._max_line_bytes = max_line_bytes
+        self._secret_names = tuple(secret_names)
+        self._allow_insecure_key = allow_insecure_key
+        if not allow_insecure_key:
+            self._check_probe(model)
+
+    def _check_probe(self, model: str) -> None:
+        """Refuse at once a mapper that would send a credential in clear text (an empty request
+        shows its URL and headers; a mapper that cannot build one is checked per request)."""
+        try:
+            probe = self._mapper.to_http_request(LlmRequest(), model=model, stream=True)
+        except Exception:
+            return
+        self._request_checked(probe)
+
+    def _request_checked(self, request: HttpRequest) -> Redactor:
+        """The request's :class:`Redactor`, after checking that its credentials go over TLS or loopback.
+
+        Raises:
+            ConfigurationError: a credential would go to a remote host over plain HTTP.
+        """
+        redactor = Redactor.of_request(request.url, request.headers, self._secret_names)
+        if not self._allow_insecure_key and redactor.has_secrets and not secure_destination(request.url):
+            raise ConfigurationError(
+                f"refusing to send a credential over plain HTTP to {redactor.url(request.url)!r}: use https "
+                "(or a loopback address), or pass allow_insecure_key=True",
+                provider=self._mapper.provider,
+            )
+        return redactor
 
     @property
     def provider(self) -> str:
@@ -151,8 +190,11 @@ class SseChatModel(BaseLlm):
         def open_response() -> HttpResponse:
             model = llm_request.model or self.model
             request = self._mapper.to_http_request(llm_request, model=model, stream=stream)
+            redactor = self._request_checked(request)
+            if isinstance(observer, _ScopedObserver):
+                observer.redactor = redactor
             assert isinstance(self._transport, HttpTransport)
-            return self._transport.open(request, provider=provider, stream=stream)
+            return self._transport.open(request, provider=provider, stream=stream, redactor=redactor)
 
         def turn(resource: rx_abc.DisposableBase | None) -> reactivex.Observable[Any]:
             response = cast(HttpResponse, resource)
@@ -188,31 +230,41 @@ class SseChatModel(BaseLlm):
 
             async def run() -> None:
                 response = None
+                total = transport.limits.total_timeout
+                deadline = asyncio.timeout(total)
                 try:
-                    model = llm_request.model or self.model
-                    request = self._mapper.to_http_request(llm_request, model=model, stream=stream)
-                    response = await transport.open(request, provider=provider, stream=stream)
-                    aggregator = StreamAggregator(provider=provider)
-                    parser = self._parser_factory()
-                    if emit is _Emit.SINGLE:
-                        guarded.on_next(_single_of(await response.aread(), parser, aggregator))
-                    else:
-                        on_chunk = _EMITTERS[emit]
-                        reader = SseReader(parser, lambda chunk: on_chunk(chunk, aggregator, guarded.on_next),
-                                           max_line_bytes=self._max_line_bytes)
-                        ended = False
-                        async for data in response.aiter_bytes():
-                            if reader.feed(data):
-                                ended = True
-                                response.mark_ended()
-                                break
-                        if not ended:
-                            reader.end()
-                        _check_complete(aggregator, provider)
-                        for item in _final_items(emit, aggregator):
-                            guarded.on_next(item)
-                        await response.adrain()
+                    async with deadline:
+                        model = llm_request.model or self.model
+                        request = self._mapper.to_http_request(llm_request, model=model, stream=stream)
+                        guarded.redactor = redactor = self._request_checked(request)
+                        response = await transport.open(request, provider=provider, stream=stream,
+                                                        redactor=redactor, cancelled=lambda: scope.cancelled)
+                        aggregator = StreamAggregator(provider=provider)
+                        parser = self._parser_factory()
+                        if emit is _Emit.SINGLE:
+                            guarded.on_next(_single_of(await response.aread(), parser, aggregator))
+                        else:
+                            on_chunk = _EMITTERS[emit]
+                            reader = SseReader(parser, lambda chunk: on_chunk(chunk, aggregator, guarded.on_next),
+                                               max_line_bytes=self._max_line_bytes)
+                            ended = False
+                            async for data in response.aiter_bytes():
+                                if reader.feed(data):
+                                    ended = True
+                                    response.mark_ended()
+                                    break
+                            if not ended:
+                                reader.end()
+                            _check_complete(aggregator, provider)
+                            for item in _final_items(emit, aggregator):
+                                guarded.on_next(item)
+                            await response.adrain()
                     guarded.on_completed()
+                except TimeoutError as exc:
+                    if not deadline.expired():
+                        guarded.on_error(exc)
+                    else:
+                        guarded.on_error(total_timeout_error(transport.limits, provider))
                 except Exception as exc:
                     guarded.on_error(exc)
                 finally:
@@ -310,6 +362,9 @@ def _body(
                 # now; an abandoned body would be finalized by the garbage collector on any thread,
                 # possibly one holding httpcore's (non-reentrant) pool lock.
                 raise _Cancelled
+            # The body is over: give the connection back before the final is emitted, so a
+            # subscriber that saw the final never races the release (``using`` closes it again: no-op).
+            response.close()
             _check_complete(aggregator, provider)
         except Exception as exc:
             observer.on_error(exc)
@@ -338,25 +393,51 @@ def _check_complete(aggregator: StreamAggregator, provider: str) -> None:
 
 
 class _ScopedObserver(rx_abc.ObserverBase[Any]):
-    """Forwards to ``observer`` while the scope is active: nothing after dispose, one terminal event."""
+    """Forwards to ``observer`` while the scope is active: nothing after dispose, one terminal event.
 
-    __slots__ = ("_observer", "_scope")
+    An error leaves with the request's secrets cut out of its message (``redactor``, set once the
+    request is built), before the retry policy logs it or the subscriber sees it.
+    """
+
+    __slots__ = ("_observer", "_scope", "redactor")
 
     def __init__(self, observer: rx_abc.ObserverBase[Any], scope: CancelScope) -> None:
         self._observer = observer
         self._scope = scope
+        self.redactor: Redactor | None = None
 
     def on_next(self, value: Any) -> None:
         if self._scope.active:
-            self._observer.on_next(value)
+            try:
+                self._observer.on_next(value)
+            except Exception as raised:  # reactivex disposes the subscription: nobody else will see this
+                _root_log.error("a subscriber's on_next raised; the stream was stopped: %s", raised, exc_info=raised)
+                raise
 
     def on_error(self, error: Exception) -> None:
         if self._scope.finish():
-            self._observer.on_error(error)
+            if self.redactor is not None:
+                redact_error(error, self.redactor)
+            try:
+                self._observer.on_error(error)
+            except Exception as unhandled:  # no on_error handler (reactivex re-raises), or a failing one
+                _log_unhandled(unhandled, error)
 
     def on_completed(self) -> None:
         if self._scope.finish():
-            self._observer.on_completed()
+            try:
+                self._observer.on_completed()
+            except Exception as unhandled:
+                _log_unhandled(unhandled, None)
+
+
+def _log_unhandled(unhandled: Exception, error: Exception | None) -> None:
+    """An error nobody handles would vanish on an I/O thread or the loop: log it at ERROR."""
+    if unhandled is error:
+        _root_log.error("an error reached a subscriber without an on_error handler: %s", error, exc_info=error)
+    else:
+        _root_log.error("a subscriber's callback raised while handling the stream's end: %s", unhandled,
+                        exc_info=unhandled)
 
 
 def _blocking(

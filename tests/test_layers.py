@@ -15,9 +15,11 @@ PACKAGE = Path(__file__).resolve().parent.parent / "rxllm"
 
 LAYER = {
     "_errors": 0,
+    "_redact": 0,
     "_types": 0,
     "_json": 0,
     "_sse": 1,
+    "_decoding": 1,
     "_chunk": 1,
     "_provider": 1,
     "_aggregation": 2,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TypedDict
 
 from reactivex import abc as rx_abc
@@ -21,7 +21,8 @@ class SseModelOptions(TypedDict, total=False):
 
     Keys: ``transport`` (:class:`~rxllm.HttpTransport`), ``scheduler`` (where blocking I/O runs),
     ``retry_policy`` (:class:`~rxllm.RetryPolicy`), ``timer_scheduler`` (retry timers),
-    ``max_line_bytes`` (the SSE line cap).
+    ``max_line_bytes`` (the SSE line cap), ``secret_names`` (more credential header/query names to
+    redact), ``allow_insecure_key`` (send a key over plain HTTP to a remote host).
     """
 
     transport: HttpTransport | AsyncHttpTransport
@@ -29,6 +30,8 @@ class SseModelOptions(TypedDict, total=False):
     retry_policy: RetryPolicy
     timer_scheduler: rx_abc.SchedulerBase
     max_line_bytes: int
+    secret_names: Collection[str]
+    allow_insecure_key: bool
 
 
 def resolve_api_key(
