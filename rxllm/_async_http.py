@@ -96,11 +96,17 @@ class AsyncHttpResponse:
         decoder = BodyDecoder(self._response.headers.get("content-encoding", ""), max_bytes=cap,
                               provider=self._provider)
         try:
-            async for raw in self._response.aiter_raw():
-                for piece in decoder.feed(raw):
+            if decoder.identity:
+                count = decoder.count
+                async for raw in self._response.aiter_raw():
+                    count(len(raw))
+                    yield raw
+            else:
+                async for raw in self._response.aiter_raw():
+                    for piece in decoder.feed(raw):
+                        yield piece
+                for piece in decoder.flush():
                     yield piece
-            for piece in decoder.flush():
-                yield piece
         except httpx.TimeoutException as exc:
             raise timeout_error(exc, limit_of(exc, headers=True, expired=False), self._limits,
                                 self._provider) from exc
@@ -400,16 +406,18 @@ async def _send_cancel_safely(
     httpcore cleans up after itself: at once if httpcore already reported work on a connection
     (the public ``trace`` extension), else at its first report. A response that arrives anyway is
     closed. ``release`` is called when the exchange failed or, when cancelled, once the abandoned
-    send is over (on success the caller owns it). ``cancelled`` is asked at every report: a
-    subscription disposed from another thread is flagged at once, while the task's own
-    cancellation reaches the loop a little later; without the flag a request could still be
-    written after ``dispose()`` returned (1 in 300 early disposals, measured).
+    send is over (on success the caller owns it). ``cancelled`` is asked at httpcore's first report
+    (the one place where stopping is known to be safe: raising at later reports leaked pool slots
+    under 1,000s of cycles): a subscription disposed from another thread is flagged at once,
+    while the task's own cancellation reaches the loop a little later, so a request disposed
+    before httpcore began is never written.
     """
     state = {"started": False, "cancel": False}
 
     async def trace(event: str, info: dict[str, Any]) -> None:
+        first = not state["started"]
         state["started"] = True
-        if state["cancel"] or (cancelled is not None and event in _BEFORE_WRITES and cancelled()):
+        if state["cancel"] or (first and cancelled is not None and cancelled()):
             state["cancel"] = False
             raise asyncio.CancelledError
 
@@ -428,17 +436,6 @@ async def _send_cancel_safely(
         release()
         raise
 
-
-# The reports after which httpcore writes to the socket (the disposed flag is checked there only:
-# raising at a later report, such as the response's close, would leave the connection open).
-_BEFORE_WRITES = frozenset({
-    "connection.connect_tcp.started",
-    "connection.start_tls.started",
-    "http11.send_request_headers.started",
-    "http11.send_request_body.started",
-    "http2.send_request_headers.started",
-    "http2.send_request_body.started",
-})
 
 _closing: set[asyncio.Future[None]] = set()  # closes running in the background, referenced until done
 

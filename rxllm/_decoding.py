@@ -99,6 +99,20 @@ class BodyDecoder:
         self._total = 0
 
     @property
+    def identity(self) -> bool:
+        """No decoding to do: the raw bytes are the body (the caller may skip :meth:`feed`, counting
+        with :meth:`count`)."""
+        return not self._layers
+
+    def count(self, n: int) -> None:
+        """Count ``n`` body bytes the caller passes on as they are (identity bodies).
+
+        Raises:
+            ResponseTooLargeError: the body passed ``max_bytes``.
+        """
+        self._count(n)
+
+    @property
     def total(self) -> int:
         """Decoded bytes produced so far."""
         return self._total

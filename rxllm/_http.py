@@ -535,9 +535,15 @@ class HttpResponse(rx_abc.DisposableBase):
                               provider=self._provider)
         raw_body = self._response.iter_raw()
         try:
-            for raw in raw_body:
-                yield from decoder.feed(raw)
-            yield from decoder.flush()
+            if decoder.identity:  # every SSE stream seen so far: one generator frame less per read
+                count = decoder.count
+                for raw in raw_body:
+                    count(len(raw))
+                    yield raw
+            else:
+                for raw in raw_body:
+                    yield from decoder.feed(raw)
+                yield from decoder.flush()
         except httpx.TimeoutException as exc:
             scope = self._scope
             limit = limit_of(exc, headers=True, expired=scope is not None and scope.expired())
