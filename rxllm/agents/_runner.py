@@ -13,7 +13,10 @@ from reactivex import operators as ops
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
 from .._aio import AwaitableObservable, awaitable
+from .._artifacts import BaseArtifactService, InMemoryArtifactService
 from .._errors import ConfigurationError
+from .._memory import BaseMemoryService, InMemoryMemoryService
+from .._telemetry import current_context, within
 from .._types import Content
 from ._agent import BaseAgent
 from ._context import InvocationContext
@@ -159,12 +162,24 @@ class Runner:
         agent: the agent to run.
         app_name: the app the sessions belong to.
         session_service: where sessions and their events are stored.
+        artifact_service: where tools keep artifacts (``ToolContext.save_artifact`` ...) and where
+            ``{artifact.name}`` in an instruction is read from; None: the runs have none.
+        memory_service: what ``ToolContext.search_memory`` and the ``load_memory`` tool search;
+            None: the runs have none. Add a finished session with its ``add_session_to_memory``.
 
     Runs on one session never interleave: a second ``run_async`` on a session (through this
     runner) starts only after the first terminated or was disposed.
     """
 
-    def __init__(self, agent: BaseAgent, app_name: str, session_service: BaseSessionService) -> None:
+    def __init__(
+        self,
+        agent: BaseAgent,
+        app_name: str,
+        session_service: BaseSessionService,
+        *,
+        artifact_service: BaseArtifactService | None = None,
+        memory_service: BaseMemoryService | None = None,
+    ) -> None:
         if not isinstance(agent, BaseAgent):
             raise ConfigurationError(f"Runner needs a BaseAgent, got {type(agent).__name__}")
         if not isinstance(session_service, BaseSessionService):
@@ -172,6 +187,8 @@ class Runner:
         self._agent = agent
         self._app_name = app_name
         self._session_service = session_service
+        self.artifact_service = artifact_service
+        self.memory_service = memory_service
         self._lanes = _Lanes()
 
     @property
@@ -229,7 +246,9 @@ class Runner:
         service = self._session_service
         agent = self._agent
 
-        def run_on(sessions: list[Session], contexts: list[InvocationContext]) -> reactivex.Observable[Event]:
+        def run_on(
+            sessions: list[Session], contexts: list[InvocationContext], parent: object
+        ) -> reactivex.Observable[Event]:
             if not sessions:
                 return fail_now(
                     ConfigurationError(
@@ -238,7 +257,13 @@ class Runner:
                     )
                 )
             ctx = InvocationContext(
-                agent=agent, session=sessions[-1], session_service=service, run_config=config, user_content=message
+                agent=agent,
+                session=sessions[-1],
+                session_service=service,
+                run_config=config,
+                user_content=message,
+                artifact_service=self.artifact_service,
+                memory_service=self.memory_service,
             )
             contexts.append(ctx)
             user_event = Event(invocation_id=ctx.invocation_id, author="user", content=message)
@@ -247,9 +272,11 @@ class Runner:
                 return agent.run_async(ctx)
 
             store_user_event = ctx.append_event(user_event).pipe(ops.ignore_elements())
-            return reactivex.concat(store_user_event, reactivex.defer(run_agent))
+            # the agent's span is a child of the span current when the user subscribed, whichever
+            # thread (a session store's, a run queued before this one) gets to start the agent
+            return reactivex.concat(store_user_event, within(parent, reactivex.defer(run_agent)))
 
-        def start(_: object) -> reactivex.Observable[Event]:
+        def start(parent: object) -> reactivex.Observable[Event]:
             contexts: list[InvocationContext] = []
 
             def cancel() -> None:
@@ -257,12 +284,16 @@ class Runner:
                     ctx.cancel()
 
             def run_on_session(sessions: list[Session]) -> reactivex.Observable[Event]:
-                return run_on(sessions, contexts)
+                return run_on(sessions, contexts, parent)
 
             run = service.get_session(app_name, user_id, session_id).pipe(ops.to_list(), ops.flat_map(run_on_session))
             return on_dispose(run, cancel)
 
-        return awaitable(self._lanes.serialized((app_name, user_id, session_id), reactivex.defer(start)))
+        def subscribed(_: object) -> reactivex.Observable[Event]:  # on the subscribing thread
+            parent = current_context()
+            return self._lanes.serialized((app_name, user_id, session_id), reactivex.defer(lambda _: start(parent)))
+
+        return awaitable(reactivex.defer(subscribed))
 
 
 class InMemoryRunner(Runner):
@@ -271,7 +302,15 @@ class InMemoryRunner(Runner):
     Args:
         agent: the agent to run.
         app_name: the app name; ``"InMemoryRunner"`` by default, as in ADK.
+
+    As ADK's, it also has an :class:`InMemoryArtifactService` and an :class:`InMemoryMemoryService`.
     """
 
     def __init__(self, agent: BaseAgent, *, app_name: str = "InMemoryRunner") -> None:
-        super().__init__(agent, app_name, InMemorySessionService())
+        super().__init__(
+            agent,
+            app_name,
+            InMemorySessionService(),
+            artifact_service=InMemoryArtifactService(),
+            memory_service=InMemoryMemoryService(),
+        )
