@@ -30,6 +30,7 @@ from ._http import (
     DEFAULT_READ_TIMEOUT,
     DEFAULT_TOTAL_TIMEOUT,
     ErrorBody,
+    HttpTransport,
     TransportLimits,
     headers_arrived,
     limit_of,
@@ -41,7 +42,7 @@ from ._http import (
 from ._provider import HttpRequest
 from ._redact import Redactor
 
-__all__ = ["AsyncHttpResponse", "AsyncHttpTransport", "total_timeout_error"]
+__all__ = ["AsyncHttpResponse", "AsyncHttpTransport", "total_timeout_error", "transport_for_client"]
 
 _POOL_SHARD = 256
 DRAIN_SECONDS = 0.05  # after the provider's end marker, how long to wait for the body's last bytes
@@ -155,8 +156,17 @@ class AsyncHttpTransport:
         max_response_bytes: cap on a non-streamed (``stream=False``) body, decoded.
         max_stream_bytes: cap on a streamed body, decoded (``None``: no cap).
         keepalive_expiry: seconds an idle keep-alive connection is kept.
+        http_client: an ``httpx.AsyncClient`` you built (proxy, ``verify``, limits, headers, event
+            hooks, mounts, ``http2=True``...) to send every request with; rxllm never closes it.
+            rxllm's timeouts above still apply to each request. Disposing cancels the request's
+            task, which closes the connection on httpx's own transports; on a mocked transport the
+            emissions stop at once. Use it on the loop it belongs to (``loop=``).
+        loop: an event loop that is already running (your application's): the transport runs
+            its tasks there and calls subscribers on it, with no thread of its own. Without it
+            the transport starts its own loop on a daemon thread (for threaded callers).
 
     Every limit and its default is listed in ``docs/limits.md`` (the same as :class:`HttpTransport`'s).
+    Both own clients honour ``HTTP(S)_PROXY``, ``NO_PROXY`` and ``SSL_CERT_FILE`` as httpx does.
     """
 
     def __init__(
@@ -170,7 +180,14 @@ class AsyncHttpTransport:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_stream_bytes: int | None = DEFAULT_MAX_STREAM_BYTES,
         keepalive_expiry: float = 30.0,
+        http_client: httpx.AsyncClient | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
+        if http_client is not None and not isinstance(http_client, httpx.AsyncClient):
+            raise ConfigurationError(
+                f"http_client must be an httpx.AsyncClient for AsyncHttpTransport, got {type(http_client).__name__} "
+                "(an httpx.Client goes to HttpTransport)"
+            )
         self.max_concurrent_streams = max_concurrent_streams
         self.limits = TransportLimits(
             max_concurrent_streams,
@@ -194,10 +211,15 @@ class AsyncHttpTransport:
         self._in_flight: list[int] = []  # open exchanges per pool (touched on the loop thread only)
         self._gate: asyncio.Semaphore | None = None  # one permit per connection: see open()
         self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._clients: list[httpx.AsyncClient | None] = []  # built on first use (see _client)
         self._ssl_context: ssl.SSLContext | None = None
         self._prune_handle: asyncio.TimerHandle | None = None
+        self._user_client = http_client
+        if http_client is not None:  # one pool, the user's
+            self._shards, self._per_shard = 1, max_concurrent_streams
+        self._bound = loop is not None
+        self._loop = loop
+        self._tasks: set[concurrent.futures.Future[None]] = set()  # what submit() started, until done
         self._thread: threading.Thread | None = None
         self._timer_scheduler: rx_abc.SchedulerBase | None = None
 
@@ -206,9 +228,12 @@ class AsyncHttpTransport:
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
-        """The transport's event loop, running on its own daemon thread (started on first use)."""
+        """The transport's event loop: the one it was bound to, or its own on a daemon thread
+        (started on first use)."""
         with self._lock:
             if self._loop is None:
+                if self._bound:
+                    raise ConfigurationError("this AsyncHttpTransport was closed")
                 loop = asyncio.new_event_loop()
                 started = threading.Event()
 
@@ -235,8 +260,15 @@ class AsyncHttpTransport:
             return self._timer_scheduler
 
     def submit(self, coroutine: Coroutine[Any, Any, None]) -> concurrent.futures.Future[None]:
-        """Run ``coroutine`` on the loop; cancelling the returned future cancels its task."""
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        """Run ``coroutine`` on the loop; cancelling the returned future cancels its task.
+
+        The task runs in a copy of the caller's ``contextvars`` context (as ``call_soon_threadsafe``
+        takes it), so a span current when the user subscribed is the parent of the request's.
+        """
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        self._tasks.add(future)
+        future.add_done_callback(self._tasks.discard)
+        return future
 
     def _take_shard(self) -> int:
         """The first pool with a free slot (so keep-alive connections get reused), else the least busy.
@@ -259,6 +291,8 @@ class AsyncHttpTransport:
         while len(clients) <= shard:
             clients.append(None)
         client = clients[shard]
+        if client is None and self._user_client is not None:
+            client = clients[shard] = self._user_client
         if client is None:
             if self._ssl_context is None:
                 self._ssl_context = httpx.create_ssl_context()
@@ -280,6 +314,8 @@ class AsyncHttpTransport:
 
         def tick() -> None:
             for client in list(self._clients):
+                if client is self._user_client:
+                    continue  # the user's pool is the user's
                 pool = getattr(getattr(client, "_transport", None), "_pool", None)
                 for connection in list(getattr(pool, "connections", ())):
                     with contextlib.suppress(Exception):
@@ -301,6 +337,7 @@ class AsyncHttpTransport:
         stream: bool,
         redactor: Redactor | None = None,
         cancelled: Callable[[], bool] | None = None,
+        attempt: int = 1,
     ) -> AsyncHttpResponse:
         """Send ``request`` and await the response headers (on the loop).
 
@@ -345,7 +382,7 @@ class AsyncHttpTransport:
                 provider=provider,
             ) from exc
         headers_arrived(http_request, limits)
-        log_request(request, redactor, response.status_code, started, stream)
+        log_request(request, redactor, response.status_code, started, stream, attempt)
         opened = AsyncHttpResponse(response, release, limits=limits, stream=stream, provider=provider)
         if response.status_code >= 300:
             try:
@@ -354,8 +391,28 @@ class AsyncHttpTransport:
                 await opened.aclose()
         return opened
 
+    async def aclose(self) -> None:
+        """:meth:`close` from the transport's (bound) loop, awaiting the cleanup."""
+        with self._lock:
+            loop, clients = self._loop, self._clients
+            self._loop = None
+            self._clients = []
+            self._in_flight = []
+            self._gate = None
+            self._timer_scheduler = None
+        if loop is None:
+            return
+        handle, self._prune_handle = self._prune_handle, None
+        owned = [c for c in clients if c is not None and c is not self._user_client]
+        await _close_bound(list(self._tasks), owned, handle)
+
     def close(self) -> None:
-        """Close every pooled connection and stop the loop thread."""
+        """Cancel the streams still open, close rxllm's own pools (never a client you passed), and
+        stop the loop thread (a loop you bound the transport to keeps running).
+
+        On a bound loop's own thread this only schedules the cleanup (it cannot wait there):
+        ``await transport.aclose()`` instead.
+        """
         with self._lock:
             loop, clients, thread = self._loop, self._clients, self._thread
             self._loop = self._thread = None
@@ -365,20 +422,51 @@ class AsyncHttpTransport:
             self._timer_scheduler = None
         if loop is None:
             return
+        handle, self._prune_handle = self._prune_handle, None
+        owned = [c for c in clients if c is not None and c is not self._user_client]
+        tasks = list(self._tasks)
+        if self._bound:
+            cleanup = _close_bound(tasks, owned, handle)
+            if _on_thread_of(loop):
+                _keep(cleanup)
+            else:
+                with contextlib.suppress(Exception):
+                    asyncio.run_coroutine_threadsafe(cleanup, loop).result(10)
+            return
         # Streams still open end first (cancelled: their connections close), so no task is left
         # suspended when the loop stops (the collector would then finalize it on any thread).
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(_cancel_others(), loop).result(10)
-        handle, self._prune_handle = self._prune_handle, None
         if handle is not None:
             loop.call_soon_threadsafe(handle.cancel)
-        for client in clients:
-            if client is not None:
-                asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(10)
+        for client in owned:
+            asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         if thread is not None:
             thread.join(10)
         loop.close()
+
+
+def _on_thread_of(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+async def _close_bound(
+    tasks: list[concurrent.futures.Future[None]],
+    clients: list[httpx.AsyncClient],
+    prune: asyncio.TimerHandle | None,
+) -> None:
+    """A bound transport's cleanup, on its loop: only what the transport started is touched."""
+    if prune is not None:
+        prune.cancel()
+    for task in tasks:
+        task.cancel()
+    for client in clients:
+        with contextlib.suppress(Exception):
+            await client.aclose()
 
 
 async def _cancel_others() -> None:
@@ -477,6 +565,25 @@ async def _async_status_error(response: httpx.Response, provider: str, redactor:
             if body.add(piece):
                 break
     return status_error_of(response, body.data, provider, redactor)
+
+
+def transport_for_client(client: object) -> HttpTransport | AsyncHttpTransport:
+    """The transport over a client the user built: an ``httpx.Client`` gets an :class:`HttpTransport`,
+    an ``httpx.AsyncClient`` an :class:`AsyncHttpTransport` on the running loop (if any; the client
+    belongs to the loop it is used on), else on its own loop.
+
+    Raises:
+        ConfigurationError: ``client`` is neither.
+    """
+    if isinstance(client, httpx.AsyncClient):
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        return AsyncHttpTransport(http_client=client, loop=loop)
+    if isinstance(client, httpx.Client):
+        return HttpTransport(http_client=client)
+    raise ConfigurationError(f"http_client must be an httpx.Client or httpx.AsyncClient, got {type(client).__name__}")
 
 
 def total_timeout_error(limits: TransportLimits, provider: str | None) -> StreamTimeoutError:

@@ -64,6 +64,7 @@ __all__ = [
     "headers_arrived",
     "limit_of",
     "log_request",
+    "make_cancellable",
     "request_headers",
     "status_error_of",
     "timeout_error",
@@ -224,8 +225,11 @@ class _CancellableStream(httpcore.NetworkStream):
 
 
 class _CancellableBackend(httpcore.NetworkBackend):
-    def __init__(self) -> None:
-        self._inner = httpcore.SyncBackend()
+    """Wraps a pool's network backend: every stream it opens registers its socket with the scope
+    of the thread using it (nothing else changes; on a thread with no scope, nothing at all)."""
+
+    def __init__(self, inner: httpcore.NetworkBackend | None = None) -> None:
+        self._inner = inner or httpcore.SyncBackend()
 
     def connect_tcp(
         self,
@@ -249,40 +253,6 @@ class _CancellableBackend(httpcore.NetworkBackend):
 
     def sleep(self, seconds: float) -> None:
         self._inner.sleep(seconds)
-
-
-class _ByteStream(httpx.SyncByteStream):
-    def __init__(self, inner: Iterable[bytes]) -> None:
-        self._inner = inner
-
-    def __iter__(self) -> Iterator[bytes]:
-        with _map_httpcore_errors():
-            yield from self._inner
-
-    def close(self) -> None:
-        close = getattr(self._inner, "close", None)
-        if close is not None:
-            close()
-
-
-@contextlib.contextmanager
-def _map_httpcore_errors() -> Iterator[None]:
-    try:
-        yield
-    except httpcore.ConnectTimeout as exc:
-        raise httpx.ConnectTimeout(str(exc)) from exc
-    except httpcore.PoolTimeout as exc:
-        raise httpx.PoolTimeout(str(exc)) from exc
-    except httpcore.WriteTimeout as exc:
-        raise httpx.WriteTimeout(str(exc)) from exc
-    except httpcore.TimeoutException as exc:
-        raise httpx.ReadTimeout(str(exc)) from exc
-    except httpcore.NetworkError as exc:
-        raise httpx.NetworkError(str(exc)) from exc
-    except httpcore.ProtocolError as exc:
-        raise httpx.RemoteProtocolError(str(exc)) from exc
-    except httpcore.UnsupportedProtocol as exc:
-        raise httpx.UnsupportedProtocol(str(exc)) from exc
 
 
 class _Pruner:
@@ -330,43 +300,37 @@ def prune(pool: Any) -> None:
                 connection.close()
 
 
-class _CancellableTransport(httpx.BaseTransport):
-    def __init__(self, *, max_connections: int, keepalive_expiry: float) -> None:
-        self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(),
-            max_connections=max_connections,
-            max_keepalive_connections=max_connections,
-            keepalive_expiry=keepalive_expiry,
-            network_backend=_CancellableBackend(),
-        )
-        _Pruner.watch(self._pool, keepalive_expiry)
+def make_cancellable(client: httpx.Client, *, watch_idle: bool = False) -> int:
+    """Let a :class:`CancelScope` see every socket of ``client``'s own httpx transports.
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        assert isinstance(request.stream, httpx.SyncByteStream)
-        core_request = httpcore.Request(
-            method=request.method,
-            url=httpcore.URL(
-                scheme=request.url.raw_scheme,
-                host=request.url.raw_host,
-                port=request.url.port,
-                target=request.url.raw_path,
-            ),
-            headers=request.headers.raw,
-            content=request.stream,
-            extensions=request.extensions,
-        )
-        with _map_httpcore_errors():
-            response = self._pool.handle_request(core_request)
-        assert isinstance(response.stream, Iterable)
-        return httpx.Response(
-            status_code=response.status,
-            headers=response.headers,
-            stream=_ByteStream(response.stream),
-            extensions=response.extensions,
-        )
+    httpx builds one httpcore pool per transport (the default one and one per proxy mount, from
+    ``HTTP(S)_PROXY`` / ``NO_PROXY`` when ``trust_env``); each pool opens its connections through a
+    network backend, the public seam where every socket can be seen, the header wait on a reused
+    keep-alive connection included. The backend is wrapped, not replaced: the pool, the proxy, TLS
+    and the ecosystem's patches of ``httpx.HTTPTransport.handle_request`` (pytest-httpx, vcrpy,
+    OpenTelemetry) all stay httpx's own. httpx offers no public handle on a transport's pool, so
+    this reads httpx 0.28 / httpcore 1.0's attribute; a transport that is not httpx's own (a
+    mock) or an HTTP/2 pool (one socket shared by many streams: shutting it would end them all)
+    is left alone, and disposal then only stops the emissions.
 
-    def close(self) -> None:
-        self._pool.close()
+    Returns:
+        How many pools were made cancellable.
+    """
+    transports = [getattr(client, "_transport", None), *getattr(client, "_mounts", {}).values()]
+    wrapped = 0
+    for transport in transports:
+        if not isinstance(transport, httpx.HTTPTransport):
+            continue
+        pool = getattr(transport, "_pool", None)
+        backend = getattr(pool, "_network_backend", None)
+        if pool is None or backend is None or getattr(pool, "_http2", False):
+            continue
+        if not isinstance(backend, _CancellableBackend):
+            pool._network_backend = _CancellableBackend(backend)
+        if watch_idle:
+            _Pruner.watch(pool, getattr(pool, "_keepalive_expiry", None) or 5.0)
+        wrapped += 1
+    return wrapped
 
 
 @dataclass(frozen=True, slots=True)
@@ -603,6 +567,18 @@ class HttpTransport:
         max_stream_bytes: cap on a streamed body, decoded (``None``: no cap); ignored bytes
             such as SSE comments count too.
         keepalive_expiry: seconds an idle keep-alive connection is kept.
+        http_client: an ``httpx.Client`` you built (proxy, ``verify``, certificates, limits,
+            headers, event hooks, mounts...) to send the requests with instead of one of
+            rxllm's; rxllm never closes it (:meth:`close` leaves it open). rxllm's timeouts
+            above still apply to each request. Cancellation closes the socket at once where the
+            client's transport is httpx's own (HTTP/1.1), else it stops the emissions at once.
+        trust_env: for rxllm's own client: honour ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``,
+            ``NO_PROXY``, ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` exactly as httpx does (default).
+
+    The client is a plain ``httpx.Client`` over ``httpx.HTTPTransport``, so the tools that patch
+    httpx (pytest-httpx, respx, vcrpy / pytest-recording, opentelemetry-instrumentation-httpx)
+    see every request; the sockets are made cancellable by wrapping the pools' network backend
+    (see :func:`make_cancellable`).
     """
 
     def __init__(
@@ -616,7 +592,14 @@ class HttpTransport:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_stream_bytes: int | None = DEFAULT_MAX_STREAM_BYTES,
         keepalive_expiry: float = 30.0,
+        http_client: httpx.Client | None = None,
+        trust_env: bool = True,
     ) -> None:
+        if http_client is not None and not isinstance(http_client, httpx.Client):
+            raise ConfigurationError(
+                f"http_client must be an httpx.Client for HttpTransport, got {type(http_client).__name__} "
+                "(an httpx.AsyncClient goes to AsyncHttpTransport)"
+            )
         self.max_concurrent_streams = max_concurrent_streams
         self.limits = TransportLimits(
             max_concurrent_streams,
@@ -627,11 +610,18 @@ class HttpTransport:
             max_response_bytes=max_response_bytes,
             max_stream_bytes=max_stream_bytes,
         )
-        self._client = httpx.Client(
-            transport=_CancellableTransport(max_connections=max_concurrent_streams, keepalive_expiry=keepalive_expiry),
-            timeout=self.limits.client_timeout(),
-            follow_redirects=False,
-        )
+        self._owns_client = http_client is None
+        if http_client is None:
+            http_client = httpx.Client(
+                limits=httpx.Limits(max_connections=max_concurrent_streams,
+                                    max_keepalive_connections=max_concurrent_streams,
+                                    keepalive_expiry=keepalive_expiry),
+                timeout=self.limits.client_timeout(),
+                follow_redirects=False,
+                trust_env=trust_env,
+            )
+        self._client = http_client
+        make_cancellable(http_client, watch_idle=self._owns_client)
         self._scheduler: ThreadPoolScheduler | None = None
         self._lock = threading.Lock()
 
@@ -647,7 +637,13 @@ class HttpTransport:
             return self._scheduler
 
     def open(
-        self, request: HttpRequest, *, provider: str, stream: bool, redactor: Redactor | None = None
+        self,
+        request: HttpRequest,
+        *,
+        provider: str,
+        stream: bool,
+        redactor: Redactor | None = None,
+        attempt: int = 1,
     ) -> HttpResponse:
         """Send ``request`` and wait for the response headers (blocking; cancellable by scope).
 
@@ -681,7 +677,7 @@ class HttpTransport:
                 provider=provider,
             ) from exc
         headers_arrived(http_request, limits)
-        log_request(request, redactor, response.status_code, started, stream)
+        log_request(request, redactor, response.status_code, started, stream, attempt)
         if response.status_code >= 300:
             try:
                 raise _status_error(response, provider, redactor)
@@ -690,8 +686,9 @@ class HttpTransport:
         return HttpResponse(response, limits=limits, stream=stream, provider=provider, scope=scope)
 
     def close(self) -> None:
-        """Close every pooled connection."""
-        self._client.close()
+        """Close every pooled connection (of rxllm's own client; a client you passed stays open)."""
+        if self._owns_client:
+            self._client.close()
 
 
 def request_headers(request: HttpRequest) -> dict[str, str]:
@@ -711,11 +708,14 @@ def _status_error(response: httpx.Response, provider: str, redactor: Redactor) -
     return status_error_of(response, body.data, provider, redactor)
 
 
-def log_request(request: HttpRequest, redactor: Redactor, status: int, started: float, stream: bool) -> None:
-    """Both transports' one DEBUG line per request (secrets redacted)."""
+def log_request(
+    request: HttpRequest, redactor: Redactor, status: int, started: float, stream: bool, attempt: int = 1
+) -> None:
+    """Both transports' one DEBUG line per request, on ``rxllm.http`` (secrets redacted): method,
+    URL, status, seconds to the headers, attempt number."""
     if _log.isEnabledFor(logging.DEBUG):
-        _log.debug("%s %s -> %s in %.3fs (stream=%s)", request.method, redactor.url(request.url), status,
-                   time.monotonic() - started, stream)
+        _log.debug("%s %s -> %s in %.3fs (stream=%s, attempt %d)", request.method, redactor.url(request.url),
+                   status, time.monotonic() - started, stream, attempt)
 
 
 def status_error_of(

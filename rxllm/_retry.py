@@ -9,6 +9,7 @@ injected scheduler (a ``TestScheduler`` drives them in virtual time), never on t
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import random
 import threading
@@ -120,6 +121,7 @@ def retry_before_first_item(
     ) -> rx_abc.DisposableBase:
         serial = SerialDisposable()
         lock = threading.Lock()
+        context = contextvars.copy_context()  # retries start in the subscriber's context, not the timer's
         state = {"attempt": 0, "emitted": False, "disposed": False}
 
         def start(*_: Any) -> None:
@@ -145,7 +147,7 @@ def retry_before_first_item(
             with lock:
                 if state["disposed"]:
                     return
-                serial.disposable = timers.schedule_relative(delay, start)
+                serial.disposable = timers.schedule_relative(delay, lambda *_: context.copy().run(start))
 
         def on_completed() -> None:
             observer.on_completed()

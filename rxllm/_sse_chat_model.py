@@ -16,9 +16,11 @@ attempt that failed before its first item.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import enum
+import itertools
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from typing import Any, cast
 
 import reactivex
@@ -27,7 +29,7 @@ from reactivex.disposable import Disposable
 
 from ._aggregation import StreamAggregator
 from ._aio import AwaitableObservable, awaitable
-from ._async_http import AsyncHttpTransport, total_timeout_error
+from ._async_http import AsyncHttpTransport, total_timeout_error, transport_for_client
 from ._base_llm import BaseLlm
 from ._chunk import Chunk
 from ._drive import SseReader, drive_sse
@@ -74,6 +76,11 @@ class SseChatModel(BaseLlm):
         transport: the HTTP client and I/O pool (default: a shared :class:`HttpTransport`, a
             thread per open stream), or an :class:`AsyncHttpTransport` (a task per open stream,
             for thousands of concurrent streams; subscribers are then called on its loop).
+        http_client: an ``httpx.Client`` or ``httpx.AsyncClient`` you built (proxy, ``verify``,
+            limits, headers, event hooks, mounts, HTTP/2...) to send this model's requests with,
+            instead of ``transport``: wrapped in an :class:`HttpTransport` or an
+            :class:`AsyncHttpTransport` (bound to the running loop when the model is built inside
+            one). rxllm never closes it. See ``docs/asyncio.md``.
         scheduler: where the blocking request and reads run (default: the transport's
             I/O pool); only for :class:`HttpTransport`.
         retry_policy: retries before the first item (default: :class:`~rxllm.RetryPolicy`).
@@ -100,6 +107,7 @@ class SseChatModel(BaseLlm):
         mapper: RequestMapper,
         parser: Callable[[], ChunkParser],
         transport: HttpTransport | AsyncHttpTransport | None = None,
+        http_client: Any = None,
         scheduler: rx_abc.SchedulerBase | None = None,
         retry_policy: RetryPolicy | None = None,
         timer_scheduler: rx_abc.SchedulerBase | None = None,
@@ -110,6 +118,10 @@ class SseChatModel(BaseLlm):
         super().__init__(model=model)
         self._mapper = mapper
         self._parser_factory = parser
+        if http_client is not None:
+            if transport is not None:
+                raise ConfigurationError("pass transport= or http_client=, not both")
+            transport = transport_for_client(http_client)
         self._transport = transport or default_transport()
         if isinstance(self._transport, AsyncHttpTransport):
             if scheduler is not None:
@@ -187,14 +199,15 @@ class SseChatModel(BaseLlm):
         self, llm_request: LlmRequest, stream: bool, emit: _Emit, telemetry: ModelCallTelemetry | None
     ) -> reactivex.Observable[Any]:
         transport = self._transport
+        attempts = itertools.count(1)  # numbers this subscription's attempts (the transports' DEBUG line)
         if isinstance(transport, AsyncHttpTransport):
-            attempt = self._async_attempt(transport, llm_request, stream, emit, telemetry)
+            attempt = self._async_attempt(transport, llm_request, stream, emit, telemetry, attempts)
             timers = self._timer_scheduler or transport.timer_scheduler
             return retry_before_first_item(attempt, self._retry_policy, timers)
         assert self._scheduler is not None
 
         def work(observer: rx_abc.ObserverBase[Any]) -> None:
-            self._attempt(llm_request, stream, emit, observer, telemetry)
+            self._attempt(llm_request, stream, emit, observer, telemetry, attempts)
 
         return retry_before_first_item(_blocking(work, self._scheduler), self._retry_policy, self._timer_scheduler)
 
@@ -205,6 +218,7 @@ class SseChatModel(BaseLlm):
         emit: _Emit,
         observer: rx_abc.ObserverBase[Any],
         telemetry: ModelCallTelemetry | None,
+        attempts: Iterator[int] | None = None,
     ) -> None:
         """One attempt, on the I/O thread: ``using`` / ``defer`` / ``concat``."""
         provider = self._mapper.provider
@@ -217,11 +231,14 @@ class SseChatModel(BaseLlm):
             if isinstance(observer, _ScopedObserver):
                 observer.redactor = redactor
             assert isinstance(self._transport, HttpTransport)
+            number = next(attempts) if attempts is not None else 1
             if traced is None:
-                return self._transport.open(request, provider=provider, stream=stream, redactor=redactor)
+                return self._transport.open(request, provider=provider, stream=stream, redactor=redactor,
+                                            attempt=number)
             traced.start(redactor.url(request.url))
             with traced.current():
-                return self._transport.open(request, provider=provider, stream=stream, redactor=redactor)
+                return self._transport.open(request, provider=provider, stream=stream, redactor=redactor,
+                                            attempt=number)
 
         def turn(resource: rx_abc.DisposableBase | None) -> reactivex.Observable[Any]:
             response = cast(HttpResponse, resource)
@@ -269,6 +286,7 @@ class SseChatModel(BaseLlm):
         stream: bool,
         emit: _Emit,
         telemetry: ModelCallTelemetry | None,
+        attempts: Iterator[int] | None = None,
     ) -> reactivex.Observable[Any]:
         """One attempt on the asyncio transport: the same ``using`` / ``defer`` / ``concat`` shape,
         written as a task: ``async with``-style release of the response in ``finally`` (using), a
@@ -292,14 +310,17 @@ class SseChatModel(BaseLlm):
                         model = llm_request.model or self.model
                         request = self._mapper.to_http_request(llm_request, model=model, stream=stream)
                         guarded.redactor = redactor = self._request_checked(request)
+                        number = next(attempts) if attempts is not None else 1
                         if traced is None:
                             response = await transport.open(request, provider=provider, stream=stream,
-                                                            redactor=redactor, cancelled=lambda: scope.cancelled)
+                                                            redactor=redactor, cancelled=lambda: scope.cancelled,
+                                                            attempt=number)
                         else:
                             traced.start(redactor.url(request.url))
                             with traced.current():
                                 response = await transport.open(request, provider=provider, stream=stream,
-                                                                redactor=redactor, cancelled=lambda: scope.cancelled)
+                                                                redactor=redactor, cancelled=lambda: scope.cancelled,
+                                                                attempt=number)
                         aggregator = StreamAggregator(provider=provider)
                         parser = self._parser_factory()
                         if emit is _Emit.SINGLE:
@@ -551,10 +572,16 @@ def _blocking(
     def subscribe(observer: rx_abc.ObserverBase[Any], _: rx_abc.SchedulerBase | None = None) -> rx_abc.DisposableBase:
         scope = CancelScope()
         scoped = _ScopedObserver(observer, scope)
+        # The subscriber's contextvars (an OpenTelemetry span, ...) go with the work onto the I/O
+        # thread, so httpx instrumentation parents the request's span under the user's.
+        context = contextvars.copy_context()
 
         def action(_scheduler: rx_abc.SchedulerBase, _state: Any = None) -> None:
             if scope.cancelled:
                 return
+            context.run(run)
+
+        def run() -> None:
             with scope.entered():
                 try:
                     work(scoped)
