@@ -349,15 +349,13 @@ class SseChatModel(BaseLlm):
                         if traced is not None:
                             traced.end()
                     guarded.on_completed()
-                except TimeoutError as exc:
+                except Exception as exc:
+                    # Whatever the deadline's cancellation surfaced as (TimeoutError, or an httpx error
+                    # from the interrupted exchange), it is the total timeout: not retried.
                     error: Exception = total_timeout_error(transport.limits, provider) if deadline.expired() else exc
                     if traced is not None:
                         traced.end(error, cancelled=scope.cancelled)
                     guarded.on_error(error)
-                except Exception as exc:
-                    if traced is not None:
-                        traced.end(exc, cancelled=scope.cancelled)
-                    guarded.on_error(exc)
                 finally:
                     if traced is not None:
                         traced.end(cancelled=True)  # a no-op unless the task was cancelled (disposed)
