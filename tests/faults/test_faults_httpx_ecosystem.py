@@ -337,3 +337,34 @@ def test_both_transports_log_one_redacted_debug_line_per_request(
     assert lines[0].startswith("POST http://127.0.0.1:") and "-> 503 in " in lines[0] and "attempt 1" in lines[0]
     assert "-> 200 in " in lines[1] and "attempt 2" in lines[1]
     assert all("tok-9876543210" not in line and "sk-test-123456" not in line for line in lines)
+
+
+def test_an_asyncio_transport_bound_to_your_loop_cancels_on_dispose_with_no_thread_of_ours() -> None:
+    release = threading.Event()
+    events = OPENAI.stream("Hello", " world")
+    with StubServer([StubResponse(body=[*events[:2], Hold(release, timeout=30.0), *events[2:]])]) as server:
+
+        async def main() -> tuple[set[str], bool]:
+            transport = AsyncHttpTransport(loop=asyncio.get_running_loop(), max_concurrent_streams=4)
+            model = OPENAI.model(server.url, transport=transport, retry_policy=RetryPolicy.never())
+            first = asyncio.get_running_loop().create_future()
+            threads: set[str] = set()
+
+            def on_next(item: LlmResponse) -> None:
+                threads.add(threading.current_thread().name)
+                if not first.done():
+                    first.set_result(item)
+
+            subscription = model.generate_content(REQUEST, stream=True).subscribe(on_next, lambda e: None)
+            await asyncio.wait_for(first, TIMEOUT)
+            subscription.dispose()
+            closed = await asyncio.to_thread(server.connections[-1].wait_closed_by_client, TIMEOUT)
+            await transport.aclose()
+            return threads, closed
+
+        try:
+            threads, closed = asyncio.run(main())
+        finally:
+            release.set()
+    assert threads == {"MainThread"} and closed
+    assert not any(t.name == "rxllm-asyncio" for t in threading.enumerate())
