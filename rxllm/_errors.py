@@ -23,6 +23,8 @@ matching built-in, so ``except ValueError`` keeps working for callers who expect
     ├── LimitExceededError                       a run exceeded a configured limit (max_llm_calls)
     │   └── ResponseTooLargeError                a body (decompressed) grew past its size cap
     ├── ToolError                                a tool could not be found, validated or run
+    ├── StoreError                               a session/artifact/memory store failed (database
+    │                                            error, connection lost); the next call reconnects
     └── GuardrailError                           an output guardrail rejected the answer
 
 ``retryable`` says whether the error may be retried *before the first item was emitted*;
@@ -44,6 +46,7 @@ __all__ = [
     "ProviderError",
     "ResponseTooLargeError",
     "RxLlmError",
+    "StoreError",
     "StreamInterruptedError",
     "StreamTimeoutError",
     "ToolError",
@@ -234,6 +237,13 @@ class ResponseTooLargeError(LimitExceededError):
 
 class ToolError(RxLlmError):
     """A tool was not found, its arguments failed validation, or it raised."""
+
+
+class StoreError(RxLlmError):
+    """A session, artifact or memory store failed: a database error, a lost connection, a corrupt row.
+
+    The store stays consistent (the failed write is rolled back) and the next call reconnects.
+    """
 
 
 class GuardrailError(RxLlmError):

@@ -14,6 +14,8 @@ from ._run_config import RunConfig
 from ._sessions import BaseSessionService, Session
 
 if TYPE_CHECKING:
+    from .._artifacts import BaseArtifactService
+    from .._memory import BaseMemoryService
     from ._agent import BaseAgent
 
 __all__ = [
@@ -38,6 +40,8 @@ class InvocationContext:
         run_config: the run's options.
         user_content: the user message that started the run.
         branch: the agent branch (``agent_1.agent_2``), None for a root agent.
+        artifact_service: where tools' artifacts are kept (None: the run has none).
+        memory_service: what ``ToolContext.search_memory`` searches (None: the run has none).
 
     Cancellation: the runner calls :meth:`cancel` when the run's subscription is disposed. Rx
     disposal already stops everything that has subscribed; the flag also stops work that a
@@ -55,8 +59,12 @@ class InvocationContext:
         user_content: Content | None = None,
         invocation_id: str | None = None,
         branch: str | None = None,
+        artifact_service: BaseArtifactService | None = None,
+        memory_service: BaseMemoryService | None = None,
     ) -> None:
         self.invocation_id = invocation_id or new_invocation_id()
+        self.artifact_service = artifact_service
+        self.memory_service = memory_service
         self.agent = agent
         self.session = session
         self.session_service = session_service
