@@ -33,34 +33,57 @@ support '' [] [{'order_id': 'A17', 'status': 'shipped Tuesday'}]
 support 'It shipped Tuesday.' [] []
 """
 
-from ._agent import BaseAgent, InstructionProvider, LlmAgent
+from ._agent import AgentCallback, BaseAgent, InstructionProvider, LlmAgent
+from ._contents import IncludeContents
 from ._context import CallbackContext, InvocationContext, ReadonlyContext, ToolActions, ToolContext
 from ._event import Event, EventActions
-from ._flow import AfterModelCallback, BeforeModelCallback
+from ._flow import (
+    AfterModelCallback,
+    AfterToolCallback,
+    BeforeModelCallback,
+    BeforeToolCallback,
+    OnModelErrorCallback,
+    OnToolErrorCallback,
+)
+from ._plugins import BasePlugin
+from ._registry import LlmFactory, LlmRegistry
 from ._run_config import RunConfig, StreamingMode
 from ._runner import InMemoryRunner, Runner
 from ._sessions import BaseSessionService, InMemorySessionService, Session
 from ._state import State
 from ._tools import BaseTool, FunctionTool, ToolLike
+from ._workflow import LoopAgent, ParallelAgent, SequentialAgent
 
 __all__ = [
     "AfterModelCallback",
+    "AfterToolCallback",
+    "AgentCallback",
     "BaseAgent",
+    "BasePlugin",
     "BaseSessionService",
     "BaseTool",
     "BeforeModelCallback",
+    "BeforeToolCallback",
     "CallbackContext",
     "Event",
     "EventActions",
     "FunctionTool",
     "InMemoryRunner",
     "InMemorySessionService",
+    "IncludeContents",
     "InstructionProvider",
     "InvocationContext",
     "LlmAgent",
+    "LlmFactory",
+    "LlmRegistry",
+    "LoopAgent",
+    "OnModelErrorCallback",
+    "OnToolErrorCallback",
+    "ParallelAgent",
     "ReadonlyContext",
     "RunConfig",
     "Runner",
+    "SequentialAgent",
     "Session",
     "State",
     "StreamingMode",

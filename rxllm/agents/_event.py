@@ -38,6 +38,8 @@ class EventActions(_Model):
             call (the function-response event then counts as the final response).
         transfer_to_agent: the agent to hand over to (carried, not acted on: single-agent runtime).
         escalate: escalate to the parent agent (carried, not acted on).
+        rewind_before_invocation_id: the history before this event no longer holds that
+            invocation nor anything after it (ADK Python's rewind; see ``_contents``).
     """
 
     state_delta: dict[str, JsonValue] = Field(default_factory=dict)
@@ -45,6 +47,7 @@ class EventActions(_Model):
     skip_summarization: bool | None = None
     transfer_to_agent: str | None = None
     escalate: bool | None = None
+    rewind_before_invocation_id: str | None = None
 
 
 class Event(_Model):
