@@ -33,6 +33,7 @@ support '' [] [{'order_id': 'A17', 'status': 'shipped Tuesday'}]
 support 'It shipped Tuesday.' [] []
 """
 
+from .._tools import BaseTool, FunctionTool, ToolLike
 from ._agent import AgentCallback, BaseAgent, InstructionProvider, LlmAgent
 from ._contents import IncludeContents
 from ._context import CallbackContext, InvocationContext, ReadonlyContext, ToolActions, ToolContext
@@ -51,7 +52,6 @@ from ._run_config import RunConfig, StreamingMode
 from ._runner import InMemoryRunner, Runner
 from ._sessions import BaseSessionService, InMemorySessionService, Session
 from ._state import State
-from ._tools import BaseTool, FunctionTool, ToolLike
 from ._workflow import LoopAgent, ParallelAgent, SequentialAgent
 
 __all__ = [

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from .._base_llm import BaseLlm
 from .._errors import ConfigurationError
+from .._tools import BaseTool, Named, ToolLike, tools_by_name
 from .._types import GenerateContentConfig
 from ._agent_run import run_with_agent_callbacks
 from ._callbacks import as_callbacks
@@ -25,9 +26,7 @@ from ._flow import (
     OnToolErrorCallback,
     run_llm_flow,
 )
-from ._named import Named
 from ._registry import LlmRegistry
-from ._tools import BaseTool, ToolLike, tools_by_name
 
 __all__ = ["AgentCallback", "BaseAgent", "InstructionProvider", "LlmAgent"]
 

@@ -37,16 +37,8 @@ from reactivex import operators as ops
 
 from .._aggregation import generate_function_call_id
 from .._errors import ConfigurationError, RxLlmError, ToolError, UnsupportedOperationError
-from .._types import (
-    Content,
-    FunctionCall,
-    FunctionResponse,
-    GenerateContentConfig,
-    LlmRequest,
-    LlmResponse,
-    Part,
-    Tool,
-)
+from .._tools import BaseTool, ToolCallOutcome, call_tool, request_config, tool_declarations
+from .._types import Content, FunctionCall, FunctionResponse, LlmRequest, LlmResponse, Part
 from ._callbacks import Call, callback_chain
 from ._contents import request_contents
 from ._context import CallbackContext, InvocationContext, ReadonlyContext, ToolContext
@@ -57,8 +49,6 @@ from ._run_config import StreamingMode
 from ._rx import emit_now, fail_now, nothing_now, then_now
 from ._sessions import Session
 from ._state import State
-from ._tool_calls import ToolCallOutcome, call_tool
-from ._tools import BaseTool, tool_declarations
 from ._transfer import TRANSFER_TOOL, transfer_instruction, transfer_targets
 
 if TYPE_CHECKING:
@@ -72,7 +62,6 @@ __all__ = [
     "OnModelErrorCallback",
     "OnToolErrorCallback",
     "build_request",
-    "request_config",
     "run_llm_flow",
 ]
 
@@ -354,18 +343,6 @@ def build_request(agent: LlmAgent, ctx: InvocationContext, session: Session, rea
     if agent.output_schema is not None:
         config = config.model_copy(update=output_schema_config(agent.output_schema))
     return LlmRequest(contents=contents, config=config)
-
-
-def request_config(
-    base: GenerateContentConfig, system_instruction: str | None, tools: tuple[Tool, ...]
-) -> GenerateContentConfig:
-    """``base`` with the system instruction (unless None) and the tools' declarations (unless none)."""
-    update: dict[str, Any] = {}
-    if system_instruction is not None:
-        update["system_instruction"] = Content(role="system", parts=(Part(text=system_instruction),))
-    if tools:
-        update["tools"] = tools
-    return base.model_copy(update=update) if update else base
 
 
 def _with_call_ids(step: _Step, content: Content | None) -> Content | None:

@@ -30,8 +30,8 @@ from ._event import Event
 from ._rx import emit_now
 
 if TYPE_CHECKING:
+    from .._tools import BaseTool
     from ._agent import BaseAgent
-    from ._tools import BaseTool
 
 __all__ = ["BasePlugin", "after_run", "before_run", "on_event", "on_user_message"]
 

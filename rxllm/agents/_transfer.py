@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from .._tools import FunctionTool
 from ._context import ToolContext
 from ._event import Event
-from ._tools import FunctionTool
 
 if TYPE_CHECKING:
     from ._agent import BaseAgent, LlmAgent

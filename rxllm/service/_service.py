@@ -9,9 +9,8 @@ from reactivex import abc as rx_abc
 
 from .._base_llm import BaseLlm
 from .._errors import ConfigurationError
+from .._tools import BaseTool, ToolLike, tool_declarations, tools_by_name
 from .._types import Content, Part, Tool
-from ..agents import BaseTool, ToolLike
-from ..agents._tools import tool_declarations, tools_by_name
 from ._events import AiServiceStreamingEvent
 from ._guardrails import OutputGuardrail, check_guardrails
 from ._interaction import start_interaction
