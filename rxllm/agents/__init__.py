@@ -35,6 +35,7 @@ support 'It shipped Tuesday.' [] []
 
 from .._tools import BaseTool, FunctionTool, ToolLike
 from ._agent import AgentCallback, BaseAgent, InstructionProvider, LlmAgent
+from ._agent_tool import AgentTool
 from ._contents import IncludeContents
 from ._context import CallbackContext, InvocationContext, ReadonlyContext, ToolActions, ToolContext
 from ._event import Event, EventActions
@@ -46,18 +47,20 @@ from ._flow import (
     OnModelErrorCallback,
     OnToolErrorCallback,
 )
+from ._long_running import LongRunningFunctionTool
 from ._plugins import BasePlugin
 from ._registry import LlmFactory, LlmRegistry
 from ._run_config import RunConfig, StreamingMode
 from ._runner import InMemoryRunner, Runner
 from ._sessions import BaseSessionService, InMemorySessionService, Session
-from ._state import State
+from ._state import STATE_REMOVED, State
 from ._workflow import LoopAgent, ParallelAgent, SequentialAgent
 
 __all__ = [
     "AfterModelCallback",
     "AfterToolCallback",
     "AgentCallback",
+    "AgentTool",
     "BaseAgent",
     "BasePlugin",
     "BaseSessionService",
@@ -76,6 +79,7 @@ __all__ = [
     "LlmAgent",
     "LlmFactory",
     "LlmRegistry",
+    "LongRunningFunctionTool",
     "LoopAgent",
     "OnModelErrorCallback",
     "OnToolErrorCallback",
@@ -83,6 +87,7 @@ __all__ = [
     "ReadonlyContext",
     "RunConfig",
     "Runner",
+    "STATE_REMOVED",
     "SequentialAgent",
     "Session",
     "State",

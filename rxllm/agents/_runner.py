@@ -153,9 +153,7 @@ class _Lanes:
         return reactivex.create(subscribe)
 
 
-def run_invocation(
-    ctx: InvocationContext, message: Content, history: Sequence[Event]
-) -> reactivex.Observable[Event]:
+def run_invocation(ctx: InvocationContext, message: Content, history: Sequence[Event]) -> reactivex.Observable[Event]:
     """One invocation of ``ctx.agent``'s tree on the user's ``message`` (ADK's ``Runner.runAsync`` body).
 
     The plugins' ``on_user_message_callback`` may replace the message; it is stored as a user

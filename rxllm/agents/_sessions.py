@@ -34,7 +34,7 @@ from .._errors import ConfigurationError
 from .._types import _Model
 from ._event import Event
 from ._rx import call_now, emit_now, nothing_now
-from ._state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
+from ._state import TEMP_PREFIX, apply_state_delta
 
 __all__ = ["BaseSessionService", "InMemorySessionService", "Session"]
 
@@ -107,24 +107,6 @@ class _Stored:
     state: dict[str, JsonValue] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     last_update_time: float = 0.0
-
-
-def _split_delta(
-    delta: Mapping[str, JsonValue],
-) -> tuple[dict[str, JsonValue], dict[str, JsonValue], dict[str, JsonValue]]:
-    app: dict[str, JsonValue] = {}
-    user: dict[str, JsonValue] = {}
-    own: dict[str, JsonValue] = {}
-    for key, value in delta.items():
-        if key.startswith(TEMP_PREFIX):
-            continue
-        if key.startswith(APP_PREFIX):
-            app[key] = copy.deepcopy(value)
-        elif key.startswith(USER_PREFIX):
-            user[key] = copy.deepcopy(value)
-        else:
-            own[key] = copy.deepcopy(value)
-    return app, user, own
 
 
 class InMemorySessionService(BaseSessionService):
@@ -228,12 +210,12 @@ class InMemorySessionService(BaseSessionService):
         return call_now(append)
 
     def _apply(self, stored: _Stored, delta: Mapping[str, JsonValue]) -> None:
-        app, user, own = _split_delta(delta)
-        if app:
-            self._app_state.setdefault(stored.app_name, {}).update(app)
-        if user:
-            self._user_state.setdefault((stored.app_name, stored.user_id), {}).update(user)
-        stored.state.update(own)
+        apply_state_delta(
+            delta,
+            app=self._app_state.setdefault(stored.app_name, {}),
+            user=self._user_state.setdefault((stored.app_name, stored.user_id), {}),
+            session=stored.state,
+        )
 
     def _snapshot(self, stored: _Stored, *, with_events: bool) -> Session:
         merged: dict[str, JsonValue] = {
