@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import reactivex
 from pydantic import BaseModel
 
+from .._aio import AwaitableObservable, awaitable
 from .._base_llm import BaseLlm
 from .._errors import ConfigurationError
 from .._tools import BaseTool, Named, ToolLike, tools_by_name
@@ -149,7 +150,7 @@ class BaseAgent(Named, abc.ABC):
         """The after-agent callbacks, in order."""
         return self._after_agent
 
-    def run_async(self, parent_context: InvocationContext) -> reactivex.Observable[Event]:
+    def run_async(self, parent_context: InvocationContext) -> AwaitableObservable[Event]:
         """Run the agent for one invocation (ADK's ``BaseAgent.runAsync``).
 
         ``parent_context`` is the caller's context (the runner's, or the parent agent's); the agent
@@ -161,8 +162,8 @@ class BaseAgent(Named, abc.ABC):
         branch = f"{parent_context.branch}.{self.name}" if parent_context.branch else parent_context.branch
         ctx = parent_context.for_agent(self, branch=branch)
         if not (self._before_agent or self._after_agent or ctx.plugins):
-            return reactivex.defer(lambda _: self._run_async_impl(ctx))
-        return run_with_agent_callbacks(self, ctx, self._run_async_impl)
+            return awaitable(reactivex.defer(lambda _: self._run_async_impl(ctx)))
+        return awaitable(run_with_agent_callbacks(self, ctx, self._run_async_impl))
 
     @abc.abstractmethod
     def _run_async_impl(self, ctx: InvocationContext) -> reactivex.Observable[Event]:

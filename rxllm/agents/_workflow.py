@@ -194,7 +194,7 @@ class ParallelAgent(BaseAgent):
         return _merge_now(sources).pipe(ops.take_while(_not_escalated, inclusive=True))
 
 
-def _merge_now(sources: list[reactivex.Observable[Event]]) -> reactivex.Observable[Event]:
+def _merge_now(sources: Sequence[reactivex.Observable[Event]]) -> reactivex.Observable[Event]:
     """Subscribe every source during ``subscribe`` (no trampoline), serialize their items, complete
     when all completed, fail (disposing the rest) on the first error."""
 
