@@ -43,6 +43,7 @@ KEY_LINES: dict[str, list[str]] = {
     "adk_transfer_router.py": ["  router -> transfer to billing", "  billing: It takes 3 to 5 business days.",
                                "transfer: OK"],
     "adk_callbacks.py": ["@after_agent_callback2", "callbacks: OK"],
+    "fastapi_sse.py": ["stub model: upstream connection closed by the client: True", "fastapi sse: OK"],
 }
 REQUIRED = {"stream_to_terminal.py", "custom_provider.py", "order_status.py", "virtual_time_retry.py",
             "switch_map_cancel.py", "adk_helloworld.py", "adk_writer_reviewer.py", "adk_parallel_research.py",
@@ -80,6 +81,12 @@ def test_stream_to_terminal_speaks_every_wire_format() -> None:
         assert result.returncode == 0, result.stdout + result.stderr
         assert f"({provider} wire format)" in result.stdout
         assert "OK: the partials concatenate to the final's text" in result.stdout.splitlines()
+
+
+def test_fastapi_sse_closes_the_upstream_on_the_asyncio_transport_too() -> None:
+    result = run("fastapi_sse.py", "--transport", "asyncio")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "stub model: upstream connection closed by the client: True" in result.stdout.splitlines()
 
 
 def test_piped_example_output_is_plain_text() -> None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import reactivex
 from reactivex import operators as ops
 
+from .._aio import AwaitableObservable, MaybeObservable, awaitable
 from .._errors import ConfigurationError, LimitExceededError
 from .._tools import CallbackContext, ReadonlyContext, ToolActions, ToolContext, new_invocation_id
 from .._types import Content
@@ -142,11 +143,13 @@ class InvocationContext:
                 f"#{count} in invocation {self.invocation_id} (raise RunConfig.max_llm_calls if this is expected)"
             )
 
-    def current_session(self) -> reactivex.Observable[Session]:
-        """The session as stored now (empty when it was deleted meanwhile)."""
-        return self.session_service.get_session(self.session.app_name, self.session.user_id, self.session.id)
+    def current_session(self) -> MaybeObservable[Session]:
+        """The session as stored now (empty when it was deleted meanwhile; ``await`` gives ``None`` then)."""
+        return MaybeObservable(
+            self.session_service.get_session(self.session.app_name, self.session.user_id, self.session.id)
+        )
 
-    def session_now(self) -> reactivex.Observable[Session]:
+    def session_now(self) -> AwaitableObservable[Session]:
         """The session as stored now; fails with :class:`~rxllm.ConfigurationError` when it was deleted."""
 
         def pick(sessions: list[Session]) -> reactivex.Observable[Session]:
@@ -159,8 +162,8 @@ class InvocationContext:
                 )
             )
 
-        return self.current_session().pipe(ops.to_list(), ops.flat_map(pick))
+        return awaitable(self.current_session().pipe(ops.to_list(), ops.flat_map(pick)))
 
-    def append_event(self, event: Event) -> reactivex.Observable[Event]:
+    def append_event(self, event: Event) -> AwaitableObservable[Event]:
         """Store ``event`` in this run's session (partials are passed through unstored); emit the stored event."""
-        return self.session_service.append_event(self.session, event)
+        return awaitable(self.session_service.append_event(self.session, event))
