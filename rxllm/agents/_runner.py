@@ -252,7 +252,9 @@ class Runner:
 
         Returns a cold Observable. Subscribing waits for any earlier run on the same session,
         then stores ``new_message`` as a user event (not emitted, as in ADK), then runs the agent
-        and emits every event it produces: partial events as they stream (never stored), and
+        that answers the turn -- the root, or the agent of its tree that answered last (ADK's
+        ``findAgentToRun``, see :func:`run_invocation`), with the plugins' hooks around it -- and
+        emits every event it produces: partial events as they stream (never stored), and
         every non-partial event after it was stored. It completes when the agent's turn is over
         and fails with the run's error (a model or transport error,
         :class:`~rxllm.LimitExceededError`, :class:`~rxllm.UnsupportedOperationError` for a BIDI
