@@ -33,6 +33,8 @@ support '' [] [{'order_id': 'A17', 'status': 'shipped Tuesday'}]
 support 'It shipped Tuesday.' [] []
 """
 
+from .._artifacts import BaseArtifactService, FileArtifactService, InMemoryArtifactService
+from .._memory import BaseMemoryService, InMemoryMemoryService, MemoryEntry, SearchMemoryResponse
 from .._tools import BaseTool, FunctionTool, ToolLike
 from ._agent import AgentCallback, BaseAgent, InstructionProvider, LlmAgent
 from ._agent_tool import AgentTool
@@ -48,11 +50,14 @@ from ._flow import (
     OnToolErrorCallback,
 )
 from ._long_running import LongRunningFunctionTool
+from ._memory_tools import LoadMemoryTool, load_memory
 from ._plugins import BasePlugin
+from ._postgres_sessions import PostgresSessionService
 from ._registry import LlmFactory, LlmRegistry
 from ._run_config import RunConfig, StreamingMode
 from ._runner import InMemoryRunner, Runner
-from ._sessions import BaseSessionService, InMemorySessionService, Session
+from ._sessions import BaseSessionService, GetSessionConfig, InMemorySessionService, Session
+from ._sqlite_sessions import SqliteSessionService
 from ._state import STATE_REMOVED, State
 from ._workflow import LoopAgent, ParallelAgent, SequentialAgent
 
@@ -62,6 +67,8 @@ __all__ = [
     "AgentCallback",
     "AgentTool",
     "BaseAgent",
+    "BaseArtifactService",
+    "BaseMemoryService",
     "BasePlugin",
     "BaseSessionService",
     "BaseTool",
@@ -70,7 +77,11 @@ __all__ = [
     "CallbackContext",
     "Event",
     "EventActions",
+    "FileArtifactService",
     "FunctionTool",
+    "GetSessionConfig",
+    "InMemoryArtifactService",
+    "InMemoryMemoryService",
     "InMemoryRunner",
     "InMemorySessionService",
     "IncludeContents",
@@ -79,20 +90,26 @@ __all__ = [
     "LlmAgent",
     "LlmFactory",
     "LlmRegistry",
+    "LoadMemoryTool",
     "LongRunningFunctionTool",
     "LoopAgent",
+    "MemoryEntry",
     "OnModelErrorCallback",
     "OnToolErrorCallback",
     "ParallelAgent",
+    "PostgresSessionService",
     "ReadonlyContext",
     "RunConfig",
     "Runner",
     "STATE_REMOVED",
+    "SearchMemoryResponse",
     "SequentialAgent",
     "Session",
+    "SqliteSessionService",
     "State",
     "StreamingMode",
     "ToolActions",
     "ToolContext",
     "ToolLike",
+    "load_memory",
 ]

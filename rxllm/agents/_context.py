@@ -20,6 +20,8 @@ from ._rx import emit_now, fail_now
 from ._sessions import BaseSessionService, Session
 
 if TYPE_CHECKING:
+    from .._artifacts import BaseArtifactService
+    from .._memory import BaseMemoryService
     from ._agent import BaseAgent
     from ._plugins import BasePlugin
 
@@ -58,6 +60,8 @@ class InvocationContext:
         branch: the agent branch (``agent_1.agent_2``), None for a root agent. A
             :class:`ParallelAgent` gives each sub-agent its own branch; a model call sees only the
             events of its branch and its ancestors'.
+        artifact_service: where tools' artifacts are kept (None: the run has none).
+        memory_service: what ``ToolContext.search_memory`` searches (None: the run has none).
         plugins: the runner's plugins (they run before the agents' own callbacks).
         end_invocation: set by a before-agent callback that answered: the agent's own run is skipped.
 
@@ -77,9 +81,13 @@ class InvocationContext:
         user_content: Content | None = None,
         invocation_id: str | None = None,
         branch: str | None = None,
+        artifact_service: BaseArtifactService | None = None,
+        memory_service: BaseMemoryService | None = None,
         plugins: Sequence[BasePlugin] = (),
     ) -> None:
         self.invocation_id = invocation_id or new_invocation_id()
+        self.artifact_service = artifact_service
+        self.memory_service = memory_service
         self.agent = agent
         self.session = session
         self.session_service = session_service

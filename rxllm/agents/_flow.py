@@ -43,7 +43,7 @@ from ._callbacks import Call, callback_chain
 from ._contents import request_contents
 from ._context import CallbackContext, InvocationContext, ReadonlyContext, ToolContext
 from ._event import Event, EventActions
-from ._instructions import inject_session_state
+from ._instructions import ArtifactLoader, artifact_loader, inject_session_state
 from ._output_schema import output_schema_config, validate_output
 from ._run_config import StreamingMode
 from ._rx import emit_now, fail_now, nothing_now, then_now
@@ -310,10 +310,12 @@ def _model_call(
     return responses.pipe(ops.concat_map(apply_after))
 
 
-def _instruction_text(agent: LlmAgent, instruction: str | Callable[..., str], readonly: ReadonlyContext) -> str:
+def _instruction_text(
+    agent: LlmAgent, instruction: str | Callable[..., str], readonly: ReadonlyContext, artifacts: ArtifactLoader | None
+) -> str:
     if callable(instruction):
         return _invoke("instruction provider", agent, instruction, readonly)
-    return inject_session_state(instruction, readonly.state, agent_name=agent.name)
+    return inject_session_state(instruction, readonly.state, agent_name=agent.name, artifacts=artifacts)
 
 
 def build_request(agent: LlmAgent, ctx: InvocationContext, session: Session, readonly: ReadonlyContext) -> LlmRequest:
@@ -326,10 +328,11 @@ def build_request(agent: LlmAgent, ctx: InvocationContext, session: Session, rea
     from ._agent import LlmAgent
 
     root = agent.root_agent
+    artifacts = artifact_loader(ctx.artifact_service, session)
     texts = []
     if isinstance(root, LlmAgent) and root.global_instruction:
-        texts.append(_instruction_text(agent, root.global_instruction, readonly))
-    texts.append(_instruction_text(agent, agent.instruction, readonly))
+        texts.append(_instruction_text(agent, root.global_instruction, readonly, artifacts))
+    texts.append(_instruction_text(agent, agent.instruction, readonly, artifacts))
     targets = transfer_targets(agent)
     tools = agent.tools
     if targets:
@@ -458,6 +461,7 @@ def _run_tools(agent: LlmAgent, ctx: InvocationContext, step: _Step, model_event
             state_delta=step.state.take_delta(),
             skip_summarization=True if any(c.actions.skip_summarization for c in contexts) else None,
             escalate=True if any(c.actions.escalate for c in contexts) else None,
+            artifact_delta={name: v for c in contexts for name, v in c.actions.artifact_delta.items()},
             transfer_to_agent=next(
                 (c.actions.transfer_to_agent for c in reversed(contexts) if c.actions.transfer_to_agent), None
             ),

@@ -13,7 +13,9 @@ from reactivex import operators as ops
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
 from .._aio import AwaitableObservable, awaitable
+from .._artifacts import BaseArtifactService, InMemoryArtifactService
 from .._errors import ConfigurationError
+from .._memory import BaseMemoryService, InMemoryMemoryService
 from .._types import Content
 from ._agent import BaseAgent
 from ._context import InvocationContext
@@ -193,6 +195,10 @@ class Runner:
         agent: the root agent of the tree to run.
         app_name: the app the sessions belong to.
         session_service: where sessions and their events are stored.
+        artifact_service: where tools keep artifacts (``ToolContext.save_artifact`` ...) and where
+            ``{artifact.name}`` in an instruction is read from; None: the runs have none.
+        memory_service: what ``ToolContext.search_memory`` and the ``load_memory`` tool search;
+            None: the runs have none. Add a finished session with its ``add_session_to_memory``.
         plugins: :class:`BasePlugin` instances applied to every agent, model and tool call of
             every run, before the agents' own callbacks.
 
@@ -206,6 +212,8 @@ class Runner:
         app_name: str,
         session_service: BaseSessionService,
         *,
+        artifact_service: BaseArtifactService | None = None,
+        memory_service: BaseMemoryService | None = None,
         plugins: Sequence[BasePlugin] = (),
     ) -> None:
         if not isinstance(agent, BaseAgent):
@@ -219,6 +227,8 @@ class Runner:
         self._agent = agent
         self._app_name = app_name
         self._session_service = session_service
+        self.artifact_service = artifact_service
+        self.memory_service = memory_service
         self._lanes = _Lanes()
 
     @property
@@ -298,6 +308,8 @@ class Runner:
                 session_service=service,
                 run_config=config,
                 user_content=message,
+                artifact_service=self.artifact_service,
+                memory_service=self.memory_service,
                 plugins=plugins,
             )
             contexts.append(ctx)
@@ -325,9 +337,18 @@ class InMemoryRunner(Runner):
     Args:
         agent: the agent to run.
         app_name: the app name; ``"InMemoryRunner"`` by default, as in ADK.
+
+    As ADK's, it also has an :class:`InMemoryArtifactService` and an :class:`InMemoryMemoryService`.
     """
 
     def __init__(
         self, agent: BaseAgent, *, app_name: str = "InMemoryRunner", plugins: Sequence[BasePlugin] = ()
     ) -> None:
-        super().__init__(agent, app_name, InMemorySessionService(), plugins=plugins)
+        super().__init__(
+            agent,
+            app_name,
+            InMemorySessionService(),
+            artifact_service=InMemoryArtifactService(),
+            memory_service=InMemoryMemoryService(),
+            plugins=plugins,
+        )

@@ -29,15 +29,16 @@ def apply_state_delta(
 ) -> set[str]:
     """Apply an event's ``state_delta`` to a session's three stored state scopes, in place.
 
-    The one place a ``state_delta`` is interpreted: every session service stores state through
-    it, so they cannot drift. ``app:`` keys go to ``app`` (shared by every session of the app),
-    ``user:`` keys to ``user`` (every session of the user), other keys to ``session``; ``temp:``
-    keys are dropped (never stored). Keys keep their prefix. A key mapped to
-    :data:`STATE_REMOVED` is deleted from its scope (ADK's ``State.REMOVED``). Values are
-    deep-copied, so the caller's delta can change afterwards without touching the store.
+    The one place a ``state_delta`` is interpreted: every session service (memory, SQLite,
+    PostgreSQL) stores state through it, so they cannot drift. ``app:`` keys go to ``app`` (shared
+    by every session of the app), ``user:`` keys to ``user`` (every session of the user), other
+    keys to ``session``; ``temp:`` keys are dropped (never stored). Keys keep their prefix. A key
+    mapped to :data:`STATE_REMOVED` is deleted from its scope (ADK's ``State.REMOVED``). Values
+    are deep-copied, so the caller's delta can change afterwards without touching the store.
 
     Returns:
-        The scopes that changed: a subset of ``{"app", "user", "session"}``.
+        The scopes that changed: a subset of ``{"app", "user", "session"}`` (a store writes only
+        those back; PostgreSQL locks only those rows, so call it on empty dicts to ask which).
 
     >>> app, user, session = {}, {"user:name": "Ada"}, {"draft": "x"}
     >>> sorted(apply_state_delta({"app:tier": "gold", "temp:scratch": 1, "visits": 2, "draft": STATE_REMOVED},
