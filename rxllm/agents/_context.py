@@ -12,8 +12,9 @@ from reactivex import operators as ops
 
 from .._aio import AwaitableObservable, MaybeObservable, awaitable
 from .._errors import ConfigurationError, LimitExceededError
+from .._telemetry import add_usage
 from .._tools import CallbackContext, ReadonlyContext, ToolActions, ToolContext, new_invocation_id
-from .._types import Content
+from .._types import Content, UsageMetadata
 from ._event import Event
 from ._run_config import RunConfig
 from ._rx import emit_now, fail_now
@@ -38,11 +39,12 @@ __all__ = [
 class _Shared:
     """What every agent's context of one invocation shares."""
 
-    __slots__ = ("cancelled", "llm_calls", "lock")
+    __slots__ = ("cancelled", "llm_calls", "lock", "usage")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.llm_calls = 0
+        self.usage: UsageMetadata | None = None
         self.cancelled = threading.Event()
 
 
@@ -150,6 +152,19 @@ class InvocationContext:
                 f"max_llm_calls limit of {limit} exceeded: agent {self.agent.name!r} asked for model call "
                 f"#{count} in invocation {self.invocation_id} (raise RunConfig.max_llm_calls if this is expected)"
             )
+
+    @property
+    def total_usage_metadata(self) -> UsageMetadata | None:
+        """The token usage summed over every model call of this run so far (None before any usage)."""
+        with self._shared.lock:
+            return self._shared.usage
+
+    def add_usage(self, usage: UsageMetadata | None) -> None:
+        """Count one model call's usage in :attr:`total_usage_metadata`."""
+        if usage is None:
+            return
+        with self._shared.lock:
+            self._shared.usage = add_usage(self._shared.usage, usage)
 
     def current_session(self) -> MaybeObservable[Session]:
         """The session as stored now (empty when it was deleted meanwhile; ``await`` gives ``None`` then)."""

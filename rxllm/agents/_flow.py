@@ -37,6 +37,7 @@ from reactivex import operators as ops
 
 from .._aggregation import generate_function_call_id
 from .._errors import ConfigurationError, RxLlmError, ToolError, UnsupportedOperationError
+from .._telemetry import TracedScope, traced, within
 from .._tools import BaseTool, ToolCallOutcome, call_tool, request_config, tool_declarations
 from .._types import Content, FunctionCall, FunctionResponse, LlmRequest, LlmResponse, Part
 from ._callbacks import Call, callback_chain
@@ -103,13 +104,14 @@ zero or one, or be ``async def``."""
 class _Step:
     """What one step has seen so far (touched only in the step's serialized Rx callbacks)."""
 
-    __slots__ = ("call_ids", "last_event", "state", "tools")
+    __slots__ = ("call_ids", "last_event", "state", "telemetry", "tools")
 
-    def __init__(self) -> None:
+    def __init__(self, telemetry: object = None) -> None:
         self.last_event: Event | None = None
         self.state = State()
         self.call_ids: dict[tuple[int, str], str] = {}
         self.tools: Mapping[str, BaseTool] = {}
+        self.telemetry = telemetry  # the agent span's OpenTelemetry context (None: telemetry off)
 
 
 def run_llm_flow(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observable[Event]:
@@ -117,9 +119,9 @@ def run_llm_flow(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observabl
     if ctx.run_config.streaming_mode is StreamingMode.BIDI:
         return _run_live(agent, ctx)
 
-    def steps() -> Iterator[reactivex.Observable[Event]]:
+    def steps(telemetry: object) -> Iterator[reactivex.Observable[Event]]:
         while not ctx.is_cancelled:
-            step = _Step()
+            step = _Step(telemetry)
             yield _one_step(agent, ctx, step)
             target = step.last_event.actions.transfer_to_agent if step.last_event is not None else None
             if target and not step.last_event.partial:  # type: ignore[union-attr]
@@ -129,10 +131,26 @@ def run_llm_flow(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observabl
                 return
         yield reactivex.never()  # disposed: start nothing more
 
-    def start(_: object) -> reactivex.Observable[Event]:
-        return reactivex.concat_with_iterable(steps())
+    def start(scope: TracedScope | None) -> reactivex.Observable[Event]:
+        return reactivex.concat_with_iterable(steps(scope.context if scope is not None else None))
 
-    return reactivex.defer(start)
+    def on_end(scope: TracedScope) -> None:
+        usage = ctx.total_usage_metadata
+        if usage is not None and usage.prompt_token_count is not None:
+            scope.span.set_attribute("gen_ai.usage.input_tokens", usage.prompt_token_count)
+        if usage is not None and usage.candidates_token_count is not None:
+            scope.span.set_attribute("gen_ai.usage.output_tokens", usage.candidates_token_count)
+
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": agent.name,
+        "gen_ai.conversation.id": ctx.session.id,
+        "gen_ai.request.model": agent.model.model,
+        "rxllm.invocation_id": ctx.invocation_id,
+    }
+    if agent.description:
+        attributes["gen_ai.agent.description"] = agent.description
+    return traced(start, f"invoke_agent {agent.name}", attributes, on_end=on_end)
 
 
 def _transfer(agent: LlmAgent, ctx: InvocationContext, target: str) -> reactivex.Observable[Event]:
@@ -194,7 +212,7 @@ def _one_step(agent: LlmAgent, ctx: InvocationContext, step: _Step) -> reactivex
         targets = transfer_targets(agent)
         step.tools = {**agent.tools_by_name, TRANSFER_TOOL.name: TRANSFER_TOOL} if targets else agent.tools_by_name
         request = build_request(agent, ctx, session, ReadonlyContext(ctx, step.state))
-        responses = _call_model(agent, ctx, callback_ctx, request)
+        responses = within(step.telemetry, _call_model(agent, ctx, callback_ctx, request))
 
         def to_event(response: LlmResponse) -> Event:
             return _to_event(agent, ctx, step, response)
@@ -369,6 +387,11 @@ def _with_call_ids(step: _Step, content: Content | None) -> Content | None:
 
 
 def _to_event(agent: LlmAgent, ctx: InvocationContext, step: _Step, response: LlmResponse) -> Event:
+    total = None
+    if not response.partial:
+        ctx.add_usage(response.usage_metadata)
+        if response.error_code is not None or not response.function_calls():  # this response ends the run
+            total = ctx.total_usage_metadata
     content = _with_call_ids(step, response.content)
     long_running: tuple[str, ...] | None = None
     if content is not None and not response.partial:
@@ -392,6 +415,7 @@ def _to_event(agent: LlmAgent, ctx: InvocationContext, step: _Step, response: Ll
         error_message=response.error_message,
         finish_reason=response.finish_reason,
         usage_metadata=response.usage_metadata,
+        total_usage_metadata=total,
         interrupted=response.interrupted,
         model_version=response.model_version,
         custom_metadata=response.custom_metadata,
@@ -472,6 +496,7 @@ def _run_tools(agent: LlmAgent, ctx: InvocationContext, step: _Step, model_event
             branch=ctx.branch,
             content=Content(role="user", parts=tuple(parts)),
             actions=actions,
+            total_usage_metadata=ctx.total_usage_metadata if actions.skip_summarization else None,  # ends the run
         )
 
         def stored(event: Event) -> None:
@@ -508,7 +533,7 @@ def _run_call(
     on_error = [p.on_tool_error_callback for p in ctx.plugins] + list(agent.on_tool_error_callbacks)
     after = [p.after_tool_callback for p in ctx.plugins] + list(agent.after_tool_callbacks)
     if tool is None or not (before or on_error or after):
-        return call_tool(step.tools, call, tool_ctx).pipe(ops.flat_map(to_part))
+        return within(step.telemetry, call_tool(step.tools, call, tool_ctx)).pipe(ops.flat_map(to_part))
     args = dict(call.args)
     owner = _owner(agent)
 
@@ -518,7 +543,7 @@ def _run_call(
     def run_tool(answers: list[dict[str, Any]]) -> reactivex.Observable[ToolCallOutcome]:
         if answers:
             return emit_now(answered(answers[0]))
-        return call_tool(step.tools, call, tool_ctx).pipe(ops.flat_map(handle_error))
+        return within(step.telemetry, call_tool(step.tools, call, tool_ctx)).pipe(ops.flat_map(handle_error))
 
     def handle_error(outcome: ToolCallOutcome) -> reactivex.Observable[ToolCallOutcome]:
         if not outcome.failed or not on_error:
