@@ -17,6 +17,7 @@ from ._chunk import Chunk, InBandError, ToolCallFragment
 from ._errors import (
     BufferOverflowError,
     ConfigurationError,
+    ContractViolationError,
     EmptyStreamError,
     GuardrailError,
     HttpStatusError,
@@ -74,6 +75,7 @@ __all__ = [
     "ChunkParser",
     "ConfigurationError",
     "Content",
+    "ContractViolationError",
     "EmptyStreamError",
     "FinishReason",
     "FunctionCall",

@@ -17,7 +17,8 @@ matching built-in, so ``except ValueError`` keeps working for callers who expect
     ├── ProviderError                            the provider reported an error inside the body
     ├── ProtocolError (ValueError)               bytes/JSON/shape the protocol does not allow
     │   ├── LineTooLongError                     an SSE line longer than the decoder's cap
-    │   └── MalformedFunctionCallError           tool-call arguments that are not a JSON object
+    │   ├── MalformedFunctionCallError           tool-call arguments that are not a JSON object
+    │   └── ContractViolationError               a stream broke the generate_content contract
     ├── BufferOverflowError                      a subscriber fell further behind than its buffer
     ├── EmptyStreamError                         awaited the last item of a stream that had none
     ├── LimitExceededError                       a run exceeded a configured limit (max_llm_calls)
@@ -36,6 +37,7 @@ from __future__ import annotations
 __all__ = [
     "BufferOverflowError",
     "ConfigurationError",
+    "ContractViolationError",
     "EmptyStreamError",
     "GuardrailError",
     "HttpStatusError",
@@ -207,6 +209,22 @@ class MalformedFunctionCallError(ProtocolError):
         )
         self.tool_name = tool_name
         self.arguments = arguments
+
+
+class ContractViolationError(ProtocolError):
+    """A stream broke the ``generate_content(stream=True)`` contract (see ``rxllm.operators.check_contract``).
+
+    Attributes:
+        rule: the broken invariant's short name: ``"item_after_final"``, ``"partial_function_calls"``,
+            ``"partial_usage"``, ``"text_mismatch"``, ``"thought_mismatch"`` or ``"no_final"``.
+
+    >>> ContractViolationError("a partial after the final", rule="item_after_final").rule
+    'item_after_final'
+    """
+
+    def __init__(self, message: str, *, rule: str, provider: str | None = None) -> None:
+        super().__init__(f"stream contract violated ({rule}): {message}", provider=provider)
+        self.rule = rule
 
 
 class BufferOverflowError(RxLlmError):
