@@ -15,6 +15,7 @@ import pytest
 import reactivex
 from reactivex import abc as rx_abc
 from reactivex import operators as ops
+from reactivex.scheduler import ThreadPoolScheduler
 from reactivex.subject import Subject
 from wire import OPENAI
 
@@ -35,6 +36,7 @@ from rxllm import (
     TextDeltaEvent,
 )
 from rxllm.agents import InMemoryRunner, LlmAgent
+from rxllm.providers.openai import OpenAiChatModel
 from rxllm.service import AiService, FinalResponseEvent, PartialResponseEvent
 from rxllm.testing import Hold, StubResponse, StubServer
 
@@ -378,6 +380,72 @@ def test_a_threaded_emitter_waits_for_room_in_the_buffer() -> None:
 
     assert run(main) == list(range(50))
     assert max(ahead) <= 3 + 1  # the buffer, plus the item the consumer holds
+
+
+class CountingPool(ThreadPoolScheduler):
+    """An I/O pool that knows when none of its actions is running (no thread left blocked)."""
+
+    def __init__(self) -> None:
+        super().__init__(2)
+        self._idle = threading.Condition()
+        self.running = 0
+
+    def schedule(self, action: Any, state: Any = None) -> rx_abc.DisposableBase:
+        def counted(scheduler: Any, st: Any) -> Any:
+            with self._idle:
+                self.running += 1
+            try:
+                return action(scheduler, st)
+            finally:
+                with self._idle:
+                    self.running -= 1
+                    self._idle.notify_all()
+
+        return super().schedule(counted, state)
+
+    def wait_idle(self, timeout: float) -> bool:
+        with self._idle:
+            return self._idle.wait_for(lambda: self.running == 0, timeout)
+
+
+def test_leaving_while_the_io_thread_waits_for_room_frees_it_and_closes_the_connection(server: StubServer) -> None:
+    release = threading.Event()
+    stream = OPENAI.stream(*[f"w{i} " for i in range(8)])
+    server.enqueue(StubResponse(body=[*stream, Hold(release)]))  # all partials sent, then the body stays open
+    pool = CountingPool()
+    transport = HttpTransport(max_concurrent_streams=2)
+    model = OpenAiChatModel("gpt-test", base_url=f"{server.url}/v1", transport=transport, scheduler=pool)
+
+    third_offered = threading.Event()  # set on the I/O thread as it hands the third partial over
+
+    def subscribe(observer: rx_abc.ObserverBase[Any], scheduler: rx_abc.SchedulerBase | None = None) -> Any:
+        count = 0
+
+        def on_next(item: Any) -> None:
+            nonlocal count
+            count += 1
+            if count == 3:
+                third_offered.set()
+            observer.on_next(item)
+
+        return model.generate_content(REQUEST, stream=True).subscribe(on_next, observer.on_error, observer.on_completed)
+
+    async def main() -> str:
+        async with rxllm.aio.iterate(reactivex.create(subscribe), max_buffer=1) as partials:
+            first = await anext(partials)
+            # the buffer holds the second partial; the I/O thread now waits for room with the third
+            assert await asyncio.to_thread(third_offered.wait, TIMEOUT)
+        return first.text() or ""
+
+    try:
+        assert run(main) == "w0 "
+        connection = server.wait_for_connection(1, TIMEOUT)
+        assert connection is not None and connection.wait_closed_by_client(TIMEOUT)
+        assert pool.wait_idle(TIMEOUT), "the I/O thread stayed blocked after the consumer left"
+    finally:
+        release.set()
+        transport.close()
+        pool.executor.shutdown(wait=False)  # (a thread left blocked must not hang the test too)
 
 
 def test_an_emitter_on_another_loop_fails_loudly_when_the_buffer_is_full() -> None:
