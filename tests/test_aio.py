@@ -519,3 +519,29 @@ def test_await_inside_a_fastapi_endpoint(server: StubServer, transport: HttpTran
             return response.status_code, response.json()
 
     assert run(main, debug=True) == (200, {"text": "Hello from ASGI"})
+
+
+@pytest.mark.parametrize("debug", DEBUG, ids=["normal", "debug"])
+def test_a_source_emitting_from_a_task_on_the_same_loop(debug: bool) -> None:
+    """A transport bound to the caller's loop emits from its tasks there: no thread hop, no hang."""
+
+    async def main() -> tuple[list[int], int]:
+        items_subject: Subject[int] = Subject()
+        last_subject: Subject[int] = Subject()
+
+        async def feed(subject: Subject[int]) -> None:
+            for i in range(5):
+                await asyncio.sleep(0)  # each item from a later turn of the loop, as a network read would
+                subject.on_next(i)
+            subject.on_completed()
+
+        async with rxllm.aio.iterate(items_subject, max_buffer=2) as items:
+            feeding = asyncio.ensure_future(feed(items_subject))
+            got = [x async for x in items]
+        await feeding
+        feeding = asyncio.ensure_future(feed(last_subject))  # runs once last() below has subscribed
+        final = await rxllm.aio.last(last_subject)
+        await feeding
+        return got, final
+
+    assert run(main, debug=debug) == ([0, 1, 2, 3, 4], 4)
