@@ -75,6 +75,7 @@ class InvocationContext:
         self._lock = threading.Lock()
         self._llm_calls = 0
         self._usage: UsageMetadata | None = None
+        self.telemetry_context: object = None  # OpenTelemetry: the span the run's work nests under (None: off)
         self._cancelled = threading.Event()
 
     @property

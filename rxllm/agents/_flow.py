@@ -67,13 +67,12 @@ AfterModelCallback = Callable[[CallbackContext, LlmResponse], "LlmResponse | Non
 class _Step:
     """What one step has seen so far (touched only in the step's serialized Rx callbacks)."""
 
-    __slots__ = ("call_ids", "last_event", "state", "telemetry")
+    __slots__ = ("call_ids", "last_event", "state")
 
-    def __init__(self, telemetry: object = None) -> None:
+    def __init__(self) -> None:
         self.last_event: Event | None = None
         self.state = State()
         self.call_ids: dict[tuple[int, str], str] = {}
-        self.telemetry = telemetry  # the agent span's OpenTelemetry context (None: telemetry off)
 
 
 def run_llm_flow(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observable[Event]:
@@ -81,16 +80,18 @@ def run_llm_flow(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observabl
     if ctx.run_config.streaming_mode is StreamingMode.BIDI:
         return _run_live(agent, ctx)
 
-    def steps(telemetry: object) -> Iterator[reactivex.Observable[Event]]:
+    def steps() -> Iterator[reactivex.Observable[Event]]:
         while not ctx.is_cancelled:
-            step = _Step(telemetry)
+            step = _Step()
             yield _one_step(agent, ctx, step)
             if not _should_continue(agent, ctx, step):
                 return
         yield reactivex.never()  # disposed: start nothing more
 
     def start(scope: TracedScope | None) -> reactivex.Observable[Event]:
-        return reactivex.concat_with_iterable(steps(scope.context if scope is not None else None))
+        if scope is not None:  # what this run's model calls, tools and sub-agents nest under
+            ctx.telemetry_context = scope.context
+        return reactivex.concat_with_iterable(steps())
 
     def on_end(scope: TracedScope) -> None:
         usage = ctx.total_usage_metadata
@@ -108,7 +109,10 @@ def run_llm_flow(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observabl
     }
     if agent.description:
         attributes["gen_ai.agent.description"] = agent.description
-    return traced(start, f"invoke_agent {agent.name}", attributes, on_end=on_end)
+    def parent() -> object:  # the runner's (the subscriber's span) or, for a sub-agent, its parent agent's
+        return ctx.telemetry_context
+
+    return traced(start, f"invoke_agent {agent.name}", attributes, parent=parent, on_end=on_end)
 
 
 def _should_continue(agent: LlmAgent, ctx: InvocationContext, step: _Step) -> bool:
@@ -153,7 +157,7 @@ def _one_step(agent: LlmAgent, ctx: InvocationContext, step: _Step) -> reactivex
         step.state = State(session.state)
         callback_ctx = CallbackContext(ctx, step.state)
         request = build_request(agent, ctx, session, ReadonlyContext(ctx, step.state))
-        responses = within(step.telemetry, _call_model(agent, ctx, callback_ctx, request))
+        responses = within(ctx.telemetry_context, _call_model(agent, ctx, callback_ctx, request))
 
         def to_event(response: LlmResponse) -> Event:
             return _to_event(agent, ctx, step, response)
@@ -355,7 +359,7 @@ def _run_call(
         outcome.log_failure(logger, f"agent {agent.name!r}, invocation {ctx.invocation_id}: ")
         return Part(function_response=outcome.response)
 
-    return within(step.telemetry, call_tool(agent.tools_by_name, call, tool_ctx)).pipe(ops.map(to_part))
+    return within(ctx.telemetry_context, call_tool(agent.tools_by_name, call, tool_ctx)).pipe(ops.map(to_part))
 
 
 def _run_live(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observable[Event]:

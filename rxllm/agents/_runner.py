@@ -16,7 +16,7 @@ from .._aio import AwaitableObservable, awaitable
 from .._artifacts import BaseArtifactService, InMemoryArtifactService
 from .._errors import ConfigurationError
 from .._memory import BaseMemoryService, InMemoryMemoryService
-from .._telemetry import current_context, within
+from .._telemetry import current_context
 from .._types import Content
 from ._agent import BaseAgent
 from ._context import InvocationContext
@@ -266,6 +266,7 @@ class Runner:
                 memory_service=self.memory_service,
             )
             contexts.append(ctx)
+            ctx.telemetry_context = parent  # the span current when the user subscribed
             user_event = Event(invocation_id=ctx.invocation_id, author="user", content=message)
 
             def run_agent(_: object) -> reactivex.Observable[Event]:
@@ -274,7 +275,7 @@ class Runner:
             store_user_event = ctx.append_event(user_event).pipe(ops.ignore_elements())
             # the agent's span is a child of the span current when the user subscribed, whichever
             # thread (a session store's, a run queued before this one) gets to start the agent
-            return reactivex.concat(store_user_event, within(parent, reactivex.defer(run_agent)))
+            return reactivex.concat(store_user_event, reactivex.defer(run_agent))
 
         def start(parent: object) -> reactivex.Observable[Event]:
             contexts: list[InvocationContext] = []
