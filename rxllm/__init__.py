@@ -28,6 +28,7 @@ from ._errors import (
     StreamInterruptedError,
     StreamTimeoutError,
     ToolError,
+    ToolTimeoutError,
     TransportError,
     UnsupportedOperationError,
 )
@@ -110,6 +111,7 @@ __all__ = [
     "ToolCallDeltaEvent",
     "ToolCallFragment",
     "ToolError",
+    "ToolTimeoutError",
     "TransportError",
     "UnsupportedOperationError",
     "UsageMetadata",

@@ -22,6 +22,7 @@ matching built-in, so ``except ValueError`` keeps working for callers who expect
     ├── LimitExceededError                       a run exceeded a configured limit (max_llm_calls)
     │   └── ResponseTooLargeError                a body (decompressed) grew past its size cap
     ├── ToolError                                a tool could not be found, validated or run
+    │   └── ToolTimeoutError (TimeoutError)      a tool ran past its timeout
     └── GuardrailError                           an output guardrail rejected the answer
 
 ``retryable`` says whether the error may be retried *before the first item was emitted*;
@@ -45,6 +46,7 @@ __all__ = [
     "StreamInterruptedError",
     "StreamTimeoutError",
     "ToolError",
+    "ToolTimeoutError",
     "TransportError",
     "UnsupportedOperationError",
 ]
@@ -228,6 +230,14 @@ class ResponseTooLargeError(LimitExceededError):
 
 class ToolError(RxLlmError):
     """A tool was not found, its arguments failed validation, or it raised."""
+
+
+class ToolTimeoutError(ToolError, TimeoutError):
+    """A tool ran past its timeout (``FunctionTool(..., timeout=)`` or the runtime's default).
+
+    The model sees it as the call's error result; a synchronous function keeps running on its
+    worker (it cannot be interrupted) and its result is dropped; an ``async def`` one is cancelled.
+    """
 
 
 class GuardrailError(RxLlmError):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import reactivex
 
 from .._errors import LimitExceededError
-from .._tools import CallbackContext, ReadonlyContext, ToolActions, ToolContext, new_invocation_id
+from .._tools import CallbackContext, ReadonlyContext, ToolActions, ToolContext, ToolRuntime, new_invocation_id
 from .._types import Content
 from ._event import Event
 from ._run_config import RunConfig
@@ -39,6 +39,8 @@ class InvocationContext:
         run_config: the run's options.
         user_content: the user message that started the run.
         branch: the agent branch (``agent_1.agent_2``), None for a root agent.
+        tool_runtime: where the run's tools run and their default timeout (see
+            ``rxllm._tools._execution``).
 
     Cancellation: the runner calls :meth:`cancel` when the run's subscription is disposed. Rx
     disposal already stops everything that has subscribed; the flag also stops work that a
@@ -56,6 +58,7 @@ class InvocationContext:
         user_content: Content | None = None,
         invocation_id: str | None = None,
         branch: str | None = None,
+        tool_runtime: ToolRuntime | None = None,
     ) -> None:
         self.invocation_id = invocation_id or new_invocation_id()
         self.agent = agent
@@ -64,6 +67,7 @@ class InvocationContext:
         self.run_config = run_config or RunConfig()
         self.user_content = user_content
         self.branch = branch
+        self.tool_runtime = tool_runtime or ToolRuntime()
         self._lock = threading.Lock()
         self._llm_calls = 0
         self._cancelled = threading.Event()

@@ -34,7 +34,7 @@ from reactivex import operators as ops
 
 from .._aggregation import generate_function_call_id
 from .._errors import ConfigurationError, RxLlmError, UnsupportedOperationError
-from .._tools import ToolCallOutcome, call_tool, request_config, tool_declarations
+from .._tools import ToolCallOutcome, call_tool, request_config, safe_content, tool_declarations
 from .._types import Content, FunctionCall, LlmRequest, LlmResponse, Part
 from ._context import CallbackContext, InvocationContext, ReadonlyContext, ToolContext
 from ._event import Event, EventActions
@@ -213,7 +213,7 @@ def build_request(agent: LlmAgent, ctx: InvocationContext, session: Session, rea
             continue
         if content.role is None:
             content = content.model_copy(update={"role": "user" if event.author == "user" else "model"})
-        contents.append(content)
+        contents.append(safe_content(content))  # a stored value JSON cannot carry must not break the session
     config = request_config(agent.generate_content_config, text or None, tool_declarations(agent.tools))
     return LlmRequest(contents=tuple(contents), config=config)
 
@@ -327,7 +327,7 @@ def _run_call(
         outcome.log_failure(logger, f"agent {agent.name!r}, invocation {ctx.invocation_id}: ")
         return Part(function_response=outcome.response)
 
-    return call_tool(agent.tools_by_name, call, tool_ctx).pipe(ops.map(to_part))
+    return call_tool(agent.tools_by_name, call, tool_ctx, runtime=ctx.tool_runtime).pipe(ops.map(to_part))
 
 
 def _run_live(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observable[Event]:

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import logging
-import threading
-from collections import deque
-from collections.abc import Callable
 
 import reactivex
 from reactivex import abc as rx_abc
 from reactivex import operators as ops
-from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, RxLlmError
+from .._tools import ToolRuntime, check_timeout
 from .._types import Content
 from ._agent import BaseAgent
 from ._context import InvocationContext
@@ -25,132 +22,6 @@ __all__ = ["InMemoryRunner", "Runner"]
 
 logger = logging.getLogger("rxllm.agents")
 
-_Key = tuple[str, str, str]
-
-
-class _Ticket:
-    __slots__ = ("start",)
-
-    def __init__(self, start: Callable[[], None]) -> None:
-        self.start = start
-
-
-class _Lanes:
-    """One FIFO lane per session: a run starts only when every run queued before it on the lane
-    has terminated or was disposed. Starting is trampolined per thread, so a long queue of runs
-    that complete synchronously does not grow the stack."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._waiting: dict[_Key, deque[_Ticket]] = {}  # a key is present while its lane is busy
-        self._local = threading.local()
-
-    def enter(self, key: _Key, ticket: _Ticket) -> None:
-        with self._lock:
-            waiting = self._waiting.get(key)
-            if waiting is not None:
-                waiting.append(ticket)
-                return
-            self._waiting[key] = deque()
-        self._start(ticket)
-
-    def withdraw(self, key: _Key, ticket: _Ticket) -> bool:
-        """Remove a ticket that has not been started; False when it was already taken off the queue."""
-        with self._lock:
-            waiting = self._waiting.get(key)
-            if waiting is not None and ticket in waiting:
-                waiting.remove(ticket)
-                return True
-            return False
-
-    def leave(self, key: _Key) -> None:
-        with self._lock:
-            waiting = self._waiting[key]
-            if not waiting:
-                del self._waiting[key]
-                return
-            ticket = waiting.popleft()
-        self._start(ticket)
-
-    def busy(self, key: _Key) -> bool:
-        with self._lock:
-            return key in self._waiting
-
-    def _start(self, ticket: _Ticket) -> None:
-        pending: deque[_Ticket] | None = getattr(self._local, "pending", None)
-        if pending is not None:
-            pending.append(ticket)
-            return
-        pending = self._local.pending = deque([ticket])
-        try:
-            while pending:
-                current = pending.popleft()
-                try:
-                    current.start()
-                except Exception:  # start() forwards errors itself; this guards the lane
-                    logger.exception("a queued run failed to start")
-        finally:
-            self._local.pending = None
-
-    def serialized(self, key: _Key, source: reactivex.Observable[Event]) -> reactivex.Observable[Event]:
-        """``source``, subscribed only when it is this subscription's turn on the lane ``key``."""
-
-        def subscribe(
-            observer: rx_abc.ObserverBase[Event], scheduler: rx_abc.SchedulerBase | None = None
-        ) -> rx_abc.DisposableBase:
-            lock = threading.Lock()
-            inner = SingleAssignmentDisposable()
-            flags = {"started": False, "disposed": False, "released": False}
-
-            def release() -> None:
-                with lock:
-                    if flags["released"]:
-                        return
-                    flags["released"] = True
-                self.leave(key)
-
-            def on_error(error: Exception) -> None:
-                try:
-                    observer.on_error(error)
-                finally:
-                    release()
-
-            def on_completed() -> None:
-                try:
-                    observer.on_completed()
-                finally:
-                    release()
-
-            def start() -> None:
-                with lock:
-                    if flags["disposed"]:
-                        disposed = True
-                    else:
-                        disposed = False
-                        flags["started"] = True
-                if disposed:  # taken off the queue while being disposed: pass the turn on
-                    release()
-                    return
-                inner.disposable = source.subscribe(observer.on_next, on_error, on_completed, scheduler=scheduler)
-
-            ticket = _Ticket(start)
-            self.enter(key, ticket)
-
-            def dispose() -> None:
-                with lock:
-                    flags["disposed"] = True
-                    started = flags["started"]
-                inner.dispose()
-                if started:
-                    release()
-                else:
-                    self.withdraw(key, ticket)  # if already taken off the queue, start() will release
-
-            return Disposable(dispose)
-
-        return reactivex.create(subscribe)
-
-
 class Runner:
     """Runs an agent on sessions of one app, as ADK's ``Runner``.
 
@@ -159,11 +30,27 @@ class Runner:
         app_name: the app the sessions belong to.
         session_service: where sessions and their events are stored.
 
-    Runs on one session never interleave: a second ``run_async`` on a session (through this
-    runner) starts only after the first terminated or was disposed.
+        tool_scheduler: where synchronous tools run (default: the process-wide tool pool,
+            ``rxllm-tool_N`` threads, ``DEFAULT_TOOL_WORKERS`` = 32 or ``RXLLM_TOOL_WORKERS``).
+            Never the thread that delivered the model's response.
+        tool_timeout: seconds a tool call may take when its tool sets no ``timeout``; past it the
+            model gets an error result for the call. None (the default): no limit.
+
+    One writer per session: runs on one session never interleave. A run starts only after every
+    earlier run on that session terminated or was disposed, whichever ``Runner`` (sharing this
+    session service) started it (:meth:`BaseSessionService.serialize_run`); so a request never
+    holds a tool call without its result.
     """
 
-    def __init__(self, agent: BaseAgent, app_name: str, session_service: BaseSessionService) -> None:
+    def __init__(
+        self,
+        agent: BaseAgent,
+        app_name: str,
+        session_service: BaseSessionService,
+        *,
+        tool_scheduler: rx_abc.SchedulerBase | None = None,
+        tool_timeout: float | None = None,
+    ) -> None:
         if not isinstance(agent, BaseAgent):
             raise ConfigurationError(f"Runner needs a BaseAgent, got {type(agent).__name__}")
         if not isinstance(session_service, BaseSessionService):
@@ -171,7 +58,9 @@ class Runner:
         self._agent = agent
         self._app_name = app_name
         self._session_service = session_service
-        self._lanes = _Lanes()
+        check_timeout(tool_timeout, "tool_timeout")
+        self._tool_scheduler = tool_scheduler
+        self._tool_timeout = tool_timeout
 
     @property
     def agent(self) -> BaseAgent:
@@ -228,7 +117,9 @@ class Runner:
         service = self._session_service
         agent = self._agent
 
-        def run_on(sessions: list[Session], contexts: list[InvocationContext]) -> reactivex.Observable[Event]:
+        def run_on(
+            sessions: list[Session], contexts: list[InvocationContext], runtime: ToolRuntime
+        ) -> reactivex.Observable[Event]:
             if not sessions:
                 return fail_now(
                     ConfigurationError(
@@ -237,7 +128,12 @@ class Runner:
                     )
                 )
             ctx = InvocationContext(
-                agent=agent, session=sessions[-1], session_service=service, run_config=config, user_content=message
+                agent=agent,
+                session=sessions[-1],
+                session_service=service,
+                run_config=config,
+                user_content=message,
+                tool_runtime=runtime,
             )
             contexts.append(ctx)
             user_event = Event(invocation_id=ctx.invocation_id, author="user", content=message)
@@ -248,7 +144,7 @@ class Runner:
             store_user_event = ctx.append_event(user_event).pipe(ops.ignore_elements())
             return reactivex.concat(store_user_event, reactivex.defer(run_agent))
 
-        def start(_: object) -> reactivex.Observable[Event]:
+        def start(runtime: ToolRuntime) -> reactivex.Observable[Event]:
             contexts: list[InvocationContext] = []
 
             def cancel() -> None:
@@ -256,12 +152,37 @@ class Runner:
                     ctx.cancel()
 
             def run_on_session(sessions: list[Session]) -> reactivex.Observable[Event]:
-                return run_on(sessions, contexts)
+                return run_on(sessions, contexts, runtime)
 
             run = service.get_session(app_name, user_id, session_id).pipe(ops.to_list(), ops.flat_map(run_on_session))
             return on_dispose(run, cancel)
 
-        return self._lanes.serialized((app_name, user_id, session_id), reactivex.defer(start))
+        def subscribe(
+            observer: rx_abc.ObserverBase[Event], scheduler: rx_abc.SchedulerBase | None = None
+        ) -> rx_abc.DisposableBase:
+            # Captured now, on the subscribing thread: async tools run on the subscriber's loop.
+            runtime = ToolRuntime.capture(scheduler=self._tool_scheduler, timeout=self._tool_timeout)
+
+            def begin(_: object) -> reactivex.Observable[Event]:
+                return start(runtime)
+
+            def on_error(error: Exception) -> None:
+                observer.on_error(_as_rxllm_error(error))
+
+            run = service.serialize_run(app_name, user_id, session_id, reactivex.defer(begin))
+            return run.subscribe(observer.on_next, on_error, observer.on_completed, scheduler=scheduler)
+
+        return reactivex.create(subscribe)
+
+
+def _as_rxllm_error(error: Exception) -> RxLlmError:
+    """Every failure reaching a subscriber is an ``RxLlmError``: a foreign one (a custom session
+    service's, a custom model's, a bare json or pydantic error) is wrapped, chained as ``__cause__``."""
+    if isinstance(error, RxLlmError):
+        return error
+    mapped = RxLlmError(f"the run failed with {type(error).__name__}: {error}")
+    mapped.__cause__ = error
+    return mapped
 
 
 class InMemoryRunner(Runner):
@@ -272,5 +193,14 @@ class InMemoryRunner(Runner):
         app_name: the app name; ``"InMemoryRunner"`` by default, as in ADK.
     """
 
-    def __init__(self, agent: BaseAgent, *, app_name: str = "InMemoryRunner") -> None:
-        super().__init__(agent, app_name, InMemorySessionService())
+    def __init__(
+        self,
+        agent: BaseAgent,
+        *,
+        app_name: str = "InMemoryRunner",
+        tool_scheduler: rx_abc.SchedulerBase | None = None,
+        tool_timeout: float | None = None,
+    ) -> None:
+        super().__init__(
+            agent, app_name, InMemorySessionService(), tool_scheduler=tool_scheduler, tool_timeout=tool_timeout
+        )
