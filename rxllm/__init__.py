@@ -9,6 +9,7 @@
 [('Hello', True), (' world', True), ('Hello world', None)]
 """
 
+from . import aio as aio
 from ._aggregation import StreamAggregator
 from ._async_http import AsyncHttpTransport
 from ._base_llm import BaseLlm, BaseLlmConnection, model_stream_events
@@ -16,6 +17,7 @@ from ._chunk import Chunk, InBandError, ToolCallFragment
 from ._errors import (
     BufferOverflowError,
     ConfigurationError,
+    EmptyStreamError,
     GuardrailError,
     HttpStatusError,
     LimitExceededError,
@@ -73,6 +75,7 @@ __all__ = [
     "ChunkParser",
     "ConfigurationError",
     "Content",
+    "EmptyStreamError",
     "FinishReason",
     "FunctionCall",
     "FunctionDeclaration",

@@ -19,6 +19,7 @@ matching built-in, so ``except ValueError`` keeps working for callers who expect
     │   ├── LineTooLongError                     an SSE line longer than the decoder's cap
     │   └── MalformedFunctionCallError           tool-call arguments that are not a JSON object
     ├── BufferOverflowError                      a subscriber fell further behind than its buffer
+    ├── EmptyStreamError                         awaited the last item of a stream that had none
     ├── LimitExceededError                       a run exceeded a configured limit (max_llm_calls)
     │   └── ResponseTooLargeError                a body (decompressed) grew past its size cap
     ├── ToolError                                a tool could not be found, validated or run
@@ -34,6 +35,7 @@ from __future__ import annotations
 __all__ = [
     "BufferOverflowError",
     "ConfigurationError",
+    "EmptyStreamError",
     "GuardrailError",
     "HttpStatusError",
     "LimitExceededError",
@@ -208,6 +210,10 @@ class MalformedFunctionCallError(ProtocolError):
 
 class BufferOverflowError(RxLlmError):
     """A subscriber fell further behind than the bounded buffer allows; nothing was dropped."""
+
+
+class EmptyStreamError(RxLlmError):
+    """``await`` (or :func:`rxllm.aio.last`) on a stream that completed without any item."""
 
 
 class LimitExceededError(RxLlmError):

@@ -16,6 +16,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "rxllm"
 
 LAYER = {
     "_errors": 0,
+    "_aio": 1,
+    "aio": 1,
     "_types": 0,
     "_json": 0,
     "_sse": 1,

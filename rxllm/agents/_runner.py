@@ -8,6 +8,7 @@ import reactivex
 from reactivex import abc as rx_abc
 from reactivex import operators as ops
 
+from .._aio import AwaitableObservable, awaitable
 from .._errors import ConfigurationError, RxLlmError
 from .._tools import ToolRuntime, check_timeout
 from .._types import Content
@@ -83,7 +84,7 @@ class Runner:
         session_id: str,
         new_message: Content,
         run_config: RunConfig | None = None,
-    ) -> reactivex.Observable[Event]:
+    ) -> AwaitableObservable[Event]:
         """Run the agent on the session with a new user message.
 
         Returns a cold Observable. Subscribing waits for any earlier run on the same session,
@@ -172,7 +173,7 @@ class Runner:
             run = service.serialize_run(app_name, user_id, session_id, reactivex.defer(begin))
             return run.subscribe(observer.on_next, on_error, observer.on_completed, scheduler=scheduler)
 
-        return reactivex.create(subscribe)
+        return awaitable(reactivex.create(subscribe))
 
 
 def _as_rxllm_error(error: Exception) -> RxLlmError:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-import reactivex
 from reactivex import abc as rx_abc
 
+from .._aio import AwaitableObservable, awaitable
 from .._base_llm import BaseLlm
 from .._errors import ConfigurationError
 from .._tools import BaseTool, ToolLike, check_timeout, tool_declarations, tools_by_name
@@ -184,7 +184,7 @@ class AiService:
         """The most model calls one interaction makes."""
         return self._max_rounds
 
-    def stream(self, user_message: str | Content) -> reactivex.Observable[AiServiceStreamingEvent]:
+    def stream(self, user_message: str | Content) -> AwaitableObservable[AiServiceStreamingEvent]:
         """The events of one interaction with the user message.
 
         Cold: nothing happens until subscribe, and each subscription is its own interaction.
@@ -222,4 +222,4 @@ class AiService:
             content = user_message if user_message.role == "user" else user_message.model_copy(update={"role": "user"})
         else:
             raise ConfigurationError(f"user_message must be a str or a Content, got {type(user_message).__name__}")
-        return start_interaction(self, content)
+        return awaitable(start_interaction(self, content))
