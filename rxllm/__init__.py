@@ -62,8 +62,7 @@ from ._types import (
     Tool,
     UsageMetadata,
 )
-
-__version__ = "0.1.0"
+from ._version import __version__ as __version__
 
 __all__ = [
     "AsyncHttpTransport",

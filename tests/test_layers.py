@@ -20,6 +20,7 @@ LAYER = {
     "aio": 1,
     "_types": 0,
     "_json": 0,
+    "_version": 0,
     "_sse": 1,
     "_chunk": 1,
     "_provider": 1,

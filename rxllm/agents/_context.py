@@ -5,8 +5,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-import reactivex
-
+from .._aio import AwaitableObservable, MaybeObservable, awaitable
 from .._errors import LimitExceededError
 from .._tools import CallbackContext, ReadonlyContext, ToolActions, ToolContext, ToolRuntime, new_invocation_id
 from .._types import Content
@@ -113,10 +112,12 @@ class InvocationContext:
                 f"#{count} in invocation {self.invocation_id} (raise RunConfig.max_llm_calls if this is expected)"
             )
 
-    def current_session(self) -> reactivex.Observable[Session]:
-        """The session as stored now (empty when it was deleted meanwhile)."""
-        return self.session_service.get_session(self.session.app_name, self.session.user_id, self.session.id)
+    def current_session(self) -> MaybeObservable[Session]:
+        """The session as stored now (empty when it was deleted meanwhile; ``await`` gives ``None`` then)."""
+        return MaybeObservable(
+            self.session_service.get_session(self.session.app_name, self.session.user_id, self.session.id)
+        )
 
-    def append_event(self, event: Event) -> reactivex.Observable[Event]:
+    def append_event(self, event: Event) -> AwaitableObservable[Event]:
         """Store ``event`` in this run's session (partials are passed through unstored); emit the stored event."""
-        return self.session_service.append_event(self.session, event)
+        return awaitable(self.session_service.append_event(self.session, event))
