@@ -14,6 +14,8 @@ from ._run_config import RunConfig
 from ._sessions import BaseSessionService, Session
 
 if TYPE_CHECKING:
+    from .._artifacts import BaseArtifactService
+    from .._memory import BaseMemoryService
     from ._agent import BaseAgent
 
 __all__ = [
@@ -40,6 +42,8 @@ class InvocationContext:
         branch: the agent branch (``agent_1.agent_2``), None for a root agent.
         tool_runtime: where the run's tools run and their default timeout (see
             ``rxllm._tools._execution``).
+        artifact_service: where tools' artifacts are kept (None: the run has none).
+        memory_service: what ``ToolContext.search_memory`` searches (None: the run has none).
 
     Cancellation: the runner calls :meth:`cancel` when the run's subscription is disposed. Rx
     disposal already stops everything that has subscribed; the flag also stops work that a
@@ -58,8 +62,12 @@ class InvocationContext:
         invocation_id: str | None = None,
         branch: str | None = None,
         tool_runtime: ToolRuntime | None = None,
+        artifact_service: BaseArtifactService | None = None,
+        memory_service: BaseMemoryService | None = None,
     ) -> None:
         self.invocation_id = invocation_id or new_invocation_id()
+        self.artifact_service = artifact_service
+        self.memory_service = memory_service
         self.agent = agent
         self.session = session
         self.session_service = session_service

@@ -9,7 +9,9 @@ from reactivex import abc as rx_abc
 from reactivex import operators as ops
 
 from .._aio import AwaitableObservable, awaitable
+from .._artifacts import BaseArtifactService, InMemoryArtifactService
 from .._errors import ConfigurationError, RxLlmError
+from .._memory import BaseMemoryService, InMemoryMemoryService
 from .._tools import ToolRuntime, check_timeout
 from .._types import Content
 from ._agent import BaseAgent
@@ -30,6 +32,10 @@ class Runner:
         agent: the agent to run.
         app_name: the app the sessions belong to.
         session_service: where sessions and their events are stored.
+        artifact_service: where tools keep artifacts (``ToolContext.save_artifact`` ...) and where
+            ``{artifact.name}`` in an instruction is read from; None: the runs have none.
+        memory_service: what ``ToolContext.search_memory`` and the ``load_memory`` tool search;
+            None: the runs have none. Add a finished session with its ``add_session_to_memory``.
 
         tool_scheduler: where synchronous tools run (default: the process-wide tool pool,
             ``rxllm-tool_N`` threads, ``DEFAULT_TOOL_WORKERS`` = 32 or ``RXLLM_TOOL_WORKERS``).
@@ -49,6 +55,8 @@ class Runner:
         app_name: str,
         session_service: BaseSessionService,
         *,
+        artifact_service: BaseArtifactService | None = None,
+        memory_service: BaseMemoryService | None = None,
         tool_scheduler: rx_abc.SchedulerBase | None = None,
         tool_timeout: float | None = None,
     ) -> None:
@@ -59,6 +67,8 @@ class Runner:
         self._agent = agent
         self._app_name = app_name
         self._session_service = session_service
+        self.artifact_service = artifact_service
+        self.memory_service = memory_service
         check_timeout(tool_timeout, "tool_timeout")
         self._tool_scheduler = tool_scheduler
         self._tool_timeout = tool_timeout
@@ -134,6 +144,8 @@ class Runner:
                 session_service=service,
                 run_config=config,
                 user_content=message,
+                artifact_service=self.artifact_service,
+                memory_service=self.memory_service,
                 tool_runtime=runtime,
             )
             contexts.append(ctx)
@@ -192,6 +204,8 @@ class InMemoryRunner(Runner):
     Args:
         agent: the agent to run.
         app_name: the app name; ``"InMemoryRunner"`` by default, as in ADK.
+
+    As ADK's, it also has an :class:`InMemoryArtifactService` and an :class:`InMemoryMemoryService`.
     """
 
     def __init__(
@@ -203,5 +217,11 @@ class InMemoryRunner(Runner):
         tool_timeout: float | None = None,
     ) -> None:
         super().__init__(
-            agent, app_name, InMemorySessionService(), tool_scheduler=tool_scheduler, tool_timeout=tool_timeout
+            agent,
+            app_name,
+            InMemorySessionService(),
+            artifact_service=InMemoryArtifactService(),
+            memory_service=InMemoryMemoryService(),
+            tool_scheduler=tool_scheduler,
+            tool_timeout=tool_timeout,
         )
