@@ -9,6 +9,8 @@
 [('Hello', True), (' world', True), ('Hello world', None)]
 """
 
+import logging as _logging
+
 from . import aio as aio
 from ._aggregation import StreamAggregator
 from ._async_http import AsyncHttpTransport
@@ -49,6 +51,7 @@ from ._provider import ChunkParser, HttpRequest, RequestMapper
 from ._retry import RetryPolicy, retry_before_first_item
 from ._sse import SseDecoder, SseEvent
 from ._sse_chat_model import SseChatModel
+from ._telemetry import configure_telemetry
 from ._types import (
     Blob,
     Content,
@@ -65,6 +68,8 @@ from ._types import (
     UsageMetadata,
 )
 from ._version import __version__ as __version__
+
+_logging.getLogger("rxllm").addHandler(_logging.NullHandler())  # the application decides where logs go
 
 __all__ = [
     "AsyncHttpTransport",
@@ -121,6 +126,7 @@ __all__ = [
     "TransportError",
     "UnsupportedOperationError",
     "UsageMetadata",
+    "configure_telemetry",
     "model_stream_events",
     "retry_before_first_item",
 ]

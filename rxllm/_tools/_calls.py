@@ -36,6 +36,7 @@ from pydantic import ValidationError
 from reactivex import operators as ops
 
 from .._errors import ToolError
+from .._telemetry import TracedScope, otel, record_tool_result, tool_attributes, traced
 from .._types import FunctionCall, FunctionResponse
 from ._context import ToolContext
 from ._execution import ToolRuntime, execute_tool
@@ -116,17 +117,38 @@ def call_tool(
         execute: how the tool is executed; wraps of :func:`execute_tool` add hooks around it.
     """
     tool = tools_by_name.get(call.name)
-    if tool is None:
-        known = ", ".join(sorted(tools_by_name)) or "none"
-        return emit_now(_failure(call, f"tool {call.name!r} is not available (available tools: {known})", None))
-    name = tool.name
     if execute is None:
 
         def execute(tool: BaseTool, args: dict[str, Any], context: ToolContext) -> reactivex.Observable[ToolResult]:
             return execute_tool(tool, args, context, runtime)
 
+    if otel() is None:
+        return _call(tool, tools_by_name, call, tool_context, execute)
+
+    def in_span(scope: TracedScope | None) -> reactivex.Observable[ToolCallOutcome]:
+        def record(outcome: ToolCallOutcome) -> None:
+            if scope is not None:
+                record_tool_result(scope, outcome.response, outcome.error_message, outcome.error)
+
+        return _call(tool, tools_by_name, call, tool_context, execute).pipe(ops.do_action(on_next=record))
+
+    description = tool.description if tool is not None else None
+    return traced(in_span, f"execute_tool {call.name}", tool_attributes(call, description))
+
+
+def _call(
+    tool: BaseTool | None,
+    tools_by_name: Mapping[str, BaseTool],
+    call: FunctionCall,
+    tool_context: ToolContext,
+    execute: ExecuteTool,
+) -> reactivex.Observable[ToolCallOutcome]:
+    if tool is None:
+        known = ", ".join(sorted(tools_by_name)) or "none"
+        return emit_now(_failure(call, f"tool {call.name!r} is not available (available tools: {known})", None))
+    name = tool.name
+
     def start(_: object) -> reactivex.Observable[Any]:
-        assert execute is not None
         return execute(tool, dict(call.args), tool_context)
 
     def outcome_of(results: list[Any]) -> ToolCallOutcome:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import reactivex
 from reactivex import abc as rx_abc
@@ -12,30 +13,68 @@ from .._aio import AwaitableObservable, awaitable
 from .._artifacts import BaseArtifactService, InMemoryArtifactService
 from .._errors import ConfigurationError, RxLlmError
 from .._memory import BaseMemoryService, InMemoryMemoryService
+from .._telemetry import current_context, within
 from .._tools import ToolRuntime, check_timeout
 from .._types import Content
 from ._agent import BaseAgent
 from ._context import InvocationContext
 from ._event import Event
+from ._plugins import BasePlugin, after_run, before_run, on_event, on_user_message
 from ._run_config import RunConfig
-from ._rx import fail_now, on_dispose
+from ._rx import emit_now, fail_now, on_dispose, then_now
 from ._sessions import BaseSessionService, InMemorySessionService, Session
+from ._transfer import agent_to_run
 
 __all__ = ["InMemoryRunner", "Runner"]
 
 logger = logging.getLogger("rxllm.agents")
 
+
+def run_invocation(ctx: InvocationContext, message: Content, history: Sequence[Event]) -> reactivex.Observable[Event]:
+    """One invocation of ``ctx.agent``'s tree on the user's ``message`` (ADK's ``Runner.runAsync`` body).
+
+    The plugins' ``on_user_message_callback`` may replace the message; it is stored as a user
+    event (not emitted); a plugin's ``before_run_callback`` answer replaces the run; otherwise the
+    agent that answers the turn runs (:func:`agent_to_run`: the agent that last answered, or the
+    one whose long-running call the message answers); every event goes through the plugins'
+    ``on_event_callback``; then their ``after_run_callback``.
+    """
+    root = ctx.agent
+
+    def store_and_run(content: Content) -> reactivex.Observable[Event]:
+        ctx.user_content = content
+        user_event = Event(invocation_id=ctx.invocation_id, author="user", content=content)
+
+        def run_agent() -> reactivex.Observable[Event]:
+            if not ctx.plugins:
+                return agent_to_run(root, (*history, user_event)).run_async(ctx)
+
+            def agent_unless_answered(answers: list[Event]) -> reactivex.Observable[Event]:
+                if answers:
+                    return emit_now(answers[0])
+                return agent_to_run(root, (*history, user_event)).run_async(ctx)
+
+            events = before_run(ctx).pipe(ops.to_list(), ops.flat_map(agent_unless_answered))
+            return then_now(on_event(ctx, events), lambda: after_run(ctx))
+
+        return then_now(ctx.append_event(user_event).pipe(ops.ignore_elements()), run_agent)
+
+    return on_user_message(ctx, message).pipe(ops.flat_map(store_and_run))
+
+
 class Runner:
     """Runs an agent on sessions of one app, as ADK's ``Runner``.
 
     Args:
-        agent: the agent to run.
+        agent: the root agent of the tree to run.
         app_name: the app the sessions belong to.
         session_service: where sessions and their events are stored.
         artifact_service: where tools keep artifacts (``ToolContext.save_artifact`` ...) and where
             ``{artifact.name}`` in an instruction is read from; None: the runs have none.
         memory_service: what ``ToolContext.search_memory`` and the ``load_memory`` tool search;
             None: the runs have none. Add a finished session with its ``add_session_to_memory``.
+        plugins: :class:`BasePlugin` instances applied to every agent, model and tool call of
+            every run, before the agents' own callbacks.
 
         tool_scheduler: where synchronous tools run (default: the process-wide tool pool,
             ``rxllm-tool_N`` threads, ``DEFAULT_TOOL_WORKERS`` = 32 or ``RXLLM_TOOL_WORKERS``).
@@ -57,6 +96,7 @@ class Runner:
         *,
         artifact_service: BaseArtifactService | None = None,
         memory_service: BaseMemoryService | None = None,
+        plugins: Sequence[BasePlugin] = (),
         tool_scheduler: rx_abc.SchedulerBase | None = None,
         tool_timeout: float | None = None,
     ) -> None:
@@ -64,6 +104,10 @@ class Runner:
             raise ConfigurationError(f"Runner needs a BaseAgent, got {type(agent).__name__}")
         if not isinstance(session_service, BaseSessionService):
             raise ConfigurationError(f"Runner needs a BaseSessionService, got {type(session_service).__name__}")
+        for plugin in plugins:
+            if not isinstance(plugin, BasePlugin):
+                raise ConfigurationError(f"plugins must be BasePlugin instances, got {type(plugin).__name__}")
+        self._plugins = tuple(plugins)
         self._agent = agent
         self._app_name = app_name
         self._session_service = session_service
@@ -77,6 +121,11 @@ class Runner:
     def agent(self) -> BaseAgent:
         """The agent this runner runs."""
         return self._agent
+
+    @property
+    def plugins(self) -> tuple[BasePlugin, ...]:
+        """The runner's plugins, in order."""
+        return self._plugins
 
     @property
     def app_name(self) -> str:
@@ -99,7 +148,9 @@ class Runner:
 
         Returns a cold Observable. Subscribing waits for any earlier run on the same session,
         then stores ``new_message`` as a user event (not emitted, as in ADK), then runs the agent
-        and emits every event it produces: partial events as they stream (never stored), and
+        that answers the turn -- the root, or the agent of its tree that answered last (ADK's
+        ``findAgentToRun``, see :func:`run_invocation`), with the plugins' hooks around it -- and
+        emits every event it produces: partial events as they stream (never stored), and
         every non-partial event after it was stored. It completes when the agent's turn is over
         and fails with the run's error (a model or transport error,
         :class:`~rxllm.LimitExceededError`, :class:`~rxllm.UnsupportedOperationError` for a BIDI
@@ -127,9 +178,10 @@ class Runner:
         app_name = self._app_name
         service = self._session_service
         agent = self._agent
+        plugins = self._plugins
 
         def run_on(
-            sessions: list[Session], contexts: list[InvocationContext], runtime: ToolRuntime
+            sessions: list[Session], contexts: list[InvocationContext], parent: object, runtime: ToolRuntime
         ) -> reactivex.Observable[Event]:
             if not sessions:
                 return fail_now(
@@ -146,18 +198,15 @@ class Runner:
                 user_content=message,
                 artifact_service=self.artifact_service,
                 memory_service=self.memory_service,
+                plugins=plugins,
                 tool_runtime=runtime,
             )
             contexts.append(ctx)
-            user_event = Event(invocation_id=ctx.invocation_id, author="user", content=message)
+            # the agent's span is a child of the span current when the user subscribed, whichever
+            # thread (a session store's, a run queued before this one) gets to start the agent
+            return within(parent, run_invocation(ctx, message, sessions[-1].events))
 
-            def run_agent(_: object) -> reactivex.Observable[Event]:
-                return agent.run_async(ctx)
-
-            store_user_event = ctx.append_event(user_event).pipe(ops.ignore_elements())
-            return reactivex.concat(store_user_event, reactivex.defer(run_agent))
-
-        def start(runtime: ToolRuntime) -> reactivex.Observable[Event]:
+        def start(parent: object, runtime: ToolRuntime) -> reactivex.Observable[Event]:
             contexts: list[InvocationContext] = []
 
             def cancel() -> None:
@@ -165,7 +214,7 @@ class Runner:
                     ctx.cancel()
 
             def run_on_session(sessions: list[Session]) -> reactivex.Observable[Event]:
-                return run_on(sessions, contexts, runtime)
+                return run_on(sessions, contexts, parent, runtime)
 
             run = service.get_session(app_name, user_id, session_id).pipe(ops.to_list(), ops.flat_map(run_on_session))
             return on_dispose(run, cancel)
@@ -173,11 +222,13 @@ class Runner:
         def subscribe(
             observer: rx_abc.ObserverBase[Event], scheduler: rx_abc.SchedulerBase | None = None
         ) -> rx_abc.DisposableBase:
-            # Captured now, on the subscribing thread: async tools run on the subscriber's loop.
+            # Captured now, on the subscribing thread: the span current when the user subscribed
+            # parents the agent's span, and async tools run on the subscriber's loop.
+            parent = current_context()
             runtime = ToolRuntime.capture(scheduler=self._tool_scheduler, timeout=self._tool_timeout)
 
             def begin(_: object) -> reactivex.Observable[Event]:
-                return start(runtime)
+                return start(parent, runtime)
 
             def on_error(error: Exception) -> None:
                 observer.on_error(_as_rxllm_error(error))
@@ -213,6 +264,7 @@ class InMemoryRunner(Runner):
         agent: BaseAgent,
         *,
         app_name: str = "InMemoryRunner",
+        plugins: Sequence[BasePlugin] = (),
         tool_scheduler: rx_abc.SchedulerBase | None = None,
         tool_timeout: float | None = None,
     ) -> None:
@@ -222,6 +274,7 @@ class InMemoryRunner(Runner):
             InMemorySessionService(),
             artifact_service=InMemoryArtifactService(),
             memory_service=InMemoryMemoryService(),
+            plugins=plugins,
             tool_scheduler=tool_scheduler,
             tool_timeout=tool_timeout,
         )

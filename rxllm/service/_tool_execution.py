@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from reactivex import abc as rx_abc
 from reactivex.scheduler import ImmediateScheduler
 
+from .._telemetry import within
 from .._tools import (
     BaseTool,
     State,
@@ -66,13 +68,18 @@ class ToolEnvironment:
 
 
 def execute_tool(
-    environment: ToolEnvironment, call: FunctionCall, done: Callable[[FunctionResponse, bool], None]
+    environment: ToolEnvironment,
+    call: FunctionCall,
+    done: Callable[[FunctionResponse, bool], None],
+    *,
+    telemetry_context: Any = None,
 ) -> rx_abc.DisposableBase:
     """Run ``call``'s tool and call ``done(result, failed)`` once, on the thread the result arrives on.
 
     A synchronous tool runs on the calling thread (a tool-scheduler worker); an ``async def`` tool
     on the environment's loop. Disposing the returned disposable drops the result and cancels an
     ``async def`` tool. The outcomes are the tool layer's (see ``rxllm._tools._calls``).
+    Its ``execute_tool`` span is a child of ``telemetry_context``'s span (the service turn's).
     """
 
     def report(outcome: ToolCallOutcome) -> None:
@@ -80,5 +87,5 @@ def execute_tool(
         done(outcome.response, outcome.failed)
 
     # call_tool never fails: on_error is reached only when ``done`` raised, and re-raises to the caller.
-    source = call_tool(environment.tools_by_name, call, environment.context_for(call), runtime=environment.runtime)
-    return source.subscribe(report)
+    outcome = call_tool(environment.tools_by_name, call, environment.context_for(call), runtime=environment.runtime)
+    return within(telemetry_context, outcome).subscribe(report)
