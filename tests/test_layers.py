@@ -16,6 +16,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "rxllm"
 LAYER = {
     "_errors": 0,
     "_types": 0,
+    "_genai_types": 0,
     "_json": 0,
     "_sse": 1,
     "_chunk": 1,

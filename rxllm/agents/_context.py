@@ -59,11 +59,11 @@ class InvocationContext:
         invocation_id: str | None = None,
         branch: str | None = None,
     ) -> None:
-        self.invocation_id = invocation_id or new_invocation_id()
+        self.invocation_id: str = invocation_id or new_invocation_id()
         self.agent = agent
         self.session = session
         self.session_service = session_service
-        self.run_config = run_config or RunConfig()
+        self.run_config: RunConfig = run_config or RunConfig()
         self.user_content = user_content
         self.branch = branch
         self._lock = threading.Lock()
@@ -201,7 +201,7 @@ class ToolContext(CallbackContext):
     def __init__(self, invocation: InvocationContext, state: State, function_call_id: str | None) -> None:
         super().__init__(invocation, state)
         self.function_call_id = function_call_id
-        self.actions = ToolActions()
+        self.actions: ToolActions = ToolActions()
 
     @classmethod
     def standalone(
