@@ -18,8 +18,8 @@ are kept as JSON (``JsonObject``) rather than typed one by one: they round-trip 
 from __future__ import annotations
 
 import enum
-from types import GenericAlias
 from collections.abc import Sequence
+from types import GenericAlias
 from typing import Annotated, Any, ClassVar, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler, JsonValue
