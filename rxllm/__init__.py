@@ -9,6 +9,7 @@
 [('Hello', True), (' world', True), ('Hello world', None)]
 """
 
+from . import aio as aio
 from ._aggregation import StreamAggregator
 from ._async_http import AsyncHttpTransport
 from ._base_llm import BaseLlm, BaseLlmConnection, model_stream_events
@@ -16,6 +17,7 @@ from ._chunk import Chunk, InBandError, ToolCallFragment
 from ._errors import (
     BufferOverflowError,
     ConfigurationError,
+    EmptyStreamError,
     GuardrailError,
     HttpStatusError,
     LimitExceededError,
@@ -23,8 +25,10 @@ from ._errors import (
     MalformedFunctionCallError,
     ProtocolError,
     ProviderError,
+    ResponseTooLargeError,
     RxLlmError,
     StreamInterruptedError,
+    StreamTimeoutError,
     ToolError,
     TransportError,
     UnsupportedOperationError,
@@ -70,6 +74,7 @@ __all__ = [
     "ChunkParser",
     "ConfigurationError",
     "Content",
+    "EmptyStreamError",
     "FinishReason",
     "FunctionCall",
     "FunctionDeclaration",
@@ -91,6 +96,7 @@ __all__ = [
     "ProviderError",
     "RequestMapper",
     "ResponseCompleteEvent",
+    "ResponseTooLargeError",
     "RetryPolicy",
     "RxLlmError",
     "SseChatModel",
@@ -98,6 +104,7 @@ __all__ = [
     "SseEvent",
     "StreamAggregator",
     "StreamInterruptedError",
+    "StreamTimeoutError",
     "TextDeltaEvent",
     "ThinkingConfig",
     "ThoughtDeltaEvent",

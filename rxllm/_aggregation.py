@@ -73,10 +73,12 @@ def generate_function_call_id() -> str:
 
 class _ToolCallBuffer:
     __slots__ = (
-        "arguments", "call", "complete", "generated_id", "name", "provider_id", "reported", "thought_signature"
+        "arguments", "call", "complete", "generated_id", "index", "name", "provider_id", "reported",
+        "thought_signature",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, index: int) -> None:
+        self.index = index
         self.complete = False  # no more fragments expected (see merge rule 7)
         self.reported = False  # returned by take_completed_calls
         self.call: FunctionCall | None = None  # parsed once, shared by the early notice and the final
@@ -138,6 +140,7 @@ class StreamAggregator:
         "_finish_reason",
         "_has_emitted",
         "_model_version",
+        "_open_calls",
         "_provider",
         "_raw_finish_reason",
         "_refusal",
@@ -145,6 +148,7 @@ class StreamAggregator:
         "_text",
         "_text_signature",
         "_thoughts",
+        "_to_report",
         "_usage",
     )
 
@@ -154,6 +158,8 @@ class StreamAggregator:
         self._text_signature: bytes | None = None
         self._thoughts: list[_ThoughtBlock] = []
         self._calls: dict[int, _ToolCallBuffer] = {}
+        self._open_calls: list[_ToolCallBuffer] = []  # not complete yet: at most one per provider, usually
+        self._to_report: set[int] = set()  # complete, not reported yet (take_completed_calls looks only here)
         self._refusal: list[str] = []
         self._finish_reason: FinishReason | None = None
         self._raw_finish_reason: str | None = None
@@ -191,15 +197,29 @@ class StreamAggregator:
          thought_signature, redacted_thought, text_signature, model_version, end_of_stream) = chunk
         if fragments:
             calls = self._calls
+            open_calls = self._open_calls
+            to_report = self._to_report
             for fragment in fragments:
-                buffer = calls.get(fragment.index)
+                index = fragment.index
+                buffer = calls.get(index)
                 if buffer is None:
-                    for earlier in calls.values():  # a new index begins: the calls before it are complete
+                    # A new index begins: the calls before it are complete. Only the open ones are
+                    # touched (each call is closed once), so any number of calls stays linear.
+                    for earlier in open_calls:
                         earlier.complete = True
-                    buffer = calls[fragment.index] = _ToolCallBuffer()
+                        to_report.add(earlier.index)
+                    open_calls.clear()
+                    buffer = calls[index] = _ToolCallBuffer(index)
+                    if not fragment.complete:
+                        open_calls.append(buffer)
+                elif buffer.complete and not buffer.reported:
+                    to_report.add(index)  # a late piece for a closed call: look at it again
                 buffer.add(fragment)
-                if fragment.complete:
+                if fragment.complete and not buffer.complete:
                     buffer.complete = True
+                    to_report.add(index)
+                    if buffer in open_calls:
+                        open_calls.remove(buffer)
         if finish_reason is not None:
             self._finish_reason = finish_reason
         if raw_finish_reason is not None:
@@ -248,7 +268,12 @@ class StreamAggregator:
         (see merge rule 7).
         """
         out: list[tuple[int, FunctionCall]] = []
-        for index in sorted(self._calls):
+        if all_remaining:
+            indices = sorted(self._calls)
+        else:  # only the calls completed since the last look: linear over a whole stream
+            indices = sorted(self._to_report)
+        self._to_report.clear()
+        for index in indices:
             buffer = self._calls[index]
             if buffer.reported or not (buffer.complete or all_remaining):
                 continue

@@ -6,6 +6,7 @@ import abc
 
 import reactivex
 
+from ._aio import AwaitableObservable, awaitable
 from ._errors import UnsupportedOperationError
 from ._model_stream import ModelStreamEvent, derive_stream_events
 from ._types import Content, LlmRequest, LlmResponse
@@ -71,7 +72,7 @@ class BaseLlm(abc.ABC):
         ``stream=True`` it emits partials, then exactly one final.
         """
 
-    def stream_events(self, llm_request: LlmRequest) -> reactivex.Observable[ModelStreamEvent]:
+    def stream_events(self, llm_request: LlmRequest) -> AwaitableObservable[ModelStreamEvent]:
         """The fine-grained stream of one streaming call (for consumers that start tools early).
 
         Emits :class:`~rxllm.TextDeltaEvent` / :class:`~rxllm.ThoughtDeltaEvent` as text arrives,
@@ -81,7 +82,7 @@ class BaseLlm(abc.ABC):
         arrive with the final); models that see provider chunks override it to report each call
         as soon as it is complete. Cold; disposing cancels the call.
         """
-        return derive_stream_events(self.generate_content(llm_request, stream=True))
+        return awaitable(derive_stream_events(self.generate_content(llm_request, stream=True)))
 
     def connect(self, llm_request: LlmRequest) -> BaseLlmConnection:
         """Open a live (BIDI) session. The default refuses at once.
@@ -94,6 +95,6 @@ class BaseLlm(abc.ABC):
         )
 
 
-def model_stream_events(llm: BaseLlm, llm_request: LlmRequest) -> reactivex.Observable[ModelStreamEvent]:
+def model_stream_events(llm: BaseLlm, llm_request: LlmRequest) -> AwaitableObservable[ModelStreamEvent]:
     """The fine-grained stream of one call: the same as ``llm.stream_events(llm_request)``."""
-    return llm.stream_events(llm_request)
+    return awaitable(llm.stream_events(llm_request))

@@ -11,14 +11,17 @@ matching built-in, so ``except ValueError`` keeps working for callers who expect
     ├── UnsupportedOperationError (NotImplementedError)
     │                                            connect() on a model without live sessions
     ├── TransportError                           connection failed, reset, timed out
-    │   └── StreamInterruptedError               body ended before the provider said it was done
+    │   ├── StreamInterruptedError               body ended before the provider said it was done
+    │   └── StreamTimeoutError                   a deadline fired (``limit`` says which one)
     ├── HttpStatusError                          non-2xx answer: status, message, request id
     ├── ProviderError                            the provider reported an error inside the body
     ├── ProtocolError (ValueError)               bytes/JSON/shape the protocol does not allow
     │   ├── LineTooLongError                     an SSE line longer than the decoder's cap
     │   └── MalformedFunctionCallError           tool-call arguments that are not a JSON object
     ├── BufferOverflowError                      a subscriber fell further behind than its buffer
+    ├── EmptyStreamError                         awaited the last item of a stream that had none
     ├── LimitExceededError                       a run exceeded a configured limit (max_llm_calls)
+    │   └── ResponseTooLargeError                a body (decompressed) grew past its size cap
     ├── ToolError                                a tool could not be found, validated or run
     └── GuardrailError                           an output guardrail rejected the answer
 
@@ -31,6 +34,7 @@ from __future__ import annotations
 __all__ = [
     "BufferOverflowError",
     "ConfigurationError",
+    "EmptyStreamError",
     "GuardrailError",
     "HttpStatusError",
     "LimitExceededError",
@@ -38,8 +42,10 @@ __all__ = [
     "MalformedFunctionCallError",
     "ProtocolError",
     "ProviderError",
+    "ResponseTooLargeError",
     "RxLlmError",
     "StreamInterruptedError",
+    "StreamTimeoutError",
     "ToolError",
     "TransportError",
     "UnsupportedOperationError",
@@ -84,6 +90,34 @@ class TransportError(RxLlmError):
 
 class StreamInterruptedError(TransportError):
     """The body ended (EOF or reset) before the provider said the stream was complete."""
+
+
+class StreamTimeoutError(TransportError):
+    """A deadline fired before the stream (or the step waiting on it) finished.
+
+    Attributes:
+        limit: which limit fired, e.g. ``"connect"``, ``"first_byte"``, ``"read"`` (silence
+            between chunks), ``"total"`` (the whole attempt), ``"pool"``, ``"write"``; operators
+            may use their own names (``"idle"``, ...).
+        retryable: whether a retry before the first emitted item may succeed. Per instance:
+            a ``"total"`` deadline, for example, is not retried by default.
+
+    >>> err = StreamTimeoutError("no byte within 30 s", limit="first_byte")
+    >>> (err.limit, err.retryable, isinstance(err, TransportError))
+    ('first_byte', True, True)
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        limit: str,
+        retryable: bool = True,
+        provider: str | None = None,
+    ) -> None:
+        super().__init__(message, provider=provider)
+        self.limit = limit
+        self.retryable = retryable
 
 
 class HttpStatusError(RxLlmError):
@@ -176,8 +210,26 @@ class BufferOverflowError(RxLlmError):
     """A subscriber fell further behind than the bounded buffer allows; nothing was dropped."""
 
 
+class EmptyStreamError(RxLlmError):
+    """``await`` (or :func:`rxllm.aio.last`) on a stream that completed without any item."""
+
+
 class LimitExceededError(RxLlmError):
     """A run went past a configured limit (for example ``RunConfig.max_llm_calls``)."""
+
+
+class ResponseTooLargeError(LimitExceededError):
+    """A response body grew past its size cap (decompressed bytes, ``max_response_bytes``).
+
+    Never retried: the same request would produce the same body.
+
+    Attributes:
+        limit_bytes: the cap that was exceeded.
+    """
+
+    def __init__(self, message: str, *, limit_bytes: int, provider: str | None = None) -> None:
+        super().__init__(message, provider=provider)
+        self.limit_bytes = limit_bytes
 
 
 class ToolError(RxLlmError):

@@ -25,6 +25,7 @@ from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
 
 from ._aggregation import StreamAggregator
+from ._aio import AwaitableObservable, awaitable
 from ._async_http import AsyncHttpTransport
 from ._base_llm import BaseLlm
 from ._chunk import Chunk
@@ -113,7 +114,7 @@ class SseChatModel(BaseLlm):
         """The provider's short name (from the mapper)."""
         return self._mapper.provider
 
-    def generate_content(self, llm_request: LlmRequest, stream: bool = False) -> reactivex.Observable[LlmResponse]:
+    def generate_content(self, llm_request: LlmRequest, stream: bool = False) -> AwaitableObservable[LlmResponse]:
         """Call the model.
 
         Returns a cold Observable. Subscribing sends the request on the I/O scheduler. With
@@ -123,16 +124,16 @@ class SseChatModel(BaseLlm):
         first item are retried as the :class:`~rxllm.RetryPolicy` says; after it, a
         provider-reported failure ends in an error final and a dead transport in ``on_error``.
         """
-        return self._call(llm_request, stream, _Emit.PARTIALS if stream else _Emit.SINGLE)
+        return awaitable(self._call(llm_request, stream, _Emit.PARTIALS if stream else _Emit.SINGLE))
 
-    def stream_events(self, llm_request: LlmRequest) -> reactivex.Observable[ModelStreamEvent]:
+    def stream_events(self, llm_request: LlmRequest) -> AwaitableObservable[ModelStreamEvent]:
         """The fine-grained stream, straight from the provider's chunks.
 
         Like ``generate_content(stream=True)`` (same request, cancellation and retry rules), but
         emits text/thought deltas, every tool-call fragment, each tool call as soon as it is
         complete (see the aggregator's merge rule 7), and last the final aggregate.
         """
-        return self._call(llm_request, True, _Emit.EVENTS)
+        return awaitable(self._call(llm_request, True, _Emit.EVENTS))
 
     def _call(self, llm_request: LlmRequest, stream: bool, emit: _Emit) -> reactivex.Observable[Any]:
         transport = self._transport

@@ -483,3 +483,34 @@ def test_a_fresh_aggregator_never_inherits_state() -> None:
     final = second.finish()
     assert final.text() == ""
     assert final.usage_metadata is None
+
+
+# --- linear in the number of tool calls (issue 11, defect 5) --------------------------------------------
+
+
+def _cpu_seconds_for_calls(n: int) -> float:
+    import time
+
+    chunks = [
+        Chunk(tool_call_fragments=(ToolCallFragment(i, id=f"c{i}", name="f", arguments_delta='{"x":'),)) for i in range(n)
+    ] + [Chunk(tool_call_fragments=(ToolCallFragment(i, arguments_delta="1}"),)) for i in range(n)]
+    started = time.process_time()
+    agg = StreamAggregator()
+    reported = 0
+    for chunk in chunks:
+        agg.accept(chunk)
+        reported += len(agg.take_completed_calls())  # the fine-grained stream looks after every chunk
+    final = agg.finish()
+    reported += len(agg.take_completed_calls(all_remaining=True))
+    elapsed = time.process_time() - started
+    assert len(final.function_calls()) == n
+    assert reported == n
+    return elapsed
+
+
+def test_aggregation_cost_grows_linearly_with_the_number_of_tool_calls() -> None:
+    # CPU time, best of three, as a ratio: 4x the fragments must cost about 4x, not 16x (quadratic
+    # measured 0.65 s vs 8.8 s for 10k vs 40k). The bound is generous for a loaded machine.
+    small = min(_cpu_seconds_for_calls(10_000) for _ in range(3))
+    large = min(_cpu_seconds_for_calls(40_000) for _ in range(3))
+    assert large / small < 9, (small, large)

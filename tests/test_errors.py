@@ -48,6 +48,8 @@ def test_every_exported_exception_is_an_rxllm_error() -> None:
         (UnsupportedOperationError, (RxLlmError, NotImplementedError)),
         (TransportError, (RxLlmError,)),
         (StreamInterruptedError, (TransportError,)),
+        (rxllm.StreamTimeoutError, (TransportError,)),
+        (rxllm.ResponseTooLargeError, (LimitExceededError,)),
         (HttpStatusError, (RxLlmError,)),
         (ProviderError, (RxLlmError,)),
         (ProtocolError, (RxLlmError, ValueError)),
@@ -153,3 +155,15 @@ def test_connect_default_refuses_at_call_time_naming_the_model(llm: BaseLlm) -> 
 def test_base_llm_is_abstract() -> None:
     with pytest.raises(TypeError):
         BaseLlm(model="x")  # type: ignore[abstract]
+
+
+def test_stream_timeout_error_says_which_limit_and_whether_retried() -> None:
+    retried = rxllm.StreamTimeoutError("no first byte", limit="first_byte")
+    final = rxllm.StreamTimeoutError("deadline", limit="total", retryable=False, provider="openai")
+    assert (retried.limit, retried.retryable) == ("first_byte", True)
+    assert (final.limit, final.retryable, str(final)) == ("total", False, "[openai] deadline")
+
+
+def test_response_too_large_is_never_retryable() -> None:
+    err = rxllm.ResponseTooLargeError("body over 10 bytes", limit_bytes=10)
+    assert (err.retryable, err.limit_bytes) == (False, 10)

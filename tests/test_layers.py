@@ -1,7 +1,8 @@
 """The layers import downward only, and httpx stays inside the two transport modules.
 
 Layers, bottom up (ARCHITECTURE.md §1): errors/types/json → sse/chunk/provider protocols →
-aggregation → transports/retry → models and providers → agents → service → testing → cli.
+aggregation → transports/retry → models and providers → the tool layer (``_tools``) → the two
+runtimes, agents and service, side by side (neither imports the other) → testing → cli.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "rxllm"
 
 LAYER = {
     "_errors": 0,
+    "_aio": 1,
+    "aio": 1,
     "_types": 0,
     "_genai_types": 0,
     "_json": 0,
@@ -30,7 +33,8 @@ LAYER = {
     "_base_llm": 3,
     "_sse_chat_model": 4,
     "providers": 4,
-    "agents": 5,
+    "_tools": 5,
+    "agents": 6,
     "service": 6,
     "testing": 7,
     "cli": 8,
@@ -90,3 +94,21 @@ def test_httpx_is_imported_only_by_the_transports() -> None:
             if any(n.split(".")[0] in ("httpx", "httpcore") for n in names):
                 importers.add(str(path.relative_to(PACKAGE)))
     assert importers == {"_http.py", "_async_http.py"}
+
+
+RUNTIMES = ("agents", "service")
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_the_two_runtimes_never_import_each_other(path: Path) -> None:
+    # Both stand on the tool layer (``rxllm._tools``); an arrow either way between them is a mistake.
+    name, _ = _layer_of(path)
+    if name not in RUNTIMES:
+        return
+    other = next(runtime for runtime in RUNTIMES if runtime != name)
+    assert other not in _rxllm_imports(path), f"{path.relative_to(PACKAGE)} imports rxllm.{other}"
+
+
+def test_the_runtimes_share_one_tool_layer() -> None:
+    importers = {_layer_of(path)[0] for path in _modules() if "_tools" in _rxllm_imports(path)}
+    assert {"agents", "service"} <= importers

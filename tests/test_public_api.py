@@ -12,6 +12,7 @@ import pytest
 
 import rxllm
 import rxllm.agents
+import rxllm.aio
 import rxllm.providers
 import rxllm.providers.anthropic
 import rxllm.providers.gemini
@@ -22,6 +23,7 @@ import rxllm.testing
 PACKAGES = [
     rxllm,
     rxllm.agents,
+    rxllm.aio,
     rxllm.providers,
     rxllm.providers.anthropic,
     rxllm.providers.gemini,

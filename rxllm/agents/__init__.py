@@ -33,6 +33,7 @@ support '' [] [{'order_id': 'A17', 'status': 'shipped Tuesday'}]
 support 'It shipped Tuesday.' [] []
 """
 
+from .._tools import BaseTool, FunctionTool, ToolLike
 from ._agent import BaseAgent, InstructionProvider, LlmAgent
 from ._context import CallbackContext, InvocationContext, ReadonlyContext, ToolActions, ToolContext
 from ._event import Event, EventActions
@@ -41,7 +42,6 @@ from ._run_config import RunConfig, StreamingMode
 from ._runner import InMemoryRunner, Runner
 from ._sessions import BaseSessionService, InMemorySessionService, Session
 from ._state import State
-from ._tools import BaseTool, FunctionTool, ToolLike
 
 __all__ = [
     "AfterModelCallback",

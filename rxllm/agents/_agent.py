@@ -9,12 +9,11 @@ import reactivex
 
 from .._base_llm import BaseLlm
 from .._errors import ConfigurationError
+from .._tools import BaseTool, Named, ToolLike, tools_by_name
 from .._types import GenerateContentConfig
 from ._context import InvocationContext, ReadonlyContext
 from ._event import Event
 from ._flow import AfterModelCallback, BeforeModelCallback, as_callbacks, run_llm_flow
-from ._named import Named
-from ._tools import BaseTool, ToolLike, tools_by_name
 
 __all__ = ["BaseAgent", "InstructionProvider", "LlmAgent"]
 

@@ -34,7 +34,8 @@ from reactivex import operators as ops
 
 from .._aggregation import generate_function_call_id
 from .._errors import ConfigurationError, RxLlmError, UnsupportedOperationError
-from .._types import Content, FunctionCall, GenerateContentConfig, LlmRequest, LlmResponse, Part, Tool
+from .._tools import ToolCallOutcome, call_tool, request_config, tool_declarations
+from .._types import Content, FunctionCall, LlmRequest, LlmResponse, Part
 from ._context import CallbackContext, InvocationContext, ReadonlyContext, ToolContext
 from ._event import Event, EventActions
 from ._instructions import inject_session_state
@@ -42,13 +43,11 @@ from ._run_config import StreamingMode
 from ._rx import emit_now, fail_now, nothing_now, then_now
 from ._sessions import Session
 from ._state import State
-from ._tool_calls import ToolCallOutcome, call_tool
-from ._tools import tool_declarations
 
 if TYPE_CHECKING:
     from ._agent import LlmAgent
 
-__all__ = ["AfterModelCallback", "BeforeModelCallback", "build_request", "request_config", "run_llm_flow"]
+__all__ = ["AfterModelCallback", "BeforeModelCallback", "build_request", "run_llm_flow"]
 
 logger = logging.getLogger("rxllm.agents")
 
@@ -217,18 +216,6 @@ def build_request(agent: LlmAgent, ctx: InvocationContext, session: Session, rea
         contents.append(content)
     config = request_config(agent.generate_content_config, text or None, tool_declarations(agent.tools))
     return LlmRequest(contents=tuple(contents), config=config)
-
-
-def request_config(
-    base: GenerateContentConfig, system_instruction: str | None, tools: tuple[Tool, ...]
-) -> GenerateContentConfig:
-    """``base`` with the system instruction (unless None) and the tools' declarations (unless none)."""
-    update: dict[str, Any] = {}
-    if system_instruction is not None:
-        update["system_instruction"] = Content(role="system", parts=(Part(text=system_instruction),))
-    if tools:
-        update["tools"] = tools
-    return base.model_copy(update=update) if update else base
 
 
 def _with_call_ids(step: _Step, content: Content | None) -> Content | None:

@@ -12,6 +12,7 @@ from reactivex import abc as rx_abc
 from reactivex import operators as ops
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
+from .._aio import AwaitableObservable, awaitable
 from .._errors import ConfigurationError
 from .._types import Content
 from ._agent import BaseAgent
@@ -194,7 +195,7 @@ class Runner:
         session_id: str,
         new_message: Content,
         run_config: RunConfig | None = None,
-    ) -> reactivex.Observable[Event]:
+    ) -> AwaitableObservable[Event]:
         """Run the agent on the session with a new user message.
 
         Returns a cold Observable. Subscribing waits for any earlier run on the same session,
@@ -261,7 +262,7 @@ class Runner:
             run = service.get_session(app_name, user_id, session_id).pipe(ops.to_list(), ops.flat_map(run_on_session))
             return on_dispose(run, cancel)
 
-        return self._lanes.serialized((app_name, user_id, session_id), reactivex.defer(start))
+        return awaitable(self._lanes.serialized((app_name, user_id, session_id), reactivex.defer(start)))
 
 
 class InMemoryRunner(Runner):

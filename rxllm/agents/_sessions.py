@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import reactivex
 from pydantic import Field, JsonValue
 
+from .._aio import AwaitableObservable, MaybeObservable, awaitable
 from .._errors import ConfigurationError
 from .._types import _Model
 from ._event import Event
@@ -146,7 +147,7 @@ class InMemorySessionService(BaseSessionService):
         user_id: str,
         state: Mapping[str, JsonValue] | None = None,
         session_id: str | None = None,
-    ) -> reactivex.Observable[Session]:
+    ) -> AwaitableObservable[Session]:
         """Create a session; see :meth:`BaseSessionService.create_session`."""
         initial = dict(state or {})
 
@@ -163,9 +164,9 @@ class InMemorySessionService(BaseSessionService):
                 self._sessions[key] = stored
                 return self._snapshot(stored, with_events=True)
 
-        return call_now(create)
+        return awaitable(call_now(create))
 
-    def get_session(self, app_name: str, user_id: str, session_id: str) -> reactivex.Observable[Session]:
+    def get_session(self, app_name: str, user_id: str, session_id: str) -> MaybeObservable[Session]:
         """Emit a snapshot, or nothing; see :meth:`BaseSessionService.get_session`."""
 
         def subscribe_factory(_: object) -> reactivex.Observable[Session]:
@@ -174,9 +175,9 @@ class InMemorySessionService(BaseSessionService):
                 snapshot = self._snapshot(stored, with_events=True) if stored is not None else None
             return emit_now(snapshot) if snapshot is not None else nothing_now()
 
-        return reactivex.defer(subscribe_factory)
+        return MaybeObservable(reactivex.defer(subscribe_factory))
 
-    def list_sessions(self, app_name: str, user_id: str) -> reactivex.Observable[list[Session]]:
+    def list_sessions(self, app_name: str, user_id: str) -> AwaitableObservable[list[Session]]:
         """Emit the user's sessions without events; see :meth:`BaseSessionService.list_sessions`."""
 
         def listing() -> list[Session]:
@@ -187,9 +188,9 @@ class InMemorySessionService(BaseSessionService):
                     if app == app_name and user == user_id
                 ]
 
-        return call_now(listing)
+        return awaitable(call_now(listing))
 
-    def delete_session(self, app_name: str, user_id: str, session_id: str) -> reactivex.Observable[None]:
+    def delete_session(self, app_name: str, user_id: str, session_id: str) -> MaybeObservable[None]:
         """Delete; see :meth:`BaseSessionService.delete_session`."""
 
         def factory(_: object) -> reactivex.Observable[None]:
@@ -197,12 +198,12 @@ class InMemorySessionService(BaseSessionService):
                 self._sessions.pop((app_name, user_id, session_id), None)
             return nothing_now()
 
-        return reactivex.defer(factory)
+        return MaybeObservable(reactivex.defer(factory))
 
-    def append_event(self, session: Session, event: Event) -> reactivex.Observable[Event]:
+    def append_event(self, session: Session, event: Event) -> AwaitableObservable[Event]:
         """Store a non-partial event; see :meth:`BaseSessionService.append_event`."""
         if event.partial:
-            return emit_now(event)
+            return awaitable(emit_now(event))
 
         def append() -> Event:
             key = (session.app_name, session.user_id, session.id)
@@ -225,7 +226,7 @@ class InMemorySessionService(BaseSessionService):
                 stored.last_update_time = stored_event.timestamp
             return stored_event
 
-        return call_now(append)
+        return awaitable(call_now(append))
 
     def _apply(self, stored: _Stored, delta: Mapping[str, JsonValue]) -> None:
         app, user, own = _split_delta(delta)

@@ -35,8 +35,8 @@ from reactivex.disposable import CompositeDisposable, Disposable, SingleAssignme
 from .. import _model_stream as model_stream
 from .._base_llm import model_stream_events
 from .._errors import GuardrailError, LimitExceededError, ProtocolError, RxLlmError
+from .._tools import request_config
 from .._types import Content, FunctionCall, FunctionResponse, GenerateContentConfig, LlmRequest, LlmResponse, Part
-from ..agents._flow import request_config
 from . import _events as events
 from ._guardrails import apply_output_guardrails
 from ._relay import BoundedRelay

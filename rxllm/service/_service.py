@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-import reactivex
 from reactivex import abc as rx_abc
 
+from .._aio import AwaitableObservable, awaitable
 from .._base_llm import BaseLlm
 from .._errors import ConfigurationError
+from .._tools import BaseTool, ToolLike, tool_declarations, tools_by_name
 from .._types import Content, Part, Tool
-from ..agents import BaseTool, ToolLike
-from ..agents._tools import tool_declarations, tools_by_name
 from ._events import AiServiceStreamingEvent
 from ._guardrails import OutputGuardrail, check_guardrails
 from ._interaction import start_interaction
@@ -172,7 +171,7 @@ class AiService:
         """The most model calls one interaction makes."""
         return self._max_rounds
 
-    def stream(self, user_message: str | Content) -> reactivex.Observable[AiServiceStreamingEvent]:
+    def stream(self, user_message: str | Content) -> AwaitableObservable[AiServiceStreamingEvent]:
         """The events of one interaction with the user message.
 
         Cold: nothing happens until subscribe, and each subscription is its own interaction.
@@ -210,4 +209,4 @@ class AiService:
             content = user_message if user_message.role == "user" else user_message.model_copy(update={"role": "user"})
         else:
             raise ConfigurationError(f"user_message must be a str or a Content, got {type(user_message).__name__}")
-        return start_interaction(self, content)
+        return awaitable(start_interaction(self, content))

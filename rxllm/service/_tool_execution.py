@@ -1,6 +1,6 @@
-"""Running one tool call for the service: the agent runtime's tools, a standalone tool context, their outcome.
+"""Running one tool call for the service: the shared tools, a standalone tool context, their outcome.
 
-Outcomes are the agent runtime's (``rxllm.agents._tool_calls``): a tool that raises, whose
+Outcomes are those of the tool layer both runtimes share (``rxllm._tools._calls``): a tool that raises, whose
 arguments fail validation, that returns something that is not JSON, or that the model named but
 the service does not have, does not fail the interaction. Its :class:`~rxllm.FunctionResponse` is
 ``{"error": "<message>"}`` so the model can recover, and the error is logged (logger
@@ -16,10 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from reactivex.scheduler import ThreadPoolScheduler
 
+from .._tools import BaseTool, State, ToolCallOutcome, ToolContext, call_tool, new_invocation_id
 from .._types import Content, FunctionCall, FunctionResponse
-from ..agents import BaseTool, State, ToolContext
-from ..agents._context import new_invocation_id
-from ..agents._tool_calls import ToolCallOutcome, call_tool
 
 __all__ = ["ToolEnvironment", "default_tool_scheduler", "execute_tool"]
 
@@ -86,7 +84,7 @@ def execute_tool(
     """Run ``call``'s tool and call ``done(result, failed)`` once, on the thread the result arrives on.
 
     A synchronous tool runs on the calling thread; a tool returning an asynchronous Observable
-    reports on its thread. The outcomes are the agent runtime's (see ``rxllm.agents._tool_calls``).
+    reports on its thread. The outcomes are the tool layer's (see ``rxllm._tools._calls``).
     """
 
     def report(outcome: ToolCallOutcome) -> None:

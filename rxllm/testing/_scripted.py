@@ -10,6 +10,7 @@ from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
 
 from .._aggregation import StreamAggregator
+from .._aio import AwaitableObservable
 from .._base_llm import BaseLlm
 from .._chunk import Chunk
 from .._errors import LimitExceededError
@@ -61,7 +62,7 @@ class ScriptedLlm(BaseLlm):
         self._lock = threading.Lock()
         self.requests: list[tuple[LlmRequest, bool]] = []
 
-    def generate_content(self, llm_request: LlmRequest, stream: bool = False) -> reactivex.Observable[LlmResponse]:
+    def generate_content(self, llm_request: LlmRequest, stream: bool = False) -> AwaitableObservable[LlmResponse]:
         """Emit the next scripted turn (cold: the turn is taken at subscribe time)."""
 
         def subscribe(
@@ -84,7 +85,7 @@ class ScriptedLlm(BaseLlm):
             observer.on_completed()
             return Disposable()
 
-        return reactivex.create(subscribe)
+        return AwaitableObservable(reactivex.create(subscribe))
 
 
 def _as_single(turn: Sequence[ScriptItem]) -> list[ScriptItem]:

@@ -20,7 +20,7 @@ Google-style docstring's ``Args:`` section.
 >>> declaration.parameters["properties"]["order_id"]
 {'description': 'The order\\'s id, like "A17".', 'type': 'string'}
 
-Outcomes (the same for every tool, decided in ``_tool_calls``): a tool that raises, whose
+Outcomes (the same for every tool, decided in ``rxllm._tools._calls``): a tool that raises, whose
 arguments fail validation, that returns something that is not JSON, or that the model named but
 the agent does not have, does not fail the run. The function-response event carries
 ``{"error": "<message>"}`` for that call so the model can recover, and the error is logged

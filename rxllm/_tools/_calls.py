@@ -8,6 +8,7 @@ recover. A result that is not a dict is wrapped as ``{"result": value}``, as ADK
 
 >>> from rxllm import FunctionCall
 >>> from rxllm.agents import FunctionTool, ToolContext
+>>> from rxllm._tools import call_tool
 >>> def get_order(order_id: str) -> dict[str, str]:
 ...     '''Look an order up.'''
 ...     return {"status": "shipped"}
@@ -36,7 +37,7 @@ from .._errors import ToolError
 from .._types import FunctionCall, FunctionResponse
 from ._context import ToolContext
 from ._rx import emit_now
-from ._tools import BaseTool
+from ._tool import BaseTool
 
 __all__ = ["ToolCallOutcome", "call_tool"]
 

@@ -1,0 +1,207 @@
+"""The views of a run that callbacks and tools get: ``ReadonlyContext``, ``CallbackContext``, ``ToolContext``.
+
+They live below both runtimes (``rxllm.agents`` builds them from its ``InvocationContext``;
+``rxllm.service`` builds standalone tool contexts), so a tool written once runs under either.
+They see the run only through :class:`InvocationView` and :class:`SessionView`, two protocols
+``rxllm.agents``' ``InvocationContext`` and ``Session`` satisfy.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import JsonValue
+
+from .._types import Content
+from ._state import State
+
+__all__ = [
+    "CallbackContext",
+    "InvocationView",
+    "ReadonlyContext",
+    "SessionView",
+    "ToolActions",
+    "ToolContext",
+    "new_invocation_id",
+]
+
+
+def new_invocation_id() -> str:
+    """A fresh invocation id (``e-`` + a UUID4, as ADK)."""
+    return "e-" + str(uuid.uuid4())
+
+
+class SessionView(Protocol):
+    """What a context shows of the session (``rxllm.agents.Session`` is one)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def app_name(self) -> str: ...
+
+    @property
+    def user_id(self) -> str: ...
+
+    @property
+    def state(self) -> dict[str, JsonValue]: ...
+
+    @property
+    def events(self) -> Sequence[Any]: ...
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class InvocationView(Protocol):
+    """What a context reads of the run (``rxllm.agents.InvocationContext`` is one)."""
+
+    @property
+    def invocation_id(self) -> str: ...
+
+    @property
+    def agent(self) -> _Named: ...
+
+    @property
+    def user_content(self) -> Content | None: ...
+
+    @property
+    def session(self) -> SessionView: ...
+
+
+@dataclass(frozen=True)
+class _NoSession:
+    """The session of a standalone context: empty ids, no events, an empty state."""
+
+    id: str = ""
+    app_name: str = ""
+    user_id: str = ""
+    state: dict[str, JsonValue] = field(default_factory=dict)
+    events: tuple[Any, ...] = ()
+
+
+class ReadonlyContext:
+    """A read-only view of the run, given to dynamic instructions."""
+
+    def __init__(self, invocation: InvocationView, state: State) -> None:
+        self._set_view(
+            invocation.invocation_id, invocation.agent.name, invocation.user_content, invocation.session, state
+        )
+
+    def _set_view(
+        self, invocation_id: str, agent_name: str, user_content: Content | None, session: SessionView, state: State
+    ) -> None:
+        self._invocation_id = invocation_id
+        self._agent_name = agent_name
+        self._user_content = user_content
+        self._session = session
+        self._state = state
+
+    @property
+    def invocation_id(self) -> str:
+        """The run's invocation id."""
+        return self._invocation_id
+
+    @property
+    def agent_name(self) -> str:
+        """The name of the agent being run."""
+        return self._agent_name
+
+    @property
+    def user_content(self) -> Content | None:
+        """The user message that started the run."""
+        return self._user_content
+
+    @property
+    def session(self) -> SessionView:
+        """The session as it was when the run started (an ``rxllm.agents.Session`` under a runner)."""
+        return self._session
+
+    @property
+    def state(self) -> Mapping[str, JsonValue]:
+        """The session state (read only here)."""
+        return self._state
+
+
+class CallbackContext(ReadonlyContext):
+    """What a model callback gets: the run, and the session state to read and change.
+
+    Changes made through :attr:`state` are attached as ``actions.state_delta`` to the next
+    stored event of the step (the model's final event, or the function-response event).
+    """
+
+    @property
+    def state(self) -> State:
+        """The session state; setting keys records a state delta."""
+        return self._state
+
+
+@dataclass
+class ToolActions:
+    """What a tool may ask for, ADK's ``tool_context.actions`` (mutable while the tool runs).
+
+    Attributes:
+        skip_summarization: end the turn with the tool's response: no further model call.
+        transfer_to_agent: the agent to hand over to (recorded on the event, not acted on).
+        escalate: escalate to the parent agent (recorded on the event, not acted on).
+    """
+
+    skip_summarization: bool = False
+    transfer_to_agent: str | None = None
+    escalate: bool = False
+
+
+class ToolContext(CallbackContext):
+    """What a tool gets: the run, the call it answers, the session state and its actions.
+
+    The agent runtime builds one per call from the run's ``InvocationContext``. A tool called with
+    no agent run around it (by :class:`rxllm.service.AiService`, or directly in a test) gets one
+    from :meth:`standalone`.
+    """
+
+    def __init__(self, invocation: InvocationView, state: State, function_call_id: str | None) -> None:
+        super().__init__(invocation, state)
+        self.function_call_id = function_call_id
+        self.actions = ToolActions()
+
+    @classmethod
+    def standalone(
+        cls,
+        *,
+        state: State | None = None,
+        function_call_id: str | None = None,
+        invocation_id: str | None = None,
+        agent_name: str = "",
+        user_content: Content | None = None,
+    ) -> ToolContext:
+        """A context for a tool called outside an agent run: no agent, no session service.
+
+        Args:
+            state: the state the tool reads and changes (a fresh empty :class:`State` by default);
+                pass one ``State`` to several calls to let later calls see what earlier ones set.
+                Nothing is persisted: the caller keeps the state, and its changes, as it likes.
+            function_call_id: the id of the call the tool answers.
+            invocation_id: what :attr:`invocation_id` reports (a fresh id by default).
+            agent_name: what :attr:`agent_name` reports: the name of whatever called the tool.
+            user_content: the user message the call answers, if any.
+
+        There is no session: :attr:`session` is an empty snapshot (empty id, app and user, no
+        events, no state); the tool's state is :attr:`state`. ``actions`` are recorded as usual;
+        it is up to the caller to act on them.
+
+        >>> context = ToolContext.standalone(function_call_id="call_1")
+        >>> context.state["seen"] = True
+        >>> context.function_call_id, context.state.delta(), context.actions.skip_summarization
+        ('call_1', {'seen': True}, False)
+        """
+        context = cls.__new__(cls)
+        run_id = invocation_id or new_invocation_id()
+        context._set_view(run_id, agent_name, user_content, _NoSession(), state if state is not None else State())
+        context.function_call_id = function_call_id
+        context.actions = ToolActions()
+        return context

@@ -1,0 +1,47 @@
+"""asyncio front door: ``await`` an Observable's last item, ``async for`` over its items.
+
+Every Observable rxllm's public API returns is an :class:`AwaitableObservable`, so from a
+running loop (``asyncio.run``, uvicorn/FastAPI, debug mode too) ``await obs`` gives its last item
+(a model call's final response) and ``async for x in obs`` each item as soon as it is emitted.
+An Observable that went through ``.pipe(...)`` is a plain reactivex Observable (whose own
+``__await__`` hangs when items come from another thread): use :func:`last` and :func:`iterate`
+there, which work for any Observable.
+
+Each notification reaches the awaiting loop through ``loop.call_soon_threadsafe``: no polling, no
+added latency. Leaving early (``break``, an exception, task cancellation, ``asyncio.timeout``)
+disposes the subscription, which closes rxllm's connection at once. Errors arrive as the stream
+emitted them (rxllm's streams emit :class:`~rxllm.RxLlmError`\\ s). :func:`iterate` buffers between
+the emitting thread and the loop: at most ``max_buffer`` items; a full buffer makes a threaded
+emitter wait (backpressure down to TCP) and fails a stream emitting on another event loop with
+:class:`~rxllm.BufferOverflowError` (see :func:`iterate`).
+
+>>> import asyncio
+>>> import reactivex
+>>> from reactivex import operators as ops
+>>> import rxllm.aio
+>>> async def main():
+...     doubled = reactivex.of(1, 2, 3).pipe(ops.map(lambda x: 2 * x))
+...     return await rxllm.aio.last(doubled), [x async for x in rxllm.aio.iterate(doubled)]
+>>> asyncio.run(main())
+(6, [2, 4, 6])
+"""
+
+from ._aio import (
+    DEFAULT_MAX_BUFFER,
+    AwaitableObservable,
+    MaybeObservable,
+    ObservableIterator,
+    awaitable,
+    iterate,
+    last,
+)
+
+__all__ = [
+    "AwaitableObservable",
+    "DEFAULT_MAX_BUFFER",
+    "MaybeObservable",
+    "ObservableIterator",
+    "awaitable",
+    "iterate",
+    "last",
+]
