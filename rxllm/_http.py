@@ -259,7 +259,7 @@ class _CancellableTransport(httpx.BaseTransport):
         self._pool.close()
 
 
-class HttpResponse:
+class HttpResponse(rx_abc.DisposableBase):
     """An open response body; iterate :meth:`iter_bytes`, then :meth:`close` (the resource of ``using``)."""
 
     __slots__ = ("_body", "_response", "status_code")
@@ -306,11 +306,6 @@ class HttpResponse:
     def dispose(self) -> None:
         """``Disposable`` protocol: the same as :meth:`close`."""
         self.close()
-
-
-# A DisposableBase (the resource of ``reactivex.using``) by registration, not inheritance: a class
-# deriving from reactivex's ABCs has an "unknown" base under `pyright --verifytypes` (measured).
-rx_abc.DisposableBase.register(HttpResponse)
 
 
 class HttpTransport:

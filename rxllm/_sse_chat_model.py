@@ -149,11 +149,11 @@ class SseChatModel(BaseLlm):
         """One attempt, on the I/O thread: ``using`` / ``defer`` / ``concat``."""
         provider = self._mapper.provider
 
-        def open_response() -> rx_abc.DisposableBase:
+        def open_response() -> HttpResponse:
             model = llm_request.model or self.model
             request = self._mapper.to_http_request(llm_request, model=model, stream=stream)
             assert isinstance(self._transport, HttpTransport)
-            return cast(rx_abc.DisposableBase, self._transport.open(request, provider=provider, stream=stream))
+            return self._transport.open(request, provider=provider, stream=stream)
 
         def turn(resource: rx_abc.DisposableBase | None) -> reactivex.Observable[Any]:
             response = cast(HttpResponse, resource)

@@ -34,7 +34,9 @@ def _tool(name: str) -> str:
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # pyright --verifytypes resolves packages through the `python` on PATH (it ignores --pythonpath):
+    # put this interpreter's directory first, or reactivex's classes read as "unknown" bases.
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     return subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT, check=False, cwd=cwd, env=env)
 
 

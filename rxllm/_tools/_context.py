@@ -167,7 +167,7 @@ class ToolContext(CallbackContext):
     def __init__(self, invocation: InvocationView, state: State, function_call_id: str | None) -> None:
         super().__init__(invocation, state)
         self.function_call_id = function_call_id
-        self.actions = ToolActions()
+        self.actions: ToolActions = ToolActions()
 
     @classmethod
     def standalone(
