@@ -32,7 +32,7 @@ True
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import Field, JsonValue, field_validator
 
@@ -49,6 +49,7 @@ from ._genai_types import (
     VideoMetadata,
 )
 from ._genai_types import _Model as _BaseModel
+from ._structured import SCHEMA_FIELD, ResponseSchema
 
 __all__ = [
     "Blob",
@@ -238,7 +239,14 @@ class ThinkingConfig(_Model):
 
 
 class GenerateContentConfig(_Model):
-    """Generation options of a request. ``system_instruction`` also accepts a plain string."""
+    """Generation options of a request. ``system_instruction`` also accepts a plain string.
+
+    ``response_schema`` asks for structured output: a pydantic model class, a type a pydantic
+    ``TypeAdapter`` handles (``list[Order]``, a ``TypedDict``, a dataclass) or a JSON Schema dict.
+    Each provider is sent its native structured mode, and the final response carries the
+    validated object in ``parsed`` (see ``docs/structured-output.md``). In JSON the field is
+    the JSON schema.
+    """
 
     system_instruction: Content | None = None
     temperature: float | None = None
@@ -250,7 +258,7 @@ class GenerateContentConfig(_Model):
     seed: int | None = None
     tools: Seq[Tool] | None = None
     response_mime_type: str | None = None
-    response_schema: dict[str, JsonValue] | None = None
+    response_schema: Annotated[ResponseSchema | None, SCHEMA_FIELD] = None
     thinking_config: ThinkingConfig | None = None
 
     if TYPE_CHECKING:  # the signature type checkers see: ``system_instruction`` also takes a str
@@ -268,7 +276,7 @@ class GenerateContentConfig(_Model):
             seed: int | None = None,
             tools: Sequence[Tool] | None = None,
             response_mime_type: str | None = None,
-            response_schema: dict[str, JsonValue] | None = None,
+            response_schema: ResponseSchema | None = None,
             thinking_config: ThinkingConfig | None = None,
         ) -> None: ...
 
@@ -310,6 +318,10 @@ class LlmResponse(_Model):
     the final aggregate has ``partial`` unset (``None``). ``error_code`` is a
     :class:`FinishReason` as in ADK Java: a non-STOP finish reason, or an open value for other
     errors (``"REFUSAL"``, a provider's own code), equal to its string.
+
+    ``parsed`` is set when the request had a ``response_schema``: on a partial, the object so far
+    as plain JSON data (parsed leniently from the text so far); on the final, the validated
+    object (an instance of the class given). ``None`` without a schema.
     """
 
     content: Content | None = None
@@ -327,6 +339,7 @@ class LlmResponse(_Model):
     logprobs_result: LogprobsResult | None = None
     input_transcription: Transcription | None = None
     output_transcription: Transcription | None = None
+    parsed: Any = None
 
     def is_partial(self) -> bool:
         """``partial`` as a bool (unset counts as final)."""
