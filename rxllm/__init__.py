@@ -46,6 +46,8 @@ from ._provider import ChunkParser, HttpRequest, RequestMapper
 from ._retry import RetryPolicy, retry_before_first_item
 from ._sse import SseDecoder, SseEvent
 from ._sse_chat_model import SseChatModel
+from ._structured import INVALID_STRUCTURED_OUTPUT, ResponseSchema
+from ._structured_stream import StructuredStream, structured_responses
 from ._types import (
     Blob,
     Content,
@@ -84,6 +86,7 @@ __all__ = [
     "HttpRequest",
     "HttpStatusError",
     "HttpTransport",
+    "INVALID_STRUCTURED_OUTPUT",
     "InBandError",
     "LimitExceededError",
     "LineTooLongError",
@@ -96,6 +99,7 @@ __all__ = [
     "ProviderError",
     "RequestMapper",
     "ResponseCompleteEvent",
+    "ResponseSchema",
     "ResponseTooLargeError",
     "RetryPolicy",
     "RxLlmError",
@@ -105,6 +109,7 @@ __all__ = [
     "StreamAggregator",
     "StreamInterruptedError",
     "StreamTimeoutError",
+    "StructuredStream",
     "TextDeltaEvent",
     "ThinkingConfig",
     "ThoughtDeltaEvent",
@@ -118,4 +123,5 @@ __all__ = [
     "UsageMetadata",
     "model_stream_events",
     "retry_before_first_item",
+    "structured_responses",
 ]

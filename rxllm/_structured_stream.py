@@ -36,8 +36,7 @@ class StructuredStream:
     """One stream's structured-output state (pure: no I/O, no Rx).
 
     >>> from rxllm import Content, LlmResponse, Part
-    >>> from rxllm._structured import output_schema
-    >>> stream = StructuredStream(output_schema({"type": "object"}))
+    >>> stream = StructuredStream({"type": "object"})
     >>> def partial(text: str) -> LlmResponse:
     ...     return LlmResponse(content=Content(role="model", parts=[Part.from_text(text)]), partial=True)
     >>> stream.apply(partial('{"city": "Par')).parsed
@@ -48,8 +47,8 @@ class StructuredStream:
 
     __slots__ = ("_last", "_schema", "_texts")
 
-    def __init__(self, schema: OutputSchema) -> None:
-        self._schema = schema
+    def __init__(self, schema: ResponseSchema | OutputSchema) -> None:
+        self._schema = schema if isinstance(schema, OutputSchema) else output_schema(schema)
         self._texts: list[str] = []
         self._last: JsonValue | None = None
 

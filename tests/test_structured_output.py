@@ -16,6 +16,7 @@ from reactivex import operators as ops
 from typing_extensions import TypedDict  # pydantic needs it on Python < 3.12
 
 from rxllm import (
+    INVALID_STRUCTURED_OUTPUT,
     Chunk,
     Content,
     FinishReason,
@@ -25,9 +26,9 @@ from rxllm import (
     Part,
     SseChatModel,
     StreamAggregator,
+    StructuredStream,
+    structured_responses,
 )
-from rxllm._structured import INVALID_STRUCTURED_OUTPUT, output_schema
-from rxllm._structured_stream import StructuredStream, structured_responses
 from rxllm.providers.anthropic import AnthropicModel
 from rxllm.providers.gemini import GeminiModel
 from rxllm.providers.openai import OpenAiChatModel, OpenAiResponsesModel
@@ -207,7 +208,7 @@ def test_without_a_schema_parsed_stays_none() -> None:
     ids=["typeddict", "dataclass", "list-of-int", "json-schema-dict"],
 )
 def test_every_schema_form_parses(schema: Any, reply: str, expected: object) -> None:
-    stream = StructuredStream(output_schema(schema))
+    stream = StructuredStream(schema)
     final = stream.finish(LlmResponse(content=Content(role="model", parts=[Part.from_text(reply)])))
     assert final.parsed == expected and final.error_code is None
 
@@ -225,7 +226,7 @@ def test_the_config_serialises_the_json_schema_and_reads_it_back() -> None:
 
 
 def test_a_final_that_ended_in_error_or_calls_tools_is_passed_through() -> None:
-    stream = StructuredStream(output_schema(Order))
+    stream = StructuredStream(Order)
     cut = LlmResponse(content=Content(role="model", parts=[Part.from_text('{"id": "A')]),
                       error_code=FinishReason.MAX_TOKENS, error_message="limit")
     assert stream.finish(cut) is cut
@@ -318,3 +319,34 @@ def test_a_retry_before_the_first_item_starts_a_fresh_parse() -> None:
         stream.pipe(ops.to_list()).run()
     responses = stream.pipe(ops.to_list()).run()
     assert responses[-1].parsed == EXPECTED and responses[0].parsed == json.loads(REPLY)
+
+
+# --- AiService(output_type=...) ---------------------------------------------------------------------
+
+
+def test_ai_service_output_type_asks_for_the_schema_and_the_final_carries_the_instance() -> None:
+    from reactivex.scheduler import ImmediateScheduler
+
+    from rxllm.service import AiService, FinalResponseEvent
+
+    with StubServer([StubResponse(body=sse_turn("openai-chat", text=PIECES)),
+                     StubResponse(body=sse_turn("openai-chat", text=['{"id": 1}']))]) as server:
+        service = AiService(_model("openai-chat", server.url), output_type=Order, tool_scheduler=ImmediateScheduler())
+        events = service.stream("Order A17?").pipe(ops.to_list()).run()
+        bad = service.stream("Order A17?").pipe(ops.to_list()).run()
+        body = server.requests[0].json()
+    final = events[-1]
+    assert isinstance(final, FinalResponseEvent) and final.response.parsed == EXPECTED
+    assert body["response_format"]["json_schema"]["name"] == "Order"
+    assert service.output_type is Order
+    last = bad[-1]
+    assert isinstance(last, FinalResponseEvent) and last.response.error_code == INVALID_STRUCTURED_OUTPUT
+
+
+def test_ai_service_refuses_an_output_type_without_a_schema() -> None:
+    from rxllm import ConfigurationError
+    from rxllm.service import AiService
+    from rxllm.testing import ScriptedLlm
+
+    with pytest.raises(ConfigurationError, match="no JSON schema"):
+        AiService(ScriptedLlm([]), output_type=type("Opaque", (), {}))
