@@ -17,6 +17,7 @@ from ._chunk import Chunk, InBandError, ToolCallFragment
 from ._errors import (
     BufferOverflowError,
     ConfigurationError,
+    ContractViolationError,
     EmptyStreamError,
     GuardrailError,
     HttpStatusError,
@@ -27,6 +28,7 @@ from ._errors import (
     ProviderError,
     ResponseTooLargeError,
     RxLlmError,
+    StoreError,
     StreamInterruptedError,
     StreamTimeoutError,
     ToolError,
@@ -63,8 +65,7 @@ from ._types import (
     Tool,
     UsageMetadata,
 )
-
-__version__ = "0.1.0"
+from ._version import __version__ as __version__
 
 __all__ = [
     "AsyncHttpTransport",
@@ -76,6 +77,7 @@ __all__ = [
     "ChunkParser",
     "ConfigurationError",
     "Content",
+    "ContractViolationError",
     "EmptyStreamError",
     "FinishReason",
     "FunctionCall",
@@ -106,6 +108,7 @@ __all__ = [
     "SseChatModel",
     "SseDecoder",
     "SseEvent",
+    "StoreError",
     "StreamAggregator",
     "StreamInterruptedError",
     "StreamTimeoutError",

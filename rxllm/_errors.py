@@ -17,12 +17,15 @@ matching built-in, so ``except ValueError`` keeps working for callers who expect
     ├── ProviderError                            the provider reported an error inside the body
     ├── ProtocolError (ValueError)               bytes/JSON/shape the protocol does not allow
     │   ├── LineTooLongError                     an SSE line longer than the decoder's cap
-    │   └── MalformedFunctionCallError           tool-call arguments that are not a JSON object
+    │   ├── MalformedFunctionCallError           tool-call arguments that are not a JSON object
+    │   └── ContractViolationError               a stream broke the generate_content contract
     ├── BufferOverflowError                      a subscriber fell further behind than its buffer
     ├── EmptyStreamError                         awaited the last item of a stream that had none
     ├── LimitExceededError                       a run exceeded a configured limit (max_llm_calls)
     │   └── ResponseTooLargeError                a body (decompressed) grew past its size cap
     ├── ToolError                                a tool could not be found, validated or run
+    ├── StoreError                               a session/artifact/memory store failed (database
+    │                                            error, connection lost); the next call reconnects
     └── GuardrailError                           an output guardrail rejected the answer
 
 ``retryable`` says whether the error may be retried *before the first item was emitted*;
@@ -34,6 +37,7 @@ from __future__ import annotations
 __all__ = [
     "BufferOverflowError",
     "ConfigurationError",
+    "ContractViolationError",
     "EmptyStreamError",
     "GuardrailError",
     "HttpStatusError",
@@ -44,6 +48,7 @@ __all__ = [
     "ProviderError",
     "ResponseTooLargeError",
     "RxLlmError",
+    "StoreError",
     "StreamInterruptedError",
     "StreamTimeoutError",
     "ToolError",
@@ -206,6 +211,22 @@ class MalformedFunctionCallError(ProtocolError):
         self.arguments = arguments
 
 
+class ContractViolationError(ProtocolError):
+    """A stream broke the ``generate_content(stream=True)`` contract (see ``rxllm.operators.check_contract``).
+
+    Attributes:
+        rule: the broken invariant's short name: ``"item_after_final"``, ``"partial_function_calls"``,
+            ``"partial_usage"``, ``"text_mismatch"``, ``"thought_mismatch"`` or ``"no_final"``.
+
+    >>> ContractViolationError("a partial after the final", rule="item_after_final").rule
+    'item_after_final'
+    """
+
+    def __init__(self, message: str, *, rule: str, provider: str | None = None) -> None:
+        super().__init__(f"stream contract violated ({rule}): {message}", provider=provider)
+        self.rule = rule
+
+
 class BufferOverflowError(RxLlmError):
     """A subscriber fell further behind than the bounded buffer allows; nothing was dropped."""
 
@@ -234,6 +255,13 @@ class ResponseTooLargeError(LimitExceededError):
 
 class ToolError(RxLlmError):
     """A tool was not found, its arguments failed validation, or it raised."""
+
+
+class StoreError(RxLlmError):
+    """A session, artifact or memory store failed: a database error, a lost connection, a corrupt row.
+
+    The store stays consistent (the failed write is rolled back) and the next call reconnects.
+    """
 
 
 class GuardrailError(RxLlmError):

@@ -15,6 +15,11 @@ the emitting thread and the loop: at most ``max_buffer`` items; a full buffer ma
 emitter wait (backpressure down to TCP) and fails a stream emitting on another event loop with
 :class:`~rxllm.BufferOverflowError` (see :func:`iterate`).
 
+For code that returns Observables to users (rxllm's own modules, your session store or
+provider): wrap each public return value with :func:`awaitable` (or :class:`MaybeObservable` for
+"at most one item, none is an answer"), so ``await`` and ``async for`` work on it too. The
+wrapper adds nothing per item: subscribing to it subscribes the wrapped Observable.
+
 >>> import asyncio
 >>> import reactivex
 >>> from reactivex import operators as ops

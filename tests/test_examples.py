@@ -33,6 +33,7 @@ KEY_LINES: dict[str, list[str]] = {
         "virtual-time retry: OK",
     ],
     "switch_map_cancel.py": ["server: connection 1 closed by the client: True", "switch_map cancel: OK"],
+    "fastapi_sse.py": ["stub model: upstream connection closed by the client: True", "fastapi sse: OK"],
 }
 REQUIRED = {"stream_to_terminal.py", "custom_provider.py", "order_status.py", "virtual_time_retry.py",
             "switch_map_cancel.py"}
@@ -69,6 +70,12 @@ def test_stream_to_terminal_speaks_every_wire_format() -> None:
         assert result.returncode == 0, result.stdout + result.stderr
         assert f"({provider} wire format)" in result.stdout
         assert "OK: the partials concatenate to the final's text" in result.stdout.splitlines()
+
+
+def test_fastapi_sse_closes_the_upstream_on_the_asyncio_transport_too() -> None:
+    result = run("fastapi_sse.py", "--transport", "asyncio")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "stub model: upstream connection closed by the client: True" in result.stdout.splitlines()
 
 
 def test_piped_example_output_is_plain_text() -> None:

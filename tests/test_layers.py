@@ -1,8 +1,9 @@
 """The layers import downward only, and httpx stays inside the two transport modules.
 
 Layers, bottom up (ARCHITECTURE.md §1): errors/types/json → sse/chunk/provider protocols →
-aggregation → transports/retry → models and providers → the tool layer (``_tools``) → the two
-runtimes, agents and service, side by side (neither imports the other) → testing → cli.
+aggregation → transports/retry → models and providers → the tool layer (``_tools``) and the Rx
+operators (``operators``) → the two runtimes, agents and service, side by side (neither imports
+the other) → testing → cli.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ LAYER = {
     "_genai_types": 0,
     "_structured": 0,
     "_json": 0,
+    "_version": 0,
     "_sse": 1,
     "_chunk": 1,
     "_provider": 1,
@@ -35,7 +37,11 @@ LAYER = {
     "_base_llm": 3,
     "_sse_chat_model": 4,
     "providers": 4,
+    "_offthread": 3,
+    "_artifacts": 5,
+    "_memory": 5,
     "_tools": 5,
+    "operators": 5,
     "agents": 6,
     "service": 6,
     "testing": 7,

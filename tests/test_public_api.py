@@ -13,6 +13,7 @@ import pytest
 import rxllm
 import rxllm.agents
 import rxllm.aio
+import rxllm.operators
 import rxllm.providers
 import rxllm.providers.anthropic
 import rxllm.providers.gemini
@@ -24,6 +25,7 @@ PACKAGES = [
     rxllm,
     rxllm.agents,
     rxllm.aio,
+    rxllm.operators,
     rxllm.providers,
     rxllm.providers.anthropic,
     rxllm.providers.gemini,

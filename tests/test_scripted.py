@@ -27,18 +27,23 @@ class _Recorded:
     items: list[LlmResponse] = field(default_factory=list)
     error: BaseException | None = None
     completed: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
 
 
 def _collect(source: reactivex.Observable[LlmResponse]) -> _Recorded:
+    """Subscribe and wait for the terminal event (the default ScriptedLlm emits on its own thread)."""
     recorded = _Recorded()
 
     def on_error(error: Exception) -> None:
         recorded.error = error
+        recorded.done.set()
 
     def on_completed() -> None:
         recorded.completed = True
+        recorded.done.set()
 
     source.subscribe(on_next=recorded.items.append, on_error=on_error, on_completed=on_completed)
+    assert recorded.done.wait(5.0), "the scripted call never ended"
     return recorded
 
 

@@ -11,12 +11,19 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import JsonValue
+from reactivex import operators as ops
 
-from .._types import Content
+from .._aio import AwaitableObservable, MaybeObservable, awaitable
+from .._errors import ConfigurationError
+from .._types import Content, Part
 from ._state import State
+
+if TYPE_CHECKING:
+    from .._artifacts import BaseArtifactService
+    from .._memory import BaseMemoryService, SearchMemoryResponse
 
 __all__ = [
     "CallbackContext",
@@ -88,10 +95,16 @@ class _NoSession:
 class ReadonlyContext:
     """A read-only view of the run, given to dynamic instructions."""
 
+    _artifact_service: BaseArtifactService | None = None
+    _memory_service: BaseMemoryService | None = None
+
     def __init__(self, invocation: InvocationView, state: State) -> None:
         self._set_view(
             invocation.invocation_id, invocation.agent.name, invocation.user_content, invocation.session, state
         )
+        # the run's optional services (rxllm.agents' InvocationContext has both; None when not configured)
+        self._artifact_service = getattr(invocation, "artifact_service", None)
+        self._memory_service = getattr(invocation, "memory_service", None)
 
     def _set_view(
         self, invocation_id: str, agent_name: str, user_content: Content | None, session: SessionView, state: State
@@ -140,6 +153,34 @@ class CallbackContext(ReadonlyContext):
         """The session state; setting keys records a state delta."""
         return self._state
 
+    def _artifacts(self) -> BaseArtifactService:
+        if self._artifact_service is None:
+            raise ConfigurationError(
+                "no artifact service: give the Runner one (Runner(..., artifact_service=InMemoryArtifactService()))"
+            )
+        return self._artifact_service
+
+    def save_artifact(self, filename: str, artifact: Part) -> AwaitableObservable[int]:
+        """Save a new version of the artifact ``filename`` in this session (``user:`` names: the user's).
+
+        Returns a cold Observable: subscribing saves and emits the version (0 for the first); from a
+        synchronous tool, call ``.run()``. In a tool, the version is also recorded in the
+        function-response event's ``actions.artifact_delta``. Fails with
+        :class:`~rxllm.ConfigurationError` without an artifact service or for a bad name.
+        """
+        session = self._session
+        return self._artifacts().save_artifact(session.app_name, session.user_id, session.id, filename, artifact)
+
+    def load_artifact(self, filename: str, version: int | None = None) -> MaybeObservable[Part]:
+        """Emit the artifact (the latest version when ``version`` is None), or complete empty when there is none."""
+        session = self._session
+        return self._artifacts().load_artifact(session.app_name, session.user_id, session.id, filename, version)
+
+    def list_artifacts(self) -> AwaitableObservable[list[str]]:
+        """Emit the names of the artifacts this session sees (its own and the user's ``user:`` ones), sorted."""
+        session = self._session
+        return self._artifacts().list_artifact_keys(session.app_name, session.user_id, session.id)
+
 
 @dataclass
 class ToolActions:
@@ -149,11 +190,13 @@ class ToolActions:
         skip_summarization: end the turn with the tool's response: no further model call.
         transfer_to_agent: the agent to hand over to (recorded on the event, not acted on).
         escalate: escalate to the parent agent (recorded on the event, not acted on).
+        artifact_delta: artifact name to the version the tool saved (filled by ``save_artifact``).
     """
 
     skip_summarization: bool = False
     transfer_to_agent: str | None = None
     escalate: bool = False
+    artifact_delta: dict[str, int] = field(default_factory=dict)
 
 
 class ToolContext(CallbackContext):
@@ -168,6 +211,27 @@ class ToolContext(CallbackContext):
         super().__init__(invocation, state)
         self.function_call_id = function_call_id
         self.actions: ToolActions = ToolActions()
+
+    def save_artifact(self, filename: str, artifact: Part) -> AwaitableObservable[int]:
+        """Save an artifact version, recorded in ``actions.artifact_delta``; see ``CallbackContext.save_artifact``."""
+
+        def record(version: int) -> None:
+            self.actions.artifact_delta[filename] = version
+
+        return awaitable(super().save_artifact(filename, artifact).pipe(ops.do_action(on_next=record)))
+
+    def search_memory(self, query: str) -> AwaitableObservable[SearchMemoryResponse]:
+        """Search the user's memory (the run's memory service) for ``query``; emit the response.
+
+        Returns a cold Observable (from a synchronous tool, call ``.run()``). Fails with
+        :class:`~rxllm.ConfigurationError` when the run has no memory service.
+        """
+        if self._memory_service is None:
+            raise ConfigurationError(
+                "no memory service: give the Runner one (Runner(..., memory_service=InMemoryMemoryService()))"
+            )
+        session = self._session
+        return self._memory_service.search_memory(session.app_name, session.user_id, query)
 
     @classmethod
     def standalone(

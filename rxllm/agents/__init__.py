@@ -33,38 +33,55 @@ support '' [] [{'order_id': 'A17', 'status': 'shipped Tuesday'}]
 support 'It shipped Tuesday.' [] []
 """
 
+from .._artifacts import BaseArtifactService, FileArtifactService, InMemoryArtifactService
+from .._memory import BaseMemoryService, InMemoryMemoryService, MemoryEntry, SearchMemoryResponse
 from .._tools import BaseTool, FunctionTool, ToolLike
 from ._agent import BaseAgent, InstructionProvider, LlmAgent
 from ._context import CallbackContext, InvocationContext, ReadonlyContext, ToolActions, ToolContext
 from ._event import Event, EventActions
 from ._flow import AfterModelCallback, BeforeModelCallback
+from ._memory_tools import LoadMemoryTool, load_memory
+from ._postgres_sessions import PostgresSessionService
 from ._run_config import RunConfig, StreamingMode
 from ._runner import InMemoryRunner, Runner
-from ._sessions import BaseSessionService, InMemorySessionService, Session
+from ._sessions import BaseSessionService, GetSessionConfig, InMemorySessionService, Session
+from ._sqlite_sessions import SqliteSessionService
 from ._state import State
 
 __all__ = [
     "AfterModelCallback",
     "BaseAgent",
+    "BaseArtifactService",
+    "BaseMemoryService",
     "BaseSessionService",
     "BaseTool",
     "BeforeModelCallback",
     "CallbackContext",
     "Event",
     "EventActions",
+    "FileArtifactService",
     "FunctionTool",
+    "GetSessionConfig",
+    "InMemoryArtifactService",
+    "InMemoryMemoryService",
     "InMemoryRunner",
     "InMemorySessionService",
     "InstructionProvider",
     "InvocationContext",
     "LlmAgent",
+    "LoadMemoryTool",
+    "MemoryEntry",
+    "PostgresSessionService",
     "ReadonlyContext",
     "RunConfig",
     "Runner",
+    "SearchMemoryResponse",
     "Session",
+    "SqliteSessionService",
     "State",
     "StreamingMode",
     "ToolActions",
     "ToolContext",
     "ToolLike",
+    "load_memory",
 ]

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import reactivex
 
+from .._aio import AwaitableObservable, awaitable
 from .._base_llm import BaseLlm
 from .._errors import ConfigurationError
 from .._tools import BaseTool, Named, ToolLike, tools_by_name
@@ -142,7 +143,7 @@ class LlmAgent(BaseAgent):
         """The after-model callbacks, in order."""
         return self._after
 
-    def run_async(self, ctx: InvocationContext) -> reactivex.Observable[Event]:
+    def run_async(self, ctx: InvocationContext) -> AwaitableObservable[Event]:
         """Run the LLM flow (see ``rxllm.agents._flow``): cold; disposing cancels the model call and
         runs no further tools or model calls."""
-        return run_llm_flow(self, ctx)
+        return awaitable(run_llm_flow(self, ctx))

@@ -5,8 +5,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-import reactivex
-
+from .._aio import AwaitableObservable, MaybeObservable, awaitable
 from .._errors import LimitExceededError
 from .._tools import CallbackContext, ReadonlyContext, ToolActions, ToolContext, new_invocation_id
 from .._types import Content
@@ -15,6 +14,8 @@ from ._run_config import RunConfig
 from ._sessions import BaseSessionService, Session
 
 if TYPE_CHECKING:
+    from .._artifacts import BaseArtifactService
+    from .._memory import BaseMemoryService
     from ._agent import BaseAgent
 
 __all__ = [
@@ -39,6 +40,8 @@ class InvocationContext:
         run_config: the run's options.
         user_content: the user message that started the run.
         branch: the agent branch (``agent_1.agent_2``), None for a root agent.
+        artifact_service: where tools' artifacts are kept (None: the run has none).
+        memory_service: what ``ToolContext.search_memory`` searches (None: the run has none).
 
     Cancellation: the runner calls :meth:`cancel` when the run's subscription is disposed. Rx
     disposal already stops everything that has subscribed; the flag also stops work that a
@@ -56,8 +59,12 @@ class InvocationContext:
         user_content: Content | None = None,
         invocation_id: str | None = None,
         branch: str | None = None,
+        artifact_service: BaseArtifactService | None = None,
+        memory_service: BaseMemoryService | None = None,
     ) -> None:
         self.invocation_id: str = invocation_id or new_invocation_id()
+        self.artifact_service = artifact_service
+        self.memory_service = memory_service
         self.agent = agent
         self.session = session
         self.session_service = session_service
@@ -109,10 +116,12 @@ class InvocationContext:
                 f"#{count} in invocation {self.invocation_id} (raise RunConfig.max_llm_calls if this is expected)"
             )
 
-    def current_session(self) -> reactivex.Observable[Session]:
-        """The session as stored now (empty when it was deleted meanwhile)."""
-        return self.session_service.get_session(self.session.app_name, self.session.user_id, self.session.id)
+    def current_session(self) -> MaybeObservable[Session]:
+        """The session as stored now (empty when it was deleted meanwhile; ``await`` gives ``None`` then)."""
+        return MaybeObservable(
+            self.session_service.get_session(self.session.app_name, self.session.user_id, self.session.id)
+        )
 
-    def append_event(self, event: Event) -> reactivex.Observable[Event]:
+    def append_event(self, event: Event) -> AwaitableObservable[Event]:
         """Store ``event`` in this run's session (partials are passed through unstored); emit the stored event."""
-        return self.session_service.append_event(self.session, event)
+        return awaitable(self.session_service.append_event(self.session, event))

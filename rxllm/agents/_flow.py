@@ -38,7 +38,7 @@ from .._tools import ToolCallOutcome, call_tool, request_config, tool_declaratio
 from .._types import Content, FunctionCall, LlmRequest, LlmResponse, Part
 from ._context import CallbackContext, InvocationContext, ReadonlyContext, ToolContext
 from ._event import Event, EventActions
-from ._instructions import inject_session_state
+from ._instructions import artifact_loader, inject_session_state
 from ._run_config import StreamingMode
 from ._rx import emit_now, fail_now, nothing_now, then_now
 from ._sessions import Session
@@ -205,7 +205,9 @@ def build_request(agent: LlmAgent, ctx: InvocationContext, session: Session, rea
     if callable(instruction):
         text = _invoke("instruction provider", agent, instruction, readonly)
     else:
-        text = inject_session_state(instruction, readonly.state, agent_name=agent.name)
+        text = inject_session_state(
+            instruction, readonly.state, agent_name=agent.name, artifacts=artifact_loader(ctx.artifact_service, session)
+        )
     contents: list[Content] = []
     for event in session.events:
         content = event.content
@@ -293,6 +295,7 @@ def _run_tools(agent: LlmAgent, ctx: InvocationContext, step: _Step, model_event
             state_delta=step.state.take_delta(),
             skip_summarization=True if any(c.actions.skip_summarization for c in contexts) else None,
             escalate=True if any(c.actions.escalate for c in contexts) else None,
+            artifact_delta={name: v for c in contexts for name, v in c.actions.artifact_delta.items()},
             transfer_to_agent=next(
                 (c.actions.transfer_to_agent for c in reversed(contexts) if c.actions.transfer_to_agent), None
             ),

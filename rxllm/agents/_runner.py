@@ -13,7 +13,9 @@ from reactivex import operators as ops
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
 from .._aio import AwaitableObservable, awaitable
+from .._artifacts import BaseArtifactService, InMemoryArtifactService
 from .._errors import ConfigurationError
+from .._memory import BaseMemoryService, InMemoryMemoryService
 from .._types import Content
 from ._agent import BaseAgent
 from ._context import InvocationContext
@@ -159,12 +161,24 @@ class Runner:
         agent: the agent to run.
         app_name: the app the sessions belong to.
         session_service: where sessions and their events are stored.
+        artifact_service: where tools keep artifacts (``ToolContext.save_artifact`` ...) and where
+            ``{artifact.name}`` in an instruction is read from; None: the runs have none.
+        memory_service: what ``ToolContext.search_memory`` and the ``load_memory`` tool search;
+            None: the runs have none. Add a finished session with its ``add_session_to_memory``.
 
     Runs on one session never interleave: a second ``run_async`` on a session (through this
     runner) starts only after the first terminated or was disposed.
     """
 
-    def __init__(self, agent: BaseAgent, app_name: str, session_service: BaseSessionService) -> None:
+    def __init__(
+        self,
+        agent: BaseAgent,
+        app_name: str,
+        session_service: BaseSessionService,
+        *,
+        artifact_service: BaseArtifactService | None = None,
+        memory_service: BaseMemoryService | None = None,
+    ) -> None:
         if not isinstance(agent, BaseAgent):
             raise ConfigurationError(f"Runner needs a BaseAgent, got {type(agent).__name__}")
         if not isinstance(session_service, BaseSessionService):
@@ -172,6 +186,8 @@ class Runner:
         self._agent = agent
         self._app_name = app_name
         self._session_service = session_service
+        self.artifact_service = artifact_service
+        self.memory_service = memory_service
         self._lanes = _Lanes()
 
     @property
@@ -238,7 +254,13 @@ class Runner:
                     )
                 )
             ctx = InvocationContext(
-                agent=agent, session=sessions[-1], session_service=service, run_config=config, user_content=message
+                agent=agent,
+                session=sessions[-1],
+                session_service=service,
+                run_config=config,
+                user_content=message,
+                artifact_service=self.artifact_service,
+                memory_service=self.memory_service,
             )
             contexts.append(ctx)
             user_event = Event(invocation_id=ctx.invocation_id, author="user", content=message)
@@ -271,7 +293,15 @@ class InMemoryRunner(Runner):
     Args:
         agent: the agent to run.
         app_name: the app name; ``"InMemoryRunner"`` by default, as in ADK.
+
+    As ADK's, it also has an :class:`InMemoryArtifactService` and an :class:`InMemoryMemoryService`.
     """
 
     def __init__(self, agent: BaseAgent, *, app_name: str = "InMemoryRunner") -> None:
-        super().__init__(agent, app_name, InMemorySessionService())
+        super().__init__(
+            agent,
+            app_name,
+            InMemorySessionService(),
+            artifact_service=InMemoryArtifactService(),
+            memory_service=InMemoryMemoryService(),
+        )

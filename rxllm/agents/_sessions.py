@@ -24,7 +24,7 @@ import copy
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import reactivex
@@ -35,9 +35,9 @@ from .._errors import ConfigurationError
 from .._types import _Model
 from ._event import Event
 from ._rx import call_now, emit_now, nothing_now
-from ._state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
+from ._state import apply_state_delta, strip_temp_keys
 
-__all__ = ["BaseSessionService", "InMemorySessionService", "Session"]
+__all__ = ["BaseSessionService", "GetSessionConfig", "InMemorySessionService", "Session"]
 
 
 class Session(_Model):
@@ -57,13 +57,77 @@ class Session(_Model):
     last_update_time: float = 0.0
 
 
+class GetSessionConfig(_Model):
+    """Which events :meth:`BaseSessionService.get_session` returns (ADK's ``GetSessionConfig``).
+
+    Attributes:
+        num_recent_events: keep only the last N events (0 keeps none); None keeps all.
+        after_timestamp: then drop the events whose ``timestamp`` is before this (seconds since
+            the epoch; an event exactly at it is kept); None drops none.
+
+    The session's state is always the whole state, whatever events are returned.
+    """
+
+    num_recent_events: int | None = Field(default=None, ge=0)
+    after_timestamp: float | None = None
+
+
+def select_events(events: Sequence[Event], config: GetSessionConfig | None) -> tuple[Event, ...]:
+    """The events ``config`` asks for, in stored order: the last N first, then the timestamp filter."""
+    if config is None:
+        return tuple(events)
+    chosen = list(events)
+    if config.num_recent_events is not None:
+        chosen = chosen[max(0, len(chosen) - config.num_recent_events) :]
+    if config.after_timestamp is not None:
+        threshold = config.after_timestamp
+        chosen = [event for event in chosen if event.timestamp >= threshold]
+    return tuple(chosen)
+
+
+def event_to_store(event: Event) -> Event:
+    """The event as a session stores it: its ``temp:`` state keys removed (they are never persisted)."""
+    kept = strip_temp_keys(event.actions.state_delta)
+    if kept is None:
+        return event
+    return event.model_copy(update={"actions": event.actions.model_copy(update={"state_delta": kept})})
+
+
+def merged_state(
+    session: Mapping[str, JsonValue], app: Mapping[str, JsonValue], user: Mapping[str, JsonValue]
+) -> dict[str, JsonValue]:
+    """A snapshot's ``state``: the session's keys plus the app's ``app:`` and the user's ``user:`` keys (a copy)."""
+    return copy.deepcopy({**session, **app, **user})
+
+
+def missing_session_error(session: Session) -> ConfigurationError:
+    """The error ``append_event`` fails with when the session is not (or no longer) stored."""
+    return ConfigurationError(
+        f"cannot append to session {session.id!r} (app {session.app_name!r}, user "
+        f"{session.user_id!r}): no such session"
+    )
+
+
+def taken_id_error(app_name: str, user_id: str, session_id: str) -> ConfigurationError:
+    """The error ``create_session`` fails with when the id is taken."""
+    return ConfigurationError(f"session {session_id!r} already exists for app {app_name!r} and user {user_id!r}")
+
+
 class BaseSessionService(abc.ABC):
     """Where sessions live. Every method returns a cold Observable: subscribing does the work.
 
     Implementations must keep ``append_event``'s contract: a partial event is emitted back
     unchanged and not stored; a stored event's ``actions.state_delta`` is applied to the state
-    (``temp:`` keys dropped, ``app:`` / ``user:`` keys shared); the emitted event is the stored
-    one.
+    through :func:`~rxllm.agents._state.apply_state_delta` (``temp:`` keys dropped, ``app:`` /
+    ``user:`` keys shared); the emitted event is the stored one. The event and its state delta are
+    stored together or not at all.
+
+    **Concurrent and stale appends (the merge rule).** A :class:`Session` is a snapshot: appending
+    through an older snapshot than the stored session (another process or run appended meanwhile)
+    is allowed and loses nothing. Events are only ever appended, in commit order, never replaced;
+    a state delta is merged key by key into the state *as stored at commit time*, never into the
+    snapshot's copy. Two appends that set the same key leave the value of the one committed last;
+    both events, each with its own delta, stay in the history. Nothing else is overwritten.
     """
 
     @abc.abstractmethod
@@ -80,8 +144,13 @@ class BaseSessionService(abc.ABC):
         """
 
     @abc.abstractmethod
-    def get_session(self, app_name: str, user_id: str, session_id: str) -> reactivex.Observable[Session]:
-        """Emit the session's snapshot, or complete empty when there is none (like a ``Maybe``)."""
+    def get_session(
+        self, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None = None
+    ) -> reactivex.Observable[Session]:
+        """Emit the session's snapshot, or complete empty when there is none (like a ``Maybe``).
+
+        ``config`` narrows the events returned (see :class:`GetSessionConfig`); the state is whole.
+        """
 
     @abc.abstractmethod
     def list_sessions(self, app_name: str, user_id: str) -> reactivex.Observable[list[Session]]:
@@ -108,24 +177,6 @@ class _Stored:
     state: dict[str, JsonValue] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     last_update_time: float = 0.0
-
-
-def _split_delta(
-    delta: Mapping[str, JsonValue],
-) -> tuple[dict[str, JsonValue], dict[str, JsonValue], dict[str, JsonValue]]:
-    app: dict[str, JsonValue] = {}
-    user: dict[str, JsonValue] = {}
-    own: dict[str, JsonValue] = {}
-    for key, value in delta.items():
-        if key.startswith(TEMP_PREFIX):
-            continue
-        if key.startswith(APP_PREFIX):
-            app[key] = copy.deepcopy(value)
-        elif key.startswith(USER_PREFIX):
-            user[key] = copy.deepcopy(value)
-        else:
-            own[key] = copy.deepcopy(value)
-    return app, user, own
 
 
 class InMemorySessionService(BaseSessionService):
@@ -156,9 +207,7 @@ class InMemorySessionService(BaseSessionService):
             key = (app_name, user_id, sid)
             with self._lock:
                 if key in self._sessions:
-                    raise ConfigurationError(
-                        f"session {sid!r} already exists for app {app_name!r} and user {user_id!r}"
-                    )
+                    raise taken_id_error(app_name, user_id, sid)
                 stored = _Stored(id=sid, app_name=app_name, user_id=user_id, last_update_time=time.time())
                 self._apply(stored, initial)
                 self._sessions[key] = stored
@@ -166,13 +215,15 @@ class InMemorySessionService(BaseSessionService):
 
         return awaitable(call_now(create))
 
-    def get_session(self, app_name: str, user_id: str, session_id: str) -> MaybeObservable[Session]:
+    def get_session(
+        self, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None = None
+    ) -> MaybeObservable[Session]:
         """Emit a snapshot, or nothing; see :meth:`BaseSessionService.get_session`."""
 
         def subscribe_factory(_: object) -> reactivex.Observable[Session]:
             with self._lock:
                 stored = self._sessions.get((app_name, user_id, session_id))
-                snapshot = self._snapshot(stored, with_events=True) if stored is not None else None
+                snapshot = self._snapshot(stored, with_events=True, config=config) if stored is not None else None
             return emit_now(snapshot) if snapshot is not None else nothing_now()
 
         return MaybeObservable(reactivex.defer(subscribe_factory))
@@ -207,21 +258,12 @@ class InMemorySessionService(BaseSessionService):
 
         def append() -> Event:
             key = (session.app_name, session.user_id, session.id)
-            delta = event.actions.state_delta
-            stored_event = event
-            if any(k.startswith(TEMP_PREFIX) for k in delta):
-                kept = {k: v for k, v in delta.items() if not k.startswith(TEMP_PREFIX)}
-                stored_event = event.model_copy(
-                    update={"actions": event.actions.model_copy(update={"state_delta": kept})}
-                )
+            stored_event = event_to_store(event)
             with self._lock:
                 stored = self._sessions.get(key)
                 if stored is None:
-                    raise ConfigurationError(
-                        f"cannot append to session {session.id!r} (app {session.app_name!r}, user "
-                        f"{session.user_id!r}): no such session"
-                    )
-                self._apply(stored, delta)
+                    raise missing_session_error(session)
+                self._apply(stored, stored_event.actions.state_delta)
                 stored.events.append(stored_event)
                 stored.last_update_time = stored_event.timestamp
             return stored_event
@@ -229,24 +271,23 @@ class InMemorySessionService(BaseSessionService):
         return awaitable(call_now(append))
 
     def _apply(self, stored: _Stored, delta: Mapping[str, JsonValue]) -> None:
-        app, user, own = _split_delta(delta)
-        if app:
-            self._app_state.setdefault(stored.app_name, {}).update(app)
-        if user:
-            self._user_state.setdefault((stored.app_name, stored.user_id), {}).update(user)
-        stored.state.update(own)
+        apply_state_delta(
+            delta,
+            app=self._app_state.setdefault(stored.app_name, {}),
+            user=self._user_state.setdefault((stored.app_name, stored.user_id), {}),
+            session=stored.state,
+        )
 
-    def _snapshot(self, stored: _Stored, *, with_events: bool) -> Session:
-        merged: dict[str, JsonValue] = {
-            **stored.state,
-            **self._app_state.get(stored.app_name, {}),
-            **self._user_state.get((stored.app_name, stored.user_id), {}),
-        }
+    def _snapshot(self, stored: _Stored, *, with_events: bool, config: GetSessionConfig | None = None) -> Session:
         return Session.model_construct(
             id=stored.id,
             app_name=stored.app_name,
             user_id=stored.user_id,
-            state=copy.deepcopy(merged),
-            events=tuple(stored.events) if with_events else (),
+            state=merged_state(
+                stored.state,
+                self._app_state.get(stored.app_name, {}),
+                self._user_state.get((stored.app_name, stored.user_id), {}),
+            ),
+            events=select_events(stored.events, config) if with_events else (),
             last_update_time=stored.last_update_time,
         )

@@ -1,4 +1,4 @@
-"""The ``rxllm`` command: ``rxllm demo``, ``rxllm chat``, ``rxllm replay`` (also ``python -m rxllm``)."""
+"""The ``rxllm`` command: ``rxllm demo``, ``chat``, ``replay``, ``sessions`` (also ``python -m rxllm``)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from ._chat import CHAT_PROVIDERS, run_chat
 from ._demo import PROVIDERS, run_demo
 from ._replay import REPLAY_PROTOCOLS, run_replay
+from ._sessions import CHAT_APP, default_user, run_sessions
 from ._style import Style
 
 __all__ = ["main"]
@@ -41,6 +42,19 @@ def _parser() -> argparse.ArgumentParser:
                       help="the environment variable holding the key for --base-url, e.g. GROQ_API_KEY "
                            "(the provider's own variable is only sent to its public endpoint)")
     chat.add_argument("--system", metavar="TEXT", help="a system instruction for the whole conversation")
+    chat.add_argument("--session", metavar="URL",
+                      help="keep the conversation in a session store and resume it next time: "
+                           "sqlite:///chat.db or postgresql://user@host/db")
+    chat.add_argument("--session-id", metavar="ID", default="default",
+                      help="which conversation of the store (default: default)")
+    chat.add_argument("--user", metavar="ID", help="the user the session belongs to (default: your login name)")
+    sessions = commands.add_parser("sessions", help="list, show or delete the sessions in a session store")
+    sessions.add_argument("action", choices=("list", "show", "delete"))
+    sessions.add_argument("session_id", nargs="?", metavar="ID", help="the session (show, delete)")
+    sessions.add_argument("--store", "--session", dest="store", metavar="URL", required=True,
+                          help="sqlite:///chat.db or postgresql://user@host/db")
+    sessions.add_argument("--app", default=CHAT_APP, help=f"the app name (default: {CHAT_APP}, rxllm chat's)")
+    sessions.add_argument("--user", metavar="ID", help="the user (default: your login name)")
     replay = commands.add_parser("replay", help="replay a captured SSE body: partials, final aggregate, contract")
     replay.add_argument("file", metavar="FILE.sse", help="the raw response body, as the HTTP client read it")
     replay.add_argument("--protocol", choices=REPLAY_PROTOCOLS, required=True, help="the wire protocol of the body")
@@ -79,7 +93,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("rxllm").addHandler(logging.NullHandler())
         return run_chat(provider=args.provider, model=args.model, base_url=args.base_url,
                         api_key_env=args.api_key_env, system=args.system,
-                        out=out, err=sys.stderr, style=style)
+                        out=out, err=sys.stderr, style=style,
+                        session_store=args.session, session_id=args.session_id, user_id=args.user or default_user())
+    if args.command == "sessions":
+        if args.action != "list" and not args.session_id:
+            print(f"rxllm sessions {args.action}: which session? (rxllm sessions {args.action} ID --store URL)",
+                  file=sys.stderr)
+            return 2
+        return run_sessions(args.action, store=args.store, app_name=args.app, user_id=args.user or default_user(),
+                            session_id=args.session_id, out=out, err=sys.stderr)
     if args.command == "replay":
         return run_replay(args.file, args.protocol, as_json=args.as_json, out=out, err=sys.stderr, style=style)
     return 2

@@ -31,6 +31,7 @@ from ..providers.gemini import DEFAULT_BASE_URL as GEMINI_URL
 from ..providers.gemini import GeminiModel
 from ..providers.openai import DEFAULT_BASE_URL as OPENAI_URL
 from ..providers.openai import OpenAiChatModel
+from ._sessions import ChatSession, close_store, open_store
 from ._style import Style
 
 __all__ = ["CHAT_PROVIDERS", "KEY_VARIABLES", "run_chat"]
@@ -137,13 +138,16 @@ class _Answer:
 
 
 class _Chat:
-    def __init__(self, provider: str, llm: BaseLlm, system: str | None, out: TextIO, style: Style) -> None:
+    def __init__(
+        self, provider: str, llm: BaseLlm, system: str | None, out: TextIO, style: Style, store: ChatSession | None
+    ) -> None:
         self._provider = provider
         self._llm = llm
         self._config = GenerateContentConfig(system_instruction=system) if system else GenerateContentConfig()
         self._out = out
         self._style = style
-        self.history: list[Content] = []
+        self._store = store
+        self.history: list[Content] = store.history() if store is not None else []
 
     def turn(self, text: str) -> None:
         """Ask, stream the answer, and keep the exchange only when it completed cleanly."""
@@ -178,7 +182,13 @@ class _Chat:
         else:
             if not answer.wrote_anything and final.text():  # a provider that sent the whole answer at once
                 out.write(f"{style.bold(self._llm.model)} › {final.text()}\n")
-            self.history += [question, final.content.model_copy(update={"role": "model"})]
+            answer_content = final.content.model_copy(update={"role": "model"})
+            self.history += [question, answer_content]
+            if self._store is not None:
+                try:
+                    self._store.record(question, answer_content, author=self._llm.model)
+                except RxLlmError as exc:
+                    out.write(f"error: the exchange was not saved to the session store: {exc.message}\n")
         out.flush()
 
 
@@ -193,6 +203,9 @@ def run_chat(
     err: TextIO,
     style: Style,
     read_line: Callable[[str], str] = input,
+    session_store: str | None = None,
+    session_id: str = "default",
+    user_id: str = "user",
 ) -> int:
     """Run the interactive chat; returns the exit code.
 
@@ -209,9 +222,14 @@ def run_chat(
         style: terminal styling (off when ``out`` is not a terminal).
         read_line: reads one line after writing the prompt; raises ``EOFError`` at the end of
             input and ``KeyboardInterrupt`` on Ctrl-C (``input`` does both).
+        session_store: a session store URL (``sqlite:///chat.db``, ``postgresql://...``): the
+            conversation is loaded from it and every whole exchange is stored, so the next chat
+            with the same store, ``session_id`` and ``user_id`` resumes it. None: nothing is kept.
+        session_id: the conversation's session id in the store.
+        user_id: the user the session belongs to.
 
     Returns:
-        0 when the user leaves; 2 when the model cannot be set up (e.g. no API key).
+        0 when the user leaves; 2 when the model or the session store cannot be set up.
     """
     try:
         llm = _make_model(provider, model, base_url, api_key_env)
@@ -219,11 +237,45 @@ def run_chat(
         err.write(_configuration_message(provider, exc) + "\n")
         err.flush()
         return 2
+    service = None
+    store: ChatSession | None = None
+    if session_store is not None:
+        try:
+            service = open_store(session_store)
+            store = ChatSession(service, user_id, session_id)
+        except RxLlmError as exc:
+            if service is not None:
+                close_store(service)
+            err.write(f"rxllm chat: cannot use the session store: {exc.message}\n")
+            err.flush()
+            return 2
+    try:
+        return _chat_loop(provider, model, base_url, system, llm, store, out, style, read_line)
+    finally:
+        if service is not None:
+            close_store(service)
+
+
+def _chat_loop(
+    provider: str,
+    model: str,
+    base_url: str | None,
+    system: str | None,
+    llm: BaseLlm,
+    store: ChatSession | None,
+    out: TextIO,
+    style: Style,
+    read_line: Callable[[str], str],
+) -> int:
     where = base_url or "the provider's public endpoint"
     out.write(style.dim(f"rxllm chat: {provider} model {model!r} at {where}.") + "\n"
               + style.dim("Ctrl-C cancels an answer; /exit, Ctrl-D or Ctrl-C at the prompt quits.") + "\n")
+    if store is not None:
+        resumed = f"resumed session {store.session_id!r}: {len(store.history())} messages" if store.resumed else (
+            f"new session {store.session_id!r}")
+        out.write(style.dim(f"{resumed} (kept in the session store).") + "\n")
     out.flush()
-    chat = _Chat(provider, llm, system, out, style)
+    chat = _Chat(provider, llm, system, out, style, store)
     while True:
         try:
             line = read_line(PROMPT)

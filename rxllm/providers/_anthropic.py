@@ -428,7 +428,7 @@ class AnthropicRequestMapper(JsonRequestMapper):
         if self._api_key:
             provider_headers["x-api-key"] = self._api_key
         return self._post(
-            f"{self._base_url}/v1/messages",
+            self._endpoint("/v1/messages"),
             self._body(llm_request, model=model, stream=stream),
             stream=stream,
             provider_headers=provider_headers,

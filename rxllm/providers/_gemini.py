@@ -624,7 +624,7 @@ class GeminiRequestMapper(JsonRequestMapper):
             raise ConfigurationError("a model name is required for a Gemini request", provider=_PROVIDER)
         path = quote(name, safe="/-._~@")
         method = "streamGenerateContent?alt=sse" if stream else "generateContent"
-        return f"{self._base_url}/{self._api_version}/{path}:{method}"
+        return self._endpoint(f"/{self._api_version}/{path}:{method}")
 
     def _body(self, request: LlmRequest) -> _WireRequest:
         config = request.config

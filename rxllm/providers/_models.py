@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Literal, Unpack
+from urllib.parse import quote, urlsplit
 
+from .._errors import ConfigurationError
 from .._sse_chat_model import SseChatModel
 from ._anthropic import ANTHROPIC_BASE_URL, AnthropicChunkParser, AnthropicRequestMapper
 from ._gemini import DEFAULT_GEMINI_BASE_URL as GEMINI_BASE_URL
@@ -18,6 +21,7 @@ __all__ = [
     "GEMINI_BASE_URL",
     "OPENAI_BASE_URL",
     "AnthropicModel",
+    "AzureOpenAiChatModel",
     "GeminiModel",
     "OpenAiChatModel",
     "OpenAiResponsesModel",
@@ -59,6 +63,100 @@ class OpenAiChatModel(SseChatModel):
             base_url=base_url, api_key=key, extra_headers=extra_headers, max_tokens_param=max_tokens_param
         )
         super().__init__(model, mapper=mapper, parser=OpenAiChatChunkParser, **options)
+
+
+_AZURE_HOST_SUFFIXES = (".openai.azure.com", ".cognitiveservices.azure.com", ".services.ai.azure.com")
+
+
+class AzureOpenAiChatModel(SseChatModel):
+    """An Azure OpenAI chat deployment: POST
+    ``{endpoint}/openai/deployments/{deployment}/chat/completions?api-version={api_version}``.
+
+    Args:
+        deployment: the deployment's name (Azure routes by it; it is also the default model name).
+        endpoint: the resource's endpoint, e.g. ``https://my-resource.openai.azure.com``.
+        api_version: the ``api-version`` query parameter, e.g. ``"2024-10-21"``.
+        api_key: the resource key, sent as ``api-key``. Defaults to ``AZURE_OPENAI_API_KEY``,
+            read only for an Azure OpenAI endpoint (``*.openai.azure.com``,
+            ``*.cognitiveservices.azure.com``, ``*.services.ai.azure.com``) or the one in
+            ``AZURE_OPENAI_ENDPOINT``: the key never goes to another server unless passed here.
+        azure_ad_token: a Microsoft Entra ID token, sent as ``Authorization: Bearer``; give
+            either it or a key, never both. Neither is ever shown in a repr, log or error.
+        extra_headers: more headers for every request.
+        max_tokens_param: as for :class:`OpenAiChatModel` (o-series deployments want
+            ``"max_completion_tokens"``).
+        **options: :class:`~rxllm.providers.SseModelOptions`.
+
+    Raises:
+        ConfigurationError: both a key and a token, neither (and none in the environment), or an
+            empty deployment, endpoint or API version.
+
+    >>> model = AzureOpenAiChatModel("gpt-4o", endpoint="https://r.openai.azure.com", api_version="2024-10-21",
+    ...                               api_key="secret")
+    >>> model, model.deployment
+    (AzureOpenAiChatModel(model='gpt-4o'), 'gpt-4o')
+    """
+
+    def __init__(
+        self,
+        deployment: str,
+        *,
+        endpoint: str,
+        api_version: str,
+        api_key: str | None = None,
+        azure_ad_token: str | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+        **options: Unpack[SseModelOptions],
+    ) -> None:
+        for name, value in (("deployment", deployment), ("endpoint", endpoint), ("api_version", api_version)):
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigurationError(f"{name} must be a non-empty string", provider="azure-openai")
+        if api_key and azure_ad_token:
+            raise ConfigurationError("give api_key or azure_ad_token, not both", provider="azure-openai")
+        root = endpoint.strip().rstrip("/")
+        headers: dict[str, str] = {}
+        if azure_ad_token:
+            headers["Authorization"] = f"Bearer {azure_ad_token}"
+        else:
+            key = resolve_api_key(
+                api_key,
+                ("AZURE_OPENAI_API_KEY",),
+                base_url=root,
+                official_url="",
+                provider="azure-openai",
+                official=_is_azure_endpoint(root),
+            )
+            if not key:
+                raise ConfigurationError(
+                    "no credential: pass api_key=... or azure_ad_token=..., or set AZURE_OPENAI_API_KEY "
+                    "(read only for an Azure OpenAI endpoint or the one in AZURE_OPENAI_ENDPOINT)",
+                    provider="azure-openai",
+                )
+            headers["api-key"] = key
+        headers.update(extra_headers or {})
+        base_url = (
+            f"{root}/openai/deployments/{quote(deployment.strip(), safe='')}?api-version={quote(api_version.strip())}"
+        )
+        mapper = OpenAiChatRequestMapper(
+            base_url=base_url, api_key=None, extra_headers=headers, max_tokens_param=max_tokens_param
+        )
+        self._deployment = deployment.strip()
+        super().__init__(self._deployment, mapper=mapper, parser=OpenAiChatChunkParser, **options)
+
+    @property
+    def deployment(self) -> str:
+        """The deployment's name."""
+        return self._deployment
+
+
+def _is_azure_endpoint(endpoint: str) -> bool:
+    """Whether ``AZURE_OPENAI_API_KEY`` may be sent to ``endpoint``."""
+    configured = os.environ.get("AZURE_OPENAI_ENDPOINT", "").strip().rstrip("/")
+    if configured and endpoint == configured:
+        return True
+    host = (urlsplit(endpoint).hostname or "").lower()
+    return urlsplit(endpoint).scheme == "https" and host.endswith(_AZURE_HOST_SUFFIXES)
 
 
 class OpenAiResponsesModel(SseChatModel):

@@ -481,7 +481,7 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
             ConfigurationError: for parts, roles or options Chat Completions cannot express.
         """
         return self._post(
-            f"{self._base_url}/chat/completions",
+            self._endpoint("/chat/completions"),
             self.to_body(llm_request, model=model, stream=stream),
             stream=stream,
             provider_headers={"Authorization": f"Bearer {self._api_key}"} if self._api_key else {},

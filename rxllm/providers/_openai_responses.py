@@ -339,7 +339,7 @@ class OpenAiResponsesRequestMapper(JsonRequestMapper):
                 more than one candidate, an unsupported blob type, a function response matching no call).
         """
         return self._post(
-            f"{self._base_url}/responses",
+            self._endpoint("/responses"),
             self._body(llm_request, model=model, stream=stream),
             stream=stream,
             provider_headers={"authorization": f"Bearer {self._api_key}"} if self._api_key else {},

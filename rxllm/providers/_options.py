@@ -32,13 +32,21 @@ class SseModelOptions(TypedDict, total=False):
 
 
 def resolve_api_key(
-    api_key: str | None, env_vars: Sequence[str], *, base_url: str, official_url: str, provider: str
+    api_key: str | None,
+    env_vars: Sequence[str],
+    *,
+    base_url: str,
+    official_url: str,
+    provider: str,
+    official: bool | None = None,
 ) -> str | None:
     """``api_key``; else, when ``base_url`` is the provider's ``official_url``, its environment variable.
 
     A provider's key is never read from the environment for another ``base_url``: pointing an
     OpenAI model at Groq or a local server must not send the user's OpenAI key there. Pass
-    ``api_key=`` explicitly for such servers.
+    ``api_key=`` explicitly for such servers. ``official``, when given, says whether ``base_url``
+    is the key's own endpoint instead of comparing it with ``official_url`` (Azure: any Azure
+    OpenAI resource, or the ``AZURE_OPENAI_ENDPOINT`` the key is configured with).
 
     Raises:
         ConfigurationError: for the official endpoint when no key was found (the message names
@@ -46,7 +54,8 @@ def resolve_api_key(
     """
     if api_key:
         return api_key
-    official = base_url.rstrip("/") == official_url.rstrip("/")
+    if official is None:
+        official = base_url.rstrip("/") == official_url.rstrip("/")
     if not official:
         return None
     for name in env_vars:

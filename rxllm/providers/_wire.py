@@ -34,6 +34,7 @@ from .._errors import ConfigurationError, ProtocolError
 from .._json import loads
 from .._provider import HttpRequest, redact_headers
 from .._types import GenerateContentConfig, LlmRequest
+from .._version import USER_AGENT
 
 __all__ = [
     "CallIdPairing",
@@ -42,6 +43,7 @@ __all__ = [
     "WireReader",
     "data_url",
     "in_band_error",
+    "join_url",
     "json_text",
     "system_text",
     "wire_config",
@@ -337,13 +339,18 @@ class JsonRequestMapper:
         """The subclass's own settings, shown in the repr after the base URL."""
         return {}
 
+    def _endpoint(self, path: str) -> str:
+        """``path`` (``"/chat/completions"``, possibly with its own query) under the base URL; see :func:`join_url`."""
+        return join_url(self._base_url, path)
+
     def _post(
         self, url: str, body: Mapping[str, object], *, stream: bool, provider_headers: Mapping[str, str]
     ) -> HttpRequest:
         """``POST url`` with ``body`` as compact UTF-8 JSON.
 
         The headers: ``content-type``, ``accept`` (``text/event-stream`` when streaming, else
-        ``application/json``), ``provider_headers``, then the extra headers.
+        ``application/json``), ``user-agent`` (``rxllm/<version>``), ``provider_headers``, then
+        the extra headers (an extra ``User-Agent`` replaces rxllm's).
 
         Raises:
             ConfigurationError: the body holds what JSON cannot carry (NaN, a lone surrogate, a
@@ -353,10 +360,34 @@ class JsonRequestMapper:
             encoded = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
         except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
             raise ConfigurationError(f"the request cannot be encoded as JSON: {exc}", provider=self._provider) from exc
-        headers = {"content-type": "application/json", "accept": "text/event-stream" if stream else "application/json"}
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream" if stream else "application/json",
+            "user-agent": USER_AGENT,
+        }
         headers.update(provider_headers)
         if self._extra_headers:
             replaced = {name.lower() for name in self._extra_headers}
             headers = {name: value for name, value in headers.items() if name.lower() not in replaced}
             headers.update(self._extra_headers)
         return HttpRequest(url=url, body=encoded, headers=headers, method="POST")
+
+
+def join_url(base_url: str, path: str) -> str:
+    """``path`` appended to ``base_url``'s path, with ``base_url``'s query string kept after it.
+
+    A base URL may carry a query every request needs (Azure OpenAI's ``api-version``); it
+    follows the path, after the path's own query if it has one.
+
+    >>> join_url("https://r.openai.azure.com/openai/deployments/d?api-version=2024-10-21", "/chat/completions")
+    'https://r.openai.azure.com/openai/deployments/d/chat/completions?api-version=2024-10-21'
+    >>> join_url("https://g.example/?key=1", "/v1beta/models/m:streamGenerateContent?alt=sse")
+    'https://g.example/v1beta/models/m:streamGenerateContent?alt=sse&key=1'
+    >>> join_url("http://127.0.0.1:8080/v1/", "/responses")
+    'http://127.0.0.1:8080/v1/responses'
+    """
+    base_path, _, base_query = base_url.partition("?")
+    own_path, _, own_query = path.partition("?")
+    query = "&".join(part for part in (own_query, base_query) if part)
+    url = base_path.rstrip("/") + own_path
+    return f"{url}?{query}" if query else url

@@ -6,11 +6,12 @@ OpenAiChatModel(model='llama3.2')
 """
 
 from ._models import OPENAI_BASE_URL as DEFAULT_BASE_URL
-from ._models import OpenAiChatModel, OpenAiResponsesModel
+from ._models import AzureOpenAiChatModel, OpenAiChatModel, OpenAiResponsesModel
 from ._openai_chat import OpenAiChatChunkParser, OpenAiChatRequestMapper
 from ._openai_responses import OpenAiResponsesChunkParser, OpenAiResponsesRequestMapper
 
 __all__ = [
+    "AzureOpenAiChatModel",
     "DEFAULT_BASE_URL",
     "OpenAiChatChunkParser",
     "OpenAiChatModel",

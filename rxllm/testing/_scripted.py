@@ -1,24 +1,70 @@
-"""A scripted ``BaseLlm`` for tests: it answers each call with the next scripted turn."""
+"""A scripted ``BaseLlm`` for tests: it answers each call with the next scripted turn, on a clock.
+
+Like a real model, it emits *asynchronously*: subscribing only schedules the turn on the
+model's scheduler (a fresh thread per call by default, or the test's ``TestScheduler``), so
+``share()``, ``switch_map`` and ``merge`` see what they would see against a server. Items may
+carry a time (:class:`At`): under a ``TestScheduler`` a test can then cancel mid-stream, time the
+first partial or fire a timeout, and :attr:`ScriptedLlm.calls` records when each call was
+subscribed, ended or disposed, in the scheduler's time.
+"""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import reactivex
 from reactivex import abc as rx_abc
-from reactivex.disposable import Disposable
+from reactivex.disposable import Disposable, SerialDisposable
+from reactivex.scheduler import NewThreadScheduler, VirtualTimeScheduler
 
 from .._aggregation import StreamAggregator
 from .._aio import AwaitableObservable
 from .._base_llm import BaseLlm
 from .._chunk import Chunk
-from .._errors import LimitExceededError
+from .._errors import ConfigurationError, LimitExceededError
 from .._types import LlmRequest, LlmResponse
 
-__all__ = ["ScriptedLlm", "scripted_turn"]
+__all__ = ["At", "ScriptedCall", "ScriptedLlm", "at_times", "scripted_turn"]
 
-ScriptItem = LlmResponse | Exception
+
+@dataclass(frozen=True)
+class At:
+    """A scripted item with its time: ``seconds`` after the call was subscribed.
+
+    An item without a time is emitted at the time of the item before it (the first at 0).
+
+    Attributes:
+        seconds: the offset from subscription, finite and ``>= 0``.
+        item: the response to emit, or the exception to emit as ``on_error``.
+    """
+
+    seconds: float
+    item: LlmResponse | Exception
+
+    def __post_init__(self) -> None:
+        seconds = self.seconds
+        if not (isinstance(seconds, int | float) and seconds >= 0 and seconds != float("inf")):
+            raise ConfigurationError(f"At.seconds must be a finite number >= 0, got {seconds!r}")
+
+
+ScriptItem = LlmResponse | Exception | At
+"""One item of a scripted turn: a response, an exception (``on_error`` where it stands), or either at a time."""
+
+
+def at_times(items: Sequence[LlmResponse | Exception], times: Sequence[float]) -> list[At]:
+    """Pair a turn's items with their times (seconds after subscription), one time per item.
+
+    >>> from rxllm import Chunk
+    >>> [(a.seconds, a.item.partial) for a in at_times(scripted_turn(Chunk(text_delta="Hi")), [0.1, 0.35])]
+    [(0.1, True), (0.35, None)]
+    """
+    if len(items) != len(times):
+        raise ConfigurationError(f"at_times got {len(items)} item(s) but {len(times)} time(s)")
+    return [At(t, item) for t, item in zip(times, items, strict=True)]
 
 
 def scripted_turn(*chunks: Chunk) -> list[LlmResponse]:
@@ -41,59 +87,207 @@ def scripted_turn(*chunks: Chunk) -> list[LlmResponse]:
     return out
 
 
-class ScriptedLlm(BaseLlm):
-    """A model that answers call *n* with scripted turn *n*.
+@dataclass
+class ScriptedCall:
+    """One call to a :class:`ScriptedLlm`, as it happened. Times are the scheduler's, in seconds
+    (``TestScheduler.clock`` under virtual time, ``time.monotonic()`` otherwise).
 
-    Each turn is a sequence of responses (and exceptions, emitted as ``on_error`` where they
-    stand). With ``stream=True`` the turn is emitted as scripted; with ``stream=False`` only its
-    last response is, with ``partial`` unset. Every call is recorded in :attr:`requests` as
-    ``(llm_request, stream)``. Emission is synchronous on subscribe.
+    Attributes:
+        request: the request the call was made with.
+        stream: the ``stream`` flag.
+        subscribed_at: when the call was subscribed (the model call "started").
+        ended_at: when it completed or failed, or ``None``.
+        disposed_at: when the subscriber disposed it before it ended (a cancellation), or ``None``.
+        emitted: how many items it emitted.
+    """
+
+    request: LlmRequest
+    stream: bool
+    subscribed_at: float
+    ended_at: float | None = None
+    disposed_at: float | None = None
+    emitted: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the subscriber disposed the call before it ended."""
+        return self.disposed_at is not None
+
+
+class ScriptedLlm(BaseLlm):
+    """A model that answers call *n* with scripted turn *n*, emitting on a scheduler.
+
+    Each turn is a sequence of responses and exceptions (emitted as ``on_error`` where they
+    stand), each optionally :class:`At` a time after subscription. With ``stream=True`` the
+    turn is emitted as scripted; with ``stream=False`` only its last response is, with
+    ``partial`` unset, at the time of the turn's last item (or its first exception, at that
+    exception's time). Completion follows the last item at the same instant.
+
+    Emission is asynchronous, as with a real model: subscribing records the call and schedules
+    the turn on ``scheduler``; nothing is emitted inside ``subscribe``. Without a scheduler each
+    call emits on a fresh daemon thread (timed items in real time); pass the test's
+    ``TestScheduler`` to run the turn in virtual time, or ``ImmediateScheduler()`` for the
+    old synchronous emission (untimed turns only). Disposing stops the turn at once and records
+    the instant in :attr:`calls`.
+
+    Attributes:
+        requests: every call as ``(llm_request, stream)``, in subscription order.
+        calls: every call as a :class:`ScriptedCall` (times, emitted count, cancellation).
 
     >>> from reactivex import operators as ops
+    >>> from reactivex.testing import TestScheduler
     >>> from rxllm import LlmRequest
     >>> llm = ScriptedLlm([scripted_turn(Chunk(text_delta="Hi"))])
     >>> [r.partial for r in llm.generate_content(LlmRequest(), stream=True).pipe(ops.to_list()).run()]
     [True, None]
+    >>> clock = TestScheduler()
+    >>> llm = ScriptedLlm([at_times(scripted_turn(Chunk(text_delta="Hi")), [0.1, 0.35])], scheduler=clock)
+    >>> seen = []
+    >>> subscription = llm.generate_content(LlmRequest(), stream=True).subscribe(seen.append)
+    >>> seen  # nothing inside subscribe: the turn is scheduled
+    []
+    >>> clock.advance_to(0.2)
+    >>> [(r.text(), r.partial) for r in seen]
+    [('Hi', True)]
+    >>> subscription.dispose()
+    >>> llm.calls[0].disposed_at, llm.calls[0].emitted
+    (0.2, 1)
     """
 
-    def __init__(self, turns: Iterable[Sequence[ScriptItem]], *, model: str = "scripted") -> None:
+    def __init__(
+        self,
+        turns: Iterable[Sequence[ScriptItem]],
+        *,
+        model: str = "scripted",
+        scheduler: rx_abc.SchedulerBase | None = None,
+    ) -> None:
         super().__init__(model=model)
-        self._turns = [list(turn) for turn in turns]
+        self._turns = [_timeline(turn) for turn in turns]
+        self._scheduler = scheduler
         self._lock = threading.Lock()
         self.requests: list[tuple[LlmRequest, bool]] = []
+        self.calls: list[ScriptedCall] = []
+
+    @property
+    def scheduler(self) -> rx_abc.SchedulerBase | None:
+        """The scheduler the turns are emitted on (``None``: a fresh thread per call)."""
+        return self._scheduler
 
     def generate_content(self, llm_request: LlmRequest, stream: bool = False) -> AwaitableObservable[LlmResponse]:
-        """Emit the next scripted turn (cold: the turn is taken at subscribe time)."""
+        """Emit the next scripted turn.
+
+        Returns a cold Observable: subscribing takes the next turn and schedules its items on
+        the model's scheduler; disposing stops the turn (nothing more is emitted) and records
+        :attr:`ScriptedCall.disposed_at`. Running out of turns is a :class:`~rxllm.LimitExceededError`.
+        """
 
         def subscribe(
-            observer: rx_abc.ObserverBase[LlmResponse], scheduler: rx_abc.SchedulerBase | None = None
+            observer: rx_abc.ObserverBase[LlmResponse], _: rx_abc.SchedulerBase | None = None
         ) -> rx_abc.DisposableBase:
+            scheduler = self._scheduler or NewThreadScheduler()
             with self._lock:
                 number = len(self.requests)
                 self.requests.append((llm_request, stream))
+                call = ScriptedCall(llm_request, stream, subscribed_at=_now(scheduler))
+                self.calls.append(call)
             if number >= len(self._turns):
                 message = f"ScriptedLlm has only {len(self._turns)} scripted turn(s); this is call #{number + 1}"
-                observer.on_error(LimitExceededError(message))
-                return Disposable()
-            turn = self._turns[number]
-            items = turn if stream else _as_single(turn)
-            for item in items:
-                if isinstance(item, Exception):
-                    observer.on_error(item)
-                    return Disposable()
-                observer.on_next(item)
-            observer.on_completed()
-            return Disposable()
+                timeline: list[tuple[float, LlmResponse | Exception]] = [(0.0, LimitExceededError(message))]
+            else:
+                timeline = self._turns[number] if stream else _as_single(self._turns[number])
+            return _play(timeline, observer, scheduler, call)
 
         return AwaitableObservable(reactivex.create(subscribe))
 
 
-def _as_single(turn: Sequence[ScriptItem]) -> list[ScriptItem]:
-    errors = [item for item in turn if isinstance(item, Exception)]
+def _play(
+    timeline: list[tuple[float, LlmResponse | Exception]],
+    observer: rx_abc.ObserverBase[LlmResponse],
+    scheduler: rx_abc.SchedulerBase,
+    call: ScriptedCall,
+) -> rx_abc.DisposableBase:
+    """Schedule ``timeline`` on ``scheduler``; items due at the same instant go out in one action."""
+    pending = SerialDisposable()
+    state = {"index": 0, "done": False}
+
+    def finish() -> bool:
+        with call._lock:
+            if state["done"]:
+                return False
+            state["done"] = True
+            call.ended_at = _now(scheduler)
+            return True
+
+    def run(_scheduler: rx_abc.SchedulerBase, _state: Any = None) -> None:
+        index = int(state["index"])
+        due = timeline[index][0] if index < len(timeline) else (timeline[-1][0] if timeline else 0.0)
+        while True:
+            with call._lock:
+                if state["done"]:
+                    return
+            if index >= len(timeline):
+                if finish():
+                    observer.on_completed()
+                return
+            at, item = timeline[index]
+            if at > due:
+                state["index"] = index
+                with call._lock:
+                    if not state["done"]:
+                        pending.disposable = schedule_at(at, due)
+                return
+            index += 1
+            if isinstance(item, Exception):
+                if finish():
+                    observer.on_error(item)
+                return
+            call.emitted += 1
+            observer.on_next(item)
+
+    def dispose() -> None:
+        with call._lock:
+            if not state["done"]:
+                state["done"] = True
+                call.disposed_at = _now(scheduler)
+        pending.dispose()
+
+    def schedule_at(offset: float, current: float) -> rx_abc.DisposableBase:
+        if isinstance(scheduler, VirtualTimeScheduler):  # absolute: no drift from summed offsets
+            return scheduler.schedule_absolute(call.subscribed_at + offset, run)
+        return scheduler.schedule_relative(offset - current, run)
+
+    first = timeline[0][0] if timeline else 0.0
+    pending.disposable = schedule_at(first, 0.0) if first > 0 else scheduler.schedule(run)
+    return Disposable(dispose)
+
+
+def _now(scheduler: rx_abc.SchedulerBase) -> float:
+    if isinstance(scheduler, VirtualTimeScheduler):
+        return round(float(scheduler.clock), 9)
+    return time.monotonic()
+
+
+def _timeline(turn: Sequence[ScriptItem]) -> list[tuple[float, LlmResponse | Exception]]:
+    out: list[tuple[float, LlmResponse | Exception]] = []
+    now = 0.0
+    for item in turn:
+        if isinstance(item, At):
+            if item.seconds < now:
+                raise ConfigurationError(
+                    f"scripted items must be in time order: an item at {item.seconds}s follows one at {now}s"
+                )
+            now, item = float(item.seconds), item.item
+        out.append((now, item))
+    return out
+
+
+def _as_single(turn: Sequence[tuple[float, LlmResponse | Exception]]) -> list[tuple[float, LlmResponse | Exception]]:
+    errors = [(at, item) for at, item in turn if isinstance(item, Exception)]
     if errors:
         return [errors[0]]
     if not turn:
         return []
-    last = turn[-1]
+    at, last = turn[-1]
     assert isinstance(last, LlmResponse)
-    return [last.model_copy(update={"partial": None})]
+    return [(at, last.model_copy(update={"partial": None}))]

@@ -10,6 +10,7 @@ from typing import Any
 import reactivex
 from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
+from reactivex.scheduler import ImmediateScheduler
 
 from rxllm import (
     BaseLlm,
@@ -229,7 +230,7 @@ class HeldLlm(BaseLlm):
     def __init__(self, *, held: int = 1, scripted: Sequence[Sequence[LlmResponse]] = ()) -> None:
         super().__init__(model="held")
         self._held = held
-        self._scripted = ScriptedLlm(scripted)
+        self._scripted = ScriptedLlm(scripted, scheduler=ImmediateScheduler())
         self._lock = threading.Lock()
         self.calls: list[HeldCall] = []
         self.requests: list[tuple[LlmRequest, bool]] = []

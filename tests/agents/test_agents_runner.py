@@ -9,6 +9,7 @@ import reactivex
 from reactivex import abc as rx_abc
 from reactivex import operators as ops
 from reactivex.disposable import Disposable
+from reactivex.scheduler import ImmediateScheduler
 
 from rxllm import Chunk, ConfigurationError
 from rxllm.agents import Event, RunConfig, StreamingMode
@@ -92,7 +93,7 @@ def test_disposing_while_a_tool_runs_drops_its_result_and_runs_no_further_tool_o
         return "sent"
 
     turn = tool_calls_turn(("c1", "slow_lookup", '{"order_id": "A17"}'), ("c2", "notify", '{"order_id": "A17"}'))
-    model = ScriptedLlm([turn, scripted_turn(*answer_chunks())])
+    model = ScriptedLlm([turn, scripted_turn(*answer_chunks())], scheduler=ImmediateScheduler())  # a synchronous run
     runner = make_runner(model, tools=[slow_lookup, notify])
     recorder = Recorder()
     subscription = recorder.subscribe(runner.run_async(USER, SESSION, question()))

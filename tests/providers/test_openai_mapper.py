@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+import rxllm
 from rxllm import (
     Blob,
     ConfigurationError,
@@ -74,6 +75,7 @@ def test_tool_using_conversation_maps_to_the_exact_body(mapper: OpenAiChatReques
         "Authorization": f"Bearer {KEY}",
         "content-type": "application/json",
         "accept": "text/event-stream",
+        "user-agent": f"rxllm/{rxllm.__version__}",
     }
     assert json.loads(http.body) == {
         "model": "gpt-4o-mini",
@@ -123,7 +125,7 @@ def test_without_key_there_is_no_authorization_header() -> None:
     for key in (None, ""):
         mapper = OpenAiChatRequestMapper(base_url="http://127.0.0.1:11434/v1", api_key=key)
         http = mapper.to_http_request(LlmRequest(), model="qwen2.5", stream=False)
-        assert {name.lower() for name in http.headers} == {"content-type", "accept"}
+        assert {name.lower() for name in http.headers} == {"content-type", "accept", "user-agent"}
         assert http.headers["accept"] == "application/json"
         assert http.url == "http://127.0.0.1:11434/v1/chat/completions"
 
@@ -151,6 +153,7 @@ def test_extra_headers_are_sent_and_win_over_defaults() -> None:
         "HTTP-Referer": "https://app.example",
         "authorization": "Bearer other",
         "Accept": "*/*",
+        "user-agent": f"rxllm/{rxllm.__version__}",
     }
 
 

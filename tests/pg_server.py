@@ -1,0 +1,104 @@
+"""A throwaway PostgreSQL server on 127.0.0.1, started from the machine's binaries (tests, benchmarks).
+
+``initdb`` refuses to run as root: as root, the server runs as the ``postgres`` user through
+``runuser`` on a temp directory that user owns. Trust authentication, a free port, no TCP from
+anywhere but loopback. Start to first query is about half a second; ``stop()`` removes everything.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+
+def postgres_binaries() -> str | None:
+    """Why no server can be started here, or None when ``initdb`` and ``pg_ctl`` are on PATH."""
+    missing = [name for name in ("initdb", "pg_ctl") if shutil.which(name) is None]
+    if missing:
+        return f"no PostgreSQL binaries on PATH ({', '.join(missing)} missing): install PostgreSQL (see .ci/run)"
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            return "running as root and there is no 'postgres' user to run the server as"
+        if shutil.which("runuser") is None:
+            return "running as root and runuser is missing"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class LocalPostgres:
+    """One PostgreSQL server in a temp directory. ``with LocalPostgres() as pg: pg.dsn``.
+
+    Args:
+        fsync: keep PostgreSQL's fsync on (benchmarks); off by default for a fast test suite
+            (durability against a killed *client* does not depend on it).
+    """
+
+    def __init__(self, *, fsync: bool = False) -> None:
+        self._fsync = fsync
+        self._root: Path | None = None
+        self.port = 0
+
+    @property
+    def dsn(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _cmd(self, *argv: str) -> list[str]:
+        return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else list(argv)
+
+    def start(self) -> LocalPostgres:
+        why = postgres_binaries()
+        if why is not None:
+            raise RuntimeError(why)
+        root = Path(tempfile.mkdtemp(prefix="rxllm-pg-"))
+        self._root = root
+        if os.geteuid() == 0:
+            user = pwd.getpwnam("postgres")
+            os.chown(root, user.pw_uid, user.pw_gid)
+        data = root / "data"
+        subprocess.run(
+            self._cmd("initdb", "-D", str(data), "--auth=trust", "-U", "postgres", "-E", "UTF8", "--no-sync"),
+            check=True,
+            capture_output=True,
+        )
+        last_error = ""
+        for _ in range(5):  # a free port can be taken between probing and binding: try another
+            self.port = _free_port()
+            options = f"-p {self.port} -h 127.0.0.1 -k {root}" + ("" if self._fsync else " -F")
+            done = subprocess.run(
+                self._cmd("pg_ctl", "-D", str(data), "-o", options, "-l", str(root / "log"), "-w", "start"),
+                capture_output=True,
+                text=True,
+            )
+            if done.returncode == 0:
+                return self
+            last_error = done.stdout + done.stderr + (root / "log").read_text(errors="replace")[-2000:]
+        self.stop()
+        raise RuntimeError(f"PostgreSQL did not start: {last_error}")
+
+    def stop(self) -> None:
+        root, self._root = self._root, None
+        if root is None:
+            return
+        if (root / "data" / "postmaster.pid").exists():
+            subprocess.run(
+                self._cmd("pg_ctl", "-D", str(root / "data"), "-m", "fast", "-w", "stop"), capture_output=True
+            )
+        shutil.rmtree(root, ignore_errors=True)
+
+    def __enter__(self) -> LocalPostgres:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()

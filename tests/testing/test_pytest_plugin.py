@@ -1,0 +1,189 @@
+"""rxllm's pytest plugin, run in pytest's own ``pytester`` (the shared venv may predate the entry point).
+
+Inner runs disable entry-point autoloading and load the plugin with ``-p``, so they behave the same
+whether or not the installed rxllm already declares it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from rxllm import ConfigurationError
+from rxllm.testing import SseRecording, load_sse_recordings, sse_turn
+
+pytest_plugins = ["pytester"]
+
+ROOT = Path(__file__).resolve().parents[2]
+TRANSCRIPTS = ROOT / "tests" / "fixtures" / "transcripts"
+PLUGIN = "rxllm.testing.pytest_plugin"
+Runner = Callable[..., pytest.RunResult]
+
+
+@pytest.fixture
+def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Runner:
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+    def run_inner(*args: str) -> pytest.RunResult:
+        quiet = ("-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning")
+        return pytester.runpytest_inprocess("-p", PLUGIN, "--strict-markers", *quiet, *args)
+
+    return run_inner
+
+
+def test_the_entry_point_is_declared_in_pyproject() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["entry-points"]["pytest11"] == {"rxllm": PLUGIN}
+    module = importlib.import_module(PLUGIN)
+    assert callable(module.pytest_generate_tests)
+
+
+def test_the_fixtures(pytester: pytest.Pytester, run: Runner) -> None:
+    pytester.makepyfile(
+        test_fixtures="""
+        import http.client
+        import socket
+
+        from reactivex.testing import TestScheduler
+
+        from rxllm import Chunk, LlmRequest
+        from rxllm.testing import ScriptedLlm, StubServer, at_times, scripted_turn
+
+        SEEN = {}
+
+        def test_scheduler_is_a_fresh_clock(test_scheduler):
+            assert isinstance(test_scheduler, TestScheduler) and test_scheduler.clock == 0.0
+            test_scheduler.advance_to(5.0)
+
+        def test_scheduler_is_fresh_per_test(test_scheduler):
+            assert test_scheduler.clock == 0.0
+
+        def test_scripted_llm_runs_on_the_tests_clock(scripted_llm, test_scheduler):
+            llm = scripted_llm([at_times(scripted_turn(Chunk(text_delta="hi")), [0.5, 0.5])])
+            assert isinstance(llm, ScriptedLlm) and llm.scheduler is test_scheduler
+            seen = []
+            llm.generate_content(LlmRequest(), stream=True).subscribe(seen.append)
+            test_scheduler.advance_to(0.4)
+            assert seen == []
+            test_scheduler.advance_to(0.5)
+            assert [r.text() for r in seen] == ["hi", "hi"]
+
+        def test_scripted_llm_takes_another_scheduler(scripted_llm):
+            assert scripted_llm([], scheduler=None).scheduler is None
+
+        def test_stub_server_is_running_and_records_requests(stub_server):
+            assert isinstance(stub_server, StubServer)
+            client = http.client.HTTPConnection(stub_server.url.removeprefix("http://"), timeout=5)
+            client.request("POST", "/v1/chat/completions", body=b'{"stream": true}')
+            assert client.getresponse().status == 500  # nothing scripted: a loud 500
+            client.close()
+            assert stub_server.requests[0].json() == {"stream": True}
+            SEEN["url"] = stub_server.url
+
+        def test_stub_server_was_closed_after_the_test():
+            host, port = SEEN["url"].removeprefix("http://").split(":")
+            try:
+                socket.create_connection((host, int(port)), timeout=2).close()
+            except OSError:
+                return
+            raise AssertionError("the previous test's stub server still accepts connections")
+        """
+    )
+    result = run()
+    result.assert_outcomes(passed=6)
+
+
+def _recording_folder(base: Path) -> Path:
+    folder = base / "recordings"
+    (folder / "anthropic").mkdir(parents=True)
+    (folder / "anthropic" / "hello.sse").write_bytes(b"".join(sse_turn("anthropic", text=["Hel", "lo"])))
+    (folder / "gemini").mkdir()
+    (folder / "gemini" / "bye.sse").write_bytes(b"".join(sse_turn("gemini", text=["Bye"])))
+    (folder / "gemini" / "bye.expected.json").write_text(json.dumps({"text": "Bye"}))
+    return folder
+
+
+def test_sse_recordings_parametrize_one_case_per_file(pytester: pytest.Pytester, run: Runner) -> None:
+    _recording_folder(pytester.path)
+    pytester.makepyfile(
+        test_replays="""
+        import pytest
+
+        from rxllm.testing import SseRecording, assert_stream_protocol
+
+        @pytest.mark.sse_recordings("recordings")
+        def test_replay(sse_recording):
+            assert isinstance(sse_recording, SseRecording)
+            final = assert_stream_protocol(sse_recording.replay())
+            expected = sse_recording.expected()
+            assert expected is None or final.text() == expected["text"]
+            assert final.text() in ("Hello", "Bye")
+        """
+    )
+    result = run("-v")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_replay?anthropic/hello? PASSED*", "*test_replay?gemini/bye? PASSED*"])
+
+
+def test_sse_recording_without_the_marker_is_a_usage_error(pytester: pytest.Pytester, run: Runner) -> None:
+    pytester.makepyfile(test_bad="def test_replay(sse_recording):\n    pass\n")
+    result = run()
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*uses the sse_recording fixture without an @pytest.mark.sse_recordings*"])
+
+
+def test_sse_recordings_with_an_unknown_protocol_fail_collection(pytester: pytest.Pytester, run: Runner) -> None:
+    _recording_folder(pytester.path)
+    pytester.makepyfile(
+        test_bad="""
+        import pytest
+
+        @pytest.mark.sse_recordings("recordings", protocol="carrier-pigeon")
+        def test_replay(sse_recording):
+            pass
+        """
+    )
+    result = run()
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*unknown protocol 'carrier-pigeon'*"])
+
+
+# --- load_sse_recordings, the helper under the marker --------------------------------------------------
+
+
+def test_every_shared_transcript_loads_with_its_manifest_protocol() -> None:
+    recordings = load_sse_recordings(TRANSCRIPTS)
+    manifest = {entry["file"]: entry["protocol"] for entry in json.loads((TRANSCRIPTS / "manifest.json").read_text())}
+    assert {f"{r.name}.sse": r.protocol for r in recordings} == manifest
+    assert all(r.expected() is not None for r in recordings)
+
+
+def test_protocol_from_the_directory_and_explicitly(tmp_path: Path) -> None:
+    folder = _recording_folder(tmp_path)
+    assert [(r.name, r.protocol) for r in load_sse_recordings(folder)] == [
+        ("anthropic/hello", "anthropic"),
+        ("gemini/bye", "gemini"),
+    ]
+    [only] = load_sse_recordings(folder, protocol="gemini", pattern="gemini/*.sse")
+    assert isinstance(only, SseRecording) and only.replay()[-1].text() == "Bye"
+    assert only.expected() == {"text": "Bye"}
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [("missing", "no folder"), ("empty", "no SSE recordings"), ("unknown-dir", "cannot tell the protocol")],
+)
+def test_load_sse_recordings_fails_loudly(tmp_path: Path, setup: str, message: str) -> None:
+    folder = tmp_path / "recordings"
+    if setup != "missing":
+        folder.mkdir()
+    if setup == "unknown-dir":
+        (folder / "misc").mkdir()
+        (folder / "misc" / "x.sse").write_bytes(b"data: {}\n\n")
+    with pytest.raises(ConfigurationError, match=message):
+        load_sse_recordings(folder)
