@@ -9,7 +9,10 @@ the ratio to the floor measured in the same run:
 * ``floor``: httpx ``iter_lines`` + ``json.loads`` + join (what a careful hand-written client does);
 * ``rxllm``: ``OpenAiChatModel.generate_content(stream=True)``, every partial delivered to a
   subscriber and the final aggregate built (usage, finish reason, parsed tool arguments);
-* ``openai-sdk create`` / ``openai-sdk .stream()`` when the ``openai`` package is installed.
+* ``openai-sdk create`` / ``openai-sdk .stream()`` when the ``openai`` package is installed;
+* with ``--tracing``: rxllm with telemetry switched off against rxllm traced into the OpenTelemetry
+  SDK (an in-memory span exporter and metric reader), to show that spans cost per call, not per
+  chunk (target: under 3 % apart).
 
 Peak memory is measured in a separate pass with ``tracemalloc`` (which slows code down, so its
 pass is not timed) at two stream lengths, to show it grows linearly with the stream.
@@ -34,6 +37,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _server import BenchServer
 
+import rxllm
 from rxllm import Content, LlmRequest, LlmResponse, Part, RetryPolicy
 from rxllm.providers.openai import OpenAiChatModel
 
@@ -158,6 +162,44 @@ def _openai_sdk(helper: bool) -> Runner | None:
     return run
 
 
+def _telemetry_off(run: Runner) -> Runner:
+    def off(url: str, n: int) -> tuple[float, float, int]:
+        rxllm.configure_telemetry(enabled=False)
+        try:
+            return run(url, n)
+        finally:
+            rxllm.configure_telemetry()
+
+    return off
+
+
+def _traced(run: Runner) -> Runner:
+    """``run`` with rxllm's spans and metrics going to the OpenTelemetry SDK (in memory)."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+
+    def traced(url: str, n: int) -> tuple[float, float, int]:
+        rxllm.configure_telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
+        try:
+            result = run(url, n)
+        finally:
+            rxllm.configure_telemetry()
+        spans = exporter.get_finished_spans()
+        assert len(spans) == 1 and spans[0].name == "chat bench", spans  # one span per call, never per chunk
+        exporter.clear()
+        return result
+
+    return traced
+
+
 def peak_memory(run: Runner, url: str, n: int) -> int:
     gc.collect()
     tracemalloc.start()
@@ -168,10 +210,15 @@ def peak_memory(run: Runner, url: str, n: int) -> int:
         tracemalloc.stop()
 
 
+TELEMETRY_OFF = "rxllm, telemetry off"
+TRACED = "rxllm, traced (OTel SDK, in-memory)"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--tracing", action="store_true", help="add rxllm rows with telemetry off and traced (SDK)")
     parser.add_argument("--json", type=Path, default=Path(__file__).resolve().parent / "results" / "bench_stream.json")
     args = parser.parse_args()
 
@@ -181,6 +228,9 @@ def main() -> int:
         "floor, tool call": ("tools", floor_tools),
         "rxllm, tool call": ("tools", _rxllm("tools")),
     }
+    if args.tracing:
+        contenders[TELEMETRY_OFF] = ("text", _telemetry_off(_rxllm("text")))
+        contenders[TRACED] = ("text", _traced(_rxllm("text")))
     for name, helper in (("openai SDK create(stream=True)", False), ("openai SDK .stream() helper", True)):
         sdk = _openai_sdk(helper)
         if sdk is not None:
@@ -230,8 +280,15 @@ def main() -> int:
             f"{row['contender']:40} {row['us_per_chunk']:>9} {row['ratio_to_floor']:>8}× {row['first_item_ms']:>12}  "
             f"{mem_text}"
         )
+    summary: dict[str, object] = {"chunks": args.chunks, "reps": args.reps, "rows": rows}
+    if args.tracing:
+        by_name = {row["contender"]: row["us_per_chunk"] for row in rows}
+        off, on = by_name[TELEMETRY_OFF], by_name[TRACED]
+        difference = (on / off - 1) * 100  # type: ignore[operator]
+        summary["tracing_cost_percent"] = round(difference, 2)
+        print(f"\ntracing on vs off: {difference:+.2f} % per chunk (target: under 3 %)")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"chunks": args.chunks, "reps": args.reps, "rows": rows}, indent=2))
+    args.json.write_text(json.dumps(summary, indent=2))
     print(f"\nwritten: {args.json}")
     return 0
 

@@ -9,6 +9,8 @@
 [('Hello', True), (' world', True), ('Hello world', None)]
 """
 
+import logging as _logging
+
 from . import aio as aio
 from ._aggregation import StreamAggregator
 from ._async_http import AsyncHttpTransport
@@ -50,6 +52,7 @@ from ._sse import SseDecoder, SseEvent
 from ._sse_chat_model import SseChatModel
 from ._structured import INVALID_STRUCTURED_OUTPUT, ResponseSchema
 from ._structured_stream import StructuredStream, structured_responses
+from ._telemetry import configure_telemetry
 from ._types import (
     Blob,
     Content,
@@ -66,6 +69,8 @@ from ._types import (
     UsageMetadata,
 )
 from ._version import __version__ as __version__
+
+_logging.getLogger("rxllm").addHandler(_logging.NullHandler())  # the application decides where logs go
 
 __all__ = [
     "AsyncHttpTransport",
@@ -124,6 +129,7 @@ __all__ = [
     "TransportError",
     "UnsupportedOperationError",
     "UsageMetadata",
+    "configure_telemetry",
     "model_stream_events",
     "retry_before_first_item",
     "structured_responses",

@@ -44,6 +44,7 @@ from ._provider import ChunkParser, RequestMapper
 from ._retry import RetryPolicy, retry_before_first_item
 from ._sse import DEFAULT_MAX_LINE_BYTES
 from ._structured_stream import structured_responses
+from ._telemetry import AttemptTelemetry, ModelCallTelemetry, model_call
 from ._types import LlmRequest, LlmResponse
 
 __all__ = ["SseChatModel", "default_transport"]
@@ -142,24 +143,49 @@ class SseChatModel(BaseLlm):
         return awaitable(self._call(llm_request, True, _Emit.EVENTS))
 
     def _call(self, llm_request: LlmRequest, stream: bool, emit: _Emit) -> reactivex.Observable[Any]:
+        def calls(_: Any) -> reactivex.Observable[Any]:  # on the subscribing thread: its span is the parent
+            model = llm_request.model or self.model
+            telemetry = model_call(provider=self._mapper.provider, model=model, request=llm_request, stream=stream)
+            return self._attempts(llm_request, stream, emit, telemetry)
+
+        return reactivex.defer(calls)
+
+    def _attempts(
+        self, llm_request: LlmRequest, stream: bool, emit: _Emit, telemetry: ModelCallTelemetry | None
+    ) -> reactivex.Observable[Any]:
         transport = self._transport
         if isinstance(transport, AsyncHttpTransport):
-            attempt = self._async_attempt(transport, llm_request, stream, emit)
+            attempt = self._async_attempt(transport, llm_request, stream, emit, telemetry)
             timers = self._timer_scheduler or transport.timer_scheduler
             return retry_before_first_item(attempt, self._retry_policy, timers)
         assert self._scheduler is not None
-        attempt = _blocking(lambda observer: self._attempt(llm_request, stream, emit, observer), self._scheduler)
-        return retry_before_first_item(attempt, self._retry_policy, self._timer_scheduler)
 
-    def _attempt(self, llm_request: LlmRequest, stream: bool, emit: _Emit, observer: rx_abc.ObserverBase[Any]) -> None:
+        def work(observer: rx_abc.ObserverBase[Any]) -> None:
+            self._attempt(llm_request, stream, emit, observer, telemetry)
+
+        return retry_before_first_item(_blocking(work, self._scheduler), self._retry_policy, self._timer_scheduler)
+
+    def _attempt(
+        self,
+        llm_request: LlmRequest,
+        stream: bool,
+        emit: _Emit,
+        observer: rx_abc.ObserverBase[Any],
+        telemetry: ModelCallTelemetry | None,
+    ) -> None:
         """One attempt, on the I/O thread: ``using`` / ``defer`` / ``concat``."""
         provider = self._mapper.provider
+        traced = telemetry.attempt() if telemetry is not None else None
 
         def open_response() -> HttpResponse:
             model = llm_request.model or self.model
             request = self._mapper.to_http_request(llm_request, model=model, stream=stream)
             assert isinstance(self._transport, HttpTransport)
-            return self._transport.open(request, provider=provider, stream=stream)
+            if traced is None:
+                return self._transport.open(request, provider=provider, stream=stream)
+            traced.start(request.url)
+            with traced.current():
+                return self._transport.open(request, provider=provider, stream=stream)
 
         def turn(resource: rx_abc.DisposableBase | None) -> reactivex.Observable[Any]:
             response = cast(HttpResponse, resource)
@@ -168,18 +194,45 @@ class SseChatModel(BaseLlm):
                 aggregator = StreamAggregator(provider=provider)
                 parser = self._parser_factory()
                 if emit is _Emit.SINGLE:
+                    if traced is not None:
+                        return reactivex.from_callable(lambda: traced.response(_single(response, parser, aggregator)))
                     return reactivex.from_callable(lambda: _single(response, parser, aggregator))
                 on_chunk = _EMITTERS[emit]
-                body = _body(response, parser, aggregator, on_chunk, self._max_line_bytes, provider)
-                final = reactivex.defer(lambda _: reactivex.from_iterable(_final_items(emit, aggregator)))
-                return reactivex.concat(body, final)
+                body = _body(response, parser, aggregator, on_chunk, self._max_line_bytes, provider, traced)
+
+                def final_items(_: Any) -> reactivex.Observable[Any]:
+                    items = _final_items(emit, aggregator)
+                    if traced is not None:
+                        traced.response(_response_of(items[-1]))
+                    return reactivex.from_iterable(items)
+
+                return reactivex.concat(body, reactivex.defer(final_items))
 
             return reactivex.defer(fresh)
 
-        reactivex.using(open_response, turn).subscribe(observer)
+        attempt = reactivex.using(open_response, turn)
+        if traced is None:
+            attempt.subscribe(observer)
+            return
+        scope = current_scope()
+
+        def on_error(error: Exception) -> None:
+            traced.end(error, cancelled=scope is not None and scope.cancelled)
+            observer.on_error(error)
+
+        def on_completed() -> None:
+            traced.end()
+            observer.on_completed()
+
+        attempt.subscribe(observer.on_next, on_error, on_completed)
 
     def _async_attempt(
-        self, transport: AsyncHttpTransport, llm_request: LlmRequest, stream: bool, emit: _Emit
+        self,
+        transport: AsyncHttpTransport,
+        llm_request: LlmRequest,
+        stream: bool,
+        emit: _Emit,
+        telemetry: ModelCallTelemetry | None,
     ) -> reactivex.Observable[Any]:
         """One attempt on the asyncio transport: the same ``using`` / ``defer`` / ``concat`` shape,
         written as a task: ``async with``-style release of the response in ``finally`` (using), a
@@ -192,21 +245,29 @@ class SseChatModel(BaseLlm):
         ) -> rx_abc.DisposableBase:
             scope = CancelScope()  # no sockets to watch here: the task's cancellation closes the connection
             guarded = _ScopedObserver(observer, scope)
+            traced = telemetry.attempt() if telemetry is not None else None
 
             async def run() -> None:
                 response = None
                 try:
                     model = llm_request.model or self.model
                     request = self._mapper.to_http_request(llm_request, model=model, stream=stream)
-                    response = await transport.open(request, provider=provider, stream=stream)
+                    if traced is None:
+                        response = await transport.open(request, provider=provider, stream=stream)
+                    else:
+                        traced.start(request.url)
+                        with traced.current():
+                            response = await transport.open(request, provider=provider, stream=stream)
                     aggregator = StreamAggregator(provider=provider)
                     parser = self._parser_factory()
                     if emit is _Emit.SINGLE:
-                        guarded.on_next(_single_of(await response.aread(), parser, aggregator))
+                        final = _single_of(await response.aread(), parser, aggregator)
+                        if traced is not None:
+                            traced.response(final)
+                        guarded.on_next(final)
                     else:
-                        on_chunk = _EMITTERS[emit]
-                        reader = SseReader(parser, lambda chunk: on_chunk(chunk, aggregator, guarded.on_next),
-                                           max_line_bytes=self._max_line_bytes)
+                        on_chunk = _on_chunk(_EMITTERS[emit], aggregator, guarded.on_next, traced)
+                        reader = SseReader(parser, on_chunk, max_line_bytes=self._max_line_bytes)
                         ended = False
                         async for data in response.aiter_bytes():
                             if reader.feed(data):
@@ -216,13 +277,22 @@ class SseChatModel(BaseLlm):
                         if not ended:
                             reader.end()
                         _check_complete(aggregator, provider)
-                        for item in _final_items(emit, aggregator):
+                        items = _final_items(emit, aggregator)
+                        if traced is not None:
+                            traced.response(_response_of(items[-1]))
+                        for item in items:
                             guarded.on_next(item)
                         await response.adrain()
+                    if traced is not None:
+                        traced.end()
                     guarded.on_completed()
                 except Exception as exc:
+                    if traced is not None:
+                        traced.end(exc, cancelled=scope.cancelled)
                     guarded.on_error(exc)
                 finally:
+                    if traced is not None:
+                        traced.end(cancelled=True)  # a no-op unless the task was cancelled (disposed)
                     if response is not None:
                         await response.aclose()
 
@@ -276,6 +346,11 @@ def _final_items(emit: _Emit, aggregator: StreamAggregator) -> list[Any]:
     return _final_events(aggregator) if emit is _Emit.EVENTS else [aggregator.finish()]
 
 
+def _response_of(item: Any) -> LlmResponse:
+    """The final response among the last of the final items (a response, or the events' last)."""
+    return item.response if isinstance(item, ResponseCompleteEvent) else cast(LlmResponse, item)
+
+
 def _final_events(aggregator: StreamAggregator) -> list[ModelStreamEvent]:
     final = aggregator.finish()
     events: list[ModelStreamEvent] = [
@@ -292,6 +367,7 @@ def _body(
     emit: Callable[[Chunk, StreamAggregator, Callable[[Any], None]], None],
     max_line_bytes: int,
     provider: str,
+    traced: AttemptTelemetry | None = None,
 ) -> reactivex.Observable[Any]:
     """What one response body yields (``emit`` decides: partials or events), synchronously as bytes arrive.
 
@@ -304,11 +380,12 @@ def _body(
     ) -> rx_abc.DisposableBase:
         scope = current_scope()
         on_next = observer.on_next
+        on_chunk = _on_chunk(emit, aggregator, on_next, traced)
         try:
             drive_sse(
                 response.iter_bytes(),
                 parser,
-                lambda chunk: emit(chunk, aggregator, on_next),
+                on_chunk,
                 max_line_bytes=max_line_bytes,
                 is_cancelled=(lambda: scope.cancelled) if scope is not None else None,
             )
@@ -325,6 +402,24 @@ def _body(
         return Disposable()
 
     return reactivex.create(subscribe)
+
+
+def _on_chunk(
+    emit: Callable[[Chunk, StreamAggregator, Callable[[Any], None]], None],
+    aggregator: StreamAggregator,
+    on_next: Callable[[Any], None],
+    traced: AttemptTelemetry | None,
+) -> Callable[[Chunk], None]:
+    """What each chunk goes through; traced, it also marks the first chunk (one slot read per chunk)."""
+    if traced is None:
+        return lambda chunk: emit(chunk, aggregator, on_next)
+
+    def on_chunk(chunk: Chunk) -> None:
+        if traced.waiting:
+            traced.first_chunk()
+        emit(chunk, aggregator, on_next)
+
+    return on_chunk
 
 
 def _single(response: HttpResponse, parser: ChunkParser, aggregator: StreamAggregator) -> LlmResponse:

@@ -54,20 +54,20 @@ class OutputSchema:
     __slots__ = ("_adapter", "_partial", "json_schema", "name", "schema", "wrapped")
 
     def __init__(self, schema: ResponseSchema) -> None:
-        self.schema = schema
+        self.schema: ResponseSchema = schema
         if isinstance(schema, dict):
             self._adapter: TypeAdapter[Any] | None = None
             self.json_schema: dict[str, JsonValue] = schema
             title = schema.get("title")
-            self.name = _schema_name(title if isinstance(title, str) else "response")
+            self.name: str = _schema_name(title if isinstance(title, str) else "response")
         else:
             try:
                 self._adapter = TypeAdapter(cast(Any, schema))
                 self.json_schema = self._adapter.json_schema()
             except Exception as exc:  # pydantic raises several kinds for a type it cannot handle
                 raise ConfigurationError(f"response_schema {schema!r} has no JSON schema: {exc}") from exc
-            self.name = _schema_name(getattr(schema, "__name__", "response"))
-        self.wrapped = self.json_schema.get("type") != "object"
+            self.name = _schema_name(str(getattr(schema, "__name__", "response")))
+        self.wrapped: bool = self.json_schema.get("type") != "object"
 
     def object_schema(self) -> dict[str, JsonValue]:
         """The schema providers are sent: the JSON schema, wrapped in an object when it is not one."""

@@ -35,6 +35,7 @@ LAYER = {
     "_async_http": 3,
     "_retry": 3,
     "_base_llm": 3,
+    "_telemetry": 3,
     "_sse_chat_model": 4,
     "providers": 4,
     "_offthread": 3,

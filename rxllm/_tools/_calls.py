@@ -34,6 +34,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 from reactivex import operators as ops
 
 from .._errors import ToolError
+from .._telemetry import TracedScope, otel, record_tool_result, tool_attributes, traced
 from .._types import FunctionCall, FunctionResponse
 from ._context import ToolContext
 from ._rx import emit_now
@@ -97,6 +98,23 @@ def call_tool(
         tool_context: what the tool gets as its ``tool_context``.
     """
     tool = tools_by_name.get(call.name)
+    if otel() is None:
+        return _call(tool, tools_by_name, call, tool_context)
+
+    def in_span(scope: TracedScope | None) -> reactivex.Observable[ToolCallOutcome]:
+        def record(outcome: ToolCallOutcome) -> None:
+            if scope is not None:
+                record_tool_result(scope, outcome.response, outcome.error_message, outcome.error)
+
+        return _call(tool, tools_by_name, call, tool_context).pipe(ops.do_action(on_next=record))
+
+    description = tool.description if tool is not None else None
+    return traced(in_span, f"execute_tool {call.name}", tool_attributes(call, description))
+
+
+def _call(
+    tool: BaseTool | None, tools_by_name: Mapping[str, BaseTool], call: FunctionCall, tool_context: ToolContext
+) -> reactivex.Observable[ToolCallOutcome]:
     if tool is None:
         known = ", ".join(sorted(tools_by_name)) or "none"
         return emit_now(_failure(call, f"tool {call.name!r} is not available (available tools: {known})", None))

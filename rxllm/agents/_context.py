@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 
 from .._aio import AwaitableObservable, MaybeObservable, awaitable
 from .._errors import LimitExceededError
+from .._telemetry import add_usage
 from .._tools import CallbackContext, ReadonlyContext, ToolActions, ToolContext, new_invocation_id
-from .._types import Content
+from .._types import Content, UsageMetadata
 from ._event import Event
 from ._run_config import RunConfig
 from ._sessions import BaseSessionService, Session
@@ -73,6 +74,7 @@ class InvocationContext:
         self.branch = branch
         self._lock = threading.Lock()
         self._llm_calls = 0
+        self._usage: UsageMetadata | None = None
         self._cancelled = threading.Event()
 
     @property
@@ -115,6 +117,19 @@ class InvocationContext:
                 f"max_llm_calls limit of {limit} exceeded: agent {self.agent.name!r} asked for model call "
                 f"#{count} in invocation {self.invocation_id} (raise RunConfig.max_llm_calls if this is expected)"
             )
+
+    @property
+    def total_usage_metadata(self) -> UsageMetadata | None:
+        """The token usage summed over every model call of this run so far (None before any usage)."""
+        with self._lock:
+            return self._usage
+
+    def add_usage(self, usage: UsageMetadata | None) -> None:
+        """Count one model call's usage in :attr:`total_usage_metadata`."""
+        if usage is None:
+            return
+        with self._lock:
+            self._usage = add_usage(self._usage, usage)
 
     def current_session(self) -> MaybeObservable[Session]:
         """The session as stored now (empty when it was deleted meanwhile; ``await`` gives ``None`` then)."""

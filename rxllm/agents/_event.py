@@ -54,6 +54,11 @@ class Event(_Model):
     The response fields (``partial``, ``turn_complete``, ``error_code``, ...) are copied from the
     :class:`~rxllm.LlmResponse` the event was made from. Partial events are streamed to the
     subscriber but never stored in a session.
+
+    ``usage_metadata`` is the usage of the one model call the event came from (as in ADK);
+    ``total_usage_metadata`` (rxllm's addition) is set on the event that ends an invocation --
+    the final response, an error response, or a function-response event that skips
+    summarization -- and sums the usage of every model call of that invocation.
     """
 
     id: str = Field(default_factory=new_event_id)
@@ -68,6 +73,7 @@ class Event(_Model):
     error_message: str | None = None
     finish_reason: FinishReason | None = None
     usage_metadata: UsageMetadata | None = None
+    total_usage_metadata: UsageMetadata | None = None
     interrupted: bool | None = None
     branch: str | None = None
     timestamp: float = Field(default_factory=time.time)

@@ -34,6 +34,7 @@ from reactivex import operators as ops
 
 from .._aggregation import generate_function_call_id
 from .._errors import ConfigurationError, RxLlmError, UnsupportedOperationError
+from .._telemetry import TracedScope, traced, within
 from .._tools import ToolCallOutcome, call_tool, request_config, tool_declarations
 from .._types import Content, FunctionCall, LlmRequest, LlmResponse, Part
 from ._context import CallbackContext, InvocationContext, ReadonlyContext, ToolContext
@@ -66,12 +67,13 @@ AfterModelCallback = Callable[[CallbackContext, LlmResponse], "LlmResponse | Non
 class _Step:
     """What one step has seen so far (touched only in the step's serialized Rx callbacks)."""
 
-    __slots__ = ("call_ids", "last_event", "state")
+    __slots__ = ("call_ids", "last_event", "state", "telemetry")
 
-    def __init__(self) -> None:
+    def __init__(self, telemetry: object = None) -> None:
         self.last_event: Event | None = None
         self.state = State()
         self.call_ids: dict[tuple[int, str], str] = {}
+        self.telemetry = telemetry  # the agent span's OpenTelemetry context (None: telemetry off)
 
 
 def run_llm_flow(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observable[Event]:
@@ -79,18 +81,34 @@ def run_llm_flow(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observabl
     if ctx.run_config.streaming_mode is StreamingMode.BIDI:
         return _run_live(agent, ctx)
 
-    def steps() -> Iterator[reactivex.Observable[Event]]:
+    def steps(telemetry: object) -> Iterator[reactivex.Observable[Event]]:
         while not ctx.is_cancelled:
-            step = _Step()
+            step = _Step(telemetry)
             yield _one_step(agent, ctx, step)
             if not _should_continue(agent, ctx, step):
                 return
         yield reactivex.never()  # disposed: start nothing more
 
-    def start(_: object) -> reactivex.Observable[Event]:
-        return reactivex.concat_with_iterable(steps())
+    def start(scope: TracedScope | None) -> reactivex.Observable[Event]:
+        return reactivex.concat_with_iterable(steps(scope.context if scope is not None else None))
 
-    return reactivex.defer(start)
+    def on_end(scope: TracedScope) -> None:
+        usage = ctx.total_usage_metadata
+        if usage is not None and usage.prompt_token_count is not None:
+            scope.span.set_attribute("gen_ai.usage.input_tokens", usage.prompt_token_count)
+        if usage is not None and usage.candidates_token_count is not None:
+            scope.span.set_attribute("gen_ai.usage.output_tokens", usage.candidates_token_count)
+
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": agent.name,
+        "gen_ai.conversation.id": ctx.session.id,
+        "gen_ai.request.model": agent.model.model,
+        "rxllm.invocation_id": ctx.invocation_id,
+    }
+    if agent.description:
+        attributes["gen_ai.agent.description"] = agent.description
+    return traced(start, f"invoke_agent {agent.name}", attributes, on_end=on_end)
 
 
 def _should_continue(agent: LlmAgent, ctx: InvocationContext, step: _Step) -> bool:
@@ -135,7 +153,7 @@ def _one_step(agent: LlmAgent, ctx: InvocationContext, step: _Step) -> reactivex
         step.state = State(session.state)
         callback_ctx = CallbackContext(ctx, step.state)
         request = build_request(agent, ctx, session, ReadonlyContext(ctx, step.state))
-        responses = _call_model(agent, ctx, callback_ctx, request)
+        responses = within(step.telemetry, _call_model(agent, ctx, callback_ctx, request))
 
         def to_event(response: LlmResponse) -> Event:
             return _to_event(agent, ctx, step, response)
@@ -241,6 +259,11 @@ def _with_call_ids(step: _Step, content: Content | None) -> Content | None:
 
 
 def _to_event(agent: LlmAgent, ctx: InvocationContext, step: _Step, response: LlmResponse) -> Event:
+    total = None
+    if not response.partial:
+        ctx.add_usage(response.usage_metadata)
+        if response.error_code is not None or not response.function_calls():  # this response ends the run
+            total = ctx.total_usage_metadata
     return Event(
         invocation_id=ctx.invocation_id,
         author=agent.name,
@@ -252,6 +275,7 @@ def _to_event(agent: LlmAgent, ctx: InvocationContext, step: _Step, response: Ll
         error_message=response.error_message,
         finish_reason=response.finish_reason,
         usage_metadata=response.usage_metadata,
+        total_usage_metadata=total,
         interrupted=response.interrupted,
         model_version=response.model_version,
         custom_metadata=response.custom_metadata,
@@ -306,6 +330,7 @@ def _run_tools(agent: LlmAgent, ctx: InvocationContext, step: _Step, model_event
             branch=ctx.branch,
             content=Content(role="user", parts=tuple(parts)),
             actions=actions,
+            total_usage_metadata=ctx.total_usage_metadata if actions.skip_summarization else None,  # ends the run
         )
 
         def stored(event: Event) -> None:
@@ -330,7 +355,7 @@ def _run_call(
         outcome.log_failure(logger, f"agent {agent.name!r}, invocation {ctx.invocation_id}: ")
         return Part(function_response=outcome.response)
 
-    return call_tool(agent.tools_by_name, call, tool_ctx).pipe(ops.map(to_part))
+    return within(step.telemetry, call_tool(agent.tools_by_name, call, tool_ctx)).pipe(ops.map(to_part))
 
 
 def _run_live(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observable[Event]:

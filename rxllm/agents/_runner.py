@@ -16,6 +16,7 @@ from .._aio import AwaitableObservable, awaitable
 from .._artifacts import BaseArtifactService, InMemoryArtifactService
 from .._errors import ConfigurationError
 from .._memory import BaseMemoryService, InMemoryMemoryService
+from .._telemetry import current_context, within
 from .._types import Content
 from ._agent import BaseAgent
 from ._context import InvocationContext
@@ -245,7 +246,9 @@ class Runner:
         service = self._session_service
         agent = self._agent
 
-        def run_on(sessions: list[Session], contexts: list[InvocationContext]) -> reactivex.Observable[Event]:
+        def run_on(
+            sessions: list[Session], contexts: list[InvocationContext], parent: object
+        ) -> reactivex.Observable[Event]:
             if not sessions:
                 return fail_now(
                     ConfigurationError(
@@ -269,9 +272,11 @@ class Runner:
                 return agent.run_async(ctx)
 
             store_user_event = ctx.append_event(user_event).pipe(ops.ignore_elements())
-            return reactivex.concat(store_user_event, reactivex.defer(run_agent))
+            # the agent's span is a child of the span current when the user subscribed, whichever
+            # thread (a session store's, a run queued before this one) gets to start the agent
+            return reactivex.concat(store_user_event, within(parent, reactivex.defer(run_agent)))
 
-        def start(_: object) -> reactivex.Observable[Event]:
+        def start(parent: object) -> reactivex.Observable[Event]:
             contexts: list[InvocationContext] = []
 
             def cancel() -> None:
@@ -279,12 +284,16 @@ class Runner:
                     ctx.cancel()
 
             def run_on_session(sessions: list[Session]) -> reactivex.Observable[Event]:
-                return run_on(sessions, contexts)
+                return run_on(sessions, contexts, parent)
 
             run = service.get_session(app_name, user_id, session_id).pipe(ops.to_list(), ops.flat_map(run_on_session))
             return on_dispose(run, cancel)
 
-        return awaitable(self._lanes.serialized((app_name, user_id, session_id), reactivex.defer(start)))
+        def subscribed(_: object) -> reactivex.Observable[Event]:  # on the subscribing thread
+            parent = current_context()
+            return self._lanes.serialized((app_name, user_id, session_id), reactivex.defer(lambda _: start(parent)))
+
+        return awaitable(reactivex.defer(subscribed))
 
 
 class InMemoryRunner(Runner):

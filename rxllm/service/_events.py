@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .._types import FunctionCall, FunctionResponse, LlmResponse
+from .._types import FunctionCall, FunctionResponse, LlmResponse, UsageMetadata
 
 __all__ = [
     "AfterToolExecutionEvent",
@@ -144,9 +144,12 @@ class FinalResponseEvent:
         response: the last round's ``LlmResponse`` after the output guardrails (possibly rewritten).
             ``response.error_code`` is set when the round ended in error (length, safety, a
             malformed call, an in-band provider error).
+        total_usage_metadata: the token usage summed over every model call of the interaction
+            (``response.usage_metadata`` is the last call's alone); None when no call reported usage.
     """
 
     response: LlmResponse
+    total_usage_metadata: UsageMetadata | None = None
     kind: Literal["final_response"] = "final_response"
 
 

@@ -36,8 +36,18 @@ from .. import _model_stream as model_stream
 from .._base_llm import model_stream_events
 from .._errors import GuardrailError, LimitExceededError, ProtocolError, RxLlmError
 from .._structured_stream import StructuredStream
+from .._telemetry import TracedScope, add_usage, traced, within
 from .._tools import request_config
-from .._types import Content, FunctionCall, FunctionResponse, GenerateContentConfig, LlmRequest, LlmResponse, Part
+from .._types import (
+    Content,
+    FunctionCall,
+    FunctionResponse,
+    GenerateContentConfig,
+    LlmRequest,
+    LlmResponse,
+    Part,
+    UsageMetadata,
+)
 from . import _events as events
 from ._guardrails import apply_output_guardrails
 from ._relay import BoundedRelay
@@ -83,8 +93,17 @@ def _key(call: FunctionCall, position: int) -> str:
 
 
 class _Interaction:
-    def __init__(self, service: AiService, user_content: Content, observer: rx_abc.ObserverBase[Any]) -> None:
+    def __init__(
+        self,
+        service: AiService,
+        user_content: Content,
+        observer: rx_abc.ObserverBase[Any],
+        telemetry: TracedScope | None = None,
+    ) -> None:
         self._service = service
+        self._telemetry = telemetry
+        self._telemetry_context = telemetry.context if telemetry is not None else None
+        self._usage: UsageMetadata | None = None
         self._user_content = user_content
         self._relay: BoundedRelay[events.AiServiceStreamingEvent] = BoundedRelay(
             observer, service.streaming_buffer_size, self._stop
@@ -172,7 +191,7 @@ class _Interaction:
             self._rounds += 1
             round_ = _Round(self._rounds)
         try:
-            model_events = model_stream_events(self._service.model, self._request())
+            model_events = within(self._telemetry_context, model_stream_events(self._service.model, self._request()))
         except Exception as exc:
             self._fail(_mapped(exc, "the model call"))
             return
@@ -220,6 +239,7 @@ class _Interaction:
         if response is None:
             self._fail(ProtocolError("the model's stream completed without its final response"))
             return
+        self._usage = add_usage(self._usage, response.usage_metadata)  # rounds are sequential
         calls = response.function_calls()
         if response.error_code is None and calls:
             self._relay.on_next(events.IntermediateResponseEvent(response))
@@ -251,7 +271,12 @@ class _Interaction:
             self._relay.on_next(events.BeforeToolExecutionEvent(call))
             if self._stopped:  # stopped while the subscriber took the event: the tool never starts
                 return
-            execute_tool(self._tools, call, lambda result, failed: self._tool_done(round_, run, result, failed))
+            execute_tool(
+                self._tools,
+                call,
+                lambda result, failed: self._tool_done(round_, run, result, failed),
+                telemetry_context=self._telemetry_context,
+            )
 
         self._schedule(work)
 
@@ -307,9 +332,18 @@ class _Interaction:
                 return
         if self._stopped:
             return
-        self._relay.on_next(events.FinalResponseEvent(response))
+        if self._telemetry is not None:
+            _usage_attributes(self._telemetry, self._usage)
+        self._relay.on_next(events.FinalResponseEvent(response, total_usage_metadata=self._usage))
         self._relay.on_completed()
         self._stop()
+
+
+def _usage_attributes(scope: TracedScope, usage: UsageMetadata | None) -> None:
+    if usage is not None and usage.prompt_token_count is not None:
+        scope.span.set_attribute("gen_ai.usage.input_tokens", usage.prompt_token_count)
+    if usage is not None and usage.candidates_token_count is not None:
+        scope.span.set_attribute("gen_ai.usage.output_tokens", usage.candidates_token_count)
 
 
 def _mapped(error: Exception, what: str) -> RxLlmError:
@@ -333,11 +367,21 @@ def _with_retrieved(content: Content, found: Sequence[str]) -> Content:
 def start_interaction(
     service: AiService, user_content: Content
 ) -> reactivex.Observable[events.AiServiceStreamingEvent]:
-    """The cold Observable of one interaction: each subscription runs its own."""
+    """The cold Observable of one interaction: each subscription runs its own, in its own span
+    (``invoke_agent AiService``: its model calls and tools nest inside, on whichever thread)."""
 
-    def subscribe(
-        observer: rx_abc.ObserverBase[events.AiServiceStreamingEvent], scheduler: rx_abc.SchedulerBase | None = None
-    ) -> rx_abc.DisposableBase:
-        return _Interaction(service, user_content, observer).start()
+    def interaction(telemetry: TracedScope | None) -> reactivex.Observable[events.AiServiceStreamingEvent]:
+        def subscribe(
+            observer: rx_abc.ObserverBase[events.AiServiceStreamingEvent],
+            scheduler: rx_abc.SchedulerBase | None = None,
+        ) -> rx_abc.DisposableBase:
+            return _Interaction(service, user_content, observer, telemetry).start()
 
-    return reactivex.create(subscribe)
+        return reactivex.create(subscribe)
+
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "AiService",
+        "gen_ai.request.model": service.model.model,
+    }
+    return traced(interaction, "invoke_agent AiService", attributes)

@@ -13,9 +13,11 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from reactivex.scheduler import ThreadPoolScheduler
 
+from .._telemetry import within
 from .._tools import BaseTool, State, ToolCallOutcome, ToolContext, call_tool, new_invocation_id
 from .._types import Content, FunctionCall, FunctionResponse
 
@@ -79,12 +81,17 @@ class ToolEnvironment:
 
 
 def execute_tool(
-    environment: ToolEnvironment, call: FunctionCall, done: Callable[[FunctionResponse, bool], None]
+    environment: ToolEnvironment,
+    call: FunctionCall,
+    done: Callable[[FunctionResponse, bool], None],
+    *,
+    telemetry_context: Any = None,
 ) -> None:
     """Run ``call``'s tool and call ``done(result, failed)`` once, on the thread the result arrives on.
 
     A synchronous tool runs on the calling thread; a tool returning an asynchronous Observable
     reports on its thread. The outcomes are the tool layer's (see ``rxllm._tools._calls``).
+    Its ``execute_tool`` span is a child of ``telemetry_context``'s span (the service turn's).
     """
 
     def report(outcome: ToolCallOutcome) -> None:
@@ -92,4 +99,5 @@ def execute_tool(
         done(outcome.response, outcome.failed)
 
     # call_tool never fails: on_error is reached only when ``done`` raised, and re-raises to the caller.
-    call_tool(environment.tools_by_name, call, environment.context_for(call)).subscribe(report)
+    outcome = call_tool(environment.tools_by_name, call, environment.context_for(call))
+    within(telemetry_context, outcome).subscribe(report)

@@ -22,10 +22,12 @@ from rxllm import (
     LlmRequest,
     LlmResponse,
     Part,
+    RetryPolicy,
     StreamTimeoutError,
     ToolCallFragment,
     TransportError,
     UsageMetadata,
+    retry_before_first_item,
 )
 from rxllm.operators import (
     check_contract,
@@ -523,3 +525,25 @@ def test_the_source_is_disposed_before_the_error_is_delivered(stop: str) -> None
     llm.generate_content(REQUEST, stream=True).pipe(operator).subscribe(on_error=on_error)
     clock.advance_to(10.0)
     assert cancelled_when_told == [True]
+
+
+# --- the timeouts and the retry policy -------------------------------------------------------------------
+
+
+def test_a_first_item_timeout_is_retried_by_the_retry_policy() -> None:
+    clock = TestScheduler()
+    llm = ScriptedLlm([_timed(_turn("stuck"), 5.0, 5.0), _timed(_turn("quick"), 0.1, 0.1)], scheduler=clock)
+    attempt = llm.generate_content(REQUEST, stream=True).pipe(first_item_timeout(1.0, clock))
+    records = _run(clock, lambda: retry_before_first_item(attempt, RetryPolicy(), scheduler=clock))
+    assert _summary(records) == [(1.5, "N", "quick"), (1.5, "N", "quick"), (1.5, "C", None)]
+    assert [c.subscribed_at for c in llm.calls] == [0.0, 1.4]  # timed out at 1.0, backoff 0.4
+    assert llm.calls[0].disposed_at == 1.0
+
+
+def test_an_idle_timeout_after_the_first_item_is_not_retried() -> None:
+    clock = TestScheduler()
+    llm = ScriptedLlm([_timed(_turn("a", "b"), 0.1, 5.0, 5.0), _turn("spare")], scheduler=clock)
+    attempt = llm.generate_content(REQUEST, stream=True).pipe(idle_timeout(1.0, clock))
+    records = _run(clock, lambda: retry_before_first_item(attempt, RetryPolicy(), scheduler=clock))
+    assert _summary(records) == [(0.1, "N", "a"), (1.1, "E", "StreamTimeoutError")]
+    assert len(llm.requests) == 1
