@@ -160,11 +160,13 @@ def test_a_list_schema_is_wrapped_on_the_wire_and_unwrapped_in_parsed(name: str)
 
 
 def test_stream_false_carries_the_instance_too() -> None:
-    with StubServer([StubResponse(body=sse_turn("openai-chat", text=PIECES))]) as server:
-        model = _model("openai-chat", server.url)
-        [only] = model.generate_content(_request(Order), stream=True).pipe(ops.filter(lambda r: not r.partial),
-                                                                           ops.to_list()).run()
-    assert only.parsed == EXPECTED
+    from rxllm.testing import complete_json
+
+    body = [json.dumps(complete_json("openai-chat", REPLY)).encode()]
+    with StubServer([StubResponse(headers={"content-type": "application/json"}, body=body)]) as server:
+        [only] = _model("openai-chat", server.url).generate_content(_request(Order)).pipe(ops.to_list()).run()
+        assert server.requests[0].json()["response_format"]["json_schema"]["strict"] is True
+    assert only.partial is None and only.parsed == EXPECTED
 
 
 @pytest.mark.parametrize("name", PROVIDERS)
