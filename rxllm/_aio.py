@@ -65,19 +65,27 @@ DEFAULT_MAX_BUFFER = 16384
 _NOTHING: Any = object()
 
 
-def _post(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
-    """Run ``callback`` on ``loop`` (from any thread), waking it; a closed loop has nobody waiting."""
+def _post(loop: asyncio.AbstractEventLoop, loop_thread: int, callback: Callable[[], None]) -> None:
+    """Run ``callback`` on ``loop`` (from any thread), waking it; a closed loop has nobody waiting.
+
+    On the loop's own thread (a source emitting there) ``call_soon`` is enough: the loop is
+    running this very code, so it needs no wake-up through its self-pipe.
+    """
     with contextlib.suppress(RuntimeError):  # a closed loop: its awaiter is gone
-        loop.call_soon_threadsafe(callback)
+        if threading.get_ident() == loop_thread:
+            loop.call_soon(callback)
+        else:
+            loop.call_soon_threadsafe(callback)
 
 
 class _Last(Generic[T]):
     """Keeps the latest item; settles the future on the loop at the terminal event."""
 
-    __slots__ = ("_future", "_loop", "_value")
+    __slots__ = ("_future", "_loop", "_loop_thread", "_value")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[T], default: Any) -> None:
         self._loop = loop
+        self._loop_thread = threading.get_ident()
         self._future = future
         self._value: T = default
 
@@ -85,10 +93,10 @@ class _Last(Generic[T]):
         self._value = value
 
     def on_error(self, error: Exception) -> None:
-        _post(self._loop, lambda: self._settle(error))
+        _post(self._loop, self._loop_thread, lambda: self._settle(error))
 
     def on_completed(self) -> None:
-        _post(self._loop, lambda: self._settle(None))
+        _post(self._loop, self._loop_thread, lambda: self._settle(None))
 
     def _settle(self, error: Exception | None) -> None:
         future = self._future
@@ -287,7 +295,7 @@ class _Channel(Generic[T]):
             self._subscription.dispose()
         if wake:
             assert self._loop is not None
-            _post(self._loop, self._wake)
+            _post(self._loop, self._loop_thread, self._wake)
 
     def _on_error(self, error: Exception) -> None:
         self._end((error,))
@@ -305,7 +313,7 @@ class _Channel(Generic[T]):
                 self._wake_pending = True
         if wake:
             assert self._loop is not None
-            _post(self._loop, self._wake)
+            _post(self._loop, self._loop_thread, self._wake)
 
     def _wake(self) -> None:
         """On the loop: wake the consumer waiting in ``__anext__``."""

@@ -15,6 +15,7 @@ import pytest
 import reactivex
 from reactivex import abc as rx_abc
 from reactivex import operators as ops
+from reactivex.scheduler import ThreadPoolScheduler
 from reactivex.subject import Subject
 from wire import OPENAI
 
@@ -35,6 +36,7 @@ from rxllm import (
     TextDeltaEvent,
 )
 from rxllm.agents import InMemoryRunner, LlmAgent
+from rxllm.providers.openai import OpenAiChatModel
 from rxllm.service import AiService, FinalResponseEvent, PartialResponseEvent
 from rxllm.testing import Hold, StubResponse, StubServer
 
@@ -380,6 +382,72 @@ def test_a_threaded_emitter_waits_for_room_in_the_buffer() -> None:
     assert max(ahead) <= 3 + 1  # the buffer, plus the item the consumer holds
 
 
+class CountingPool(ThreadPoolScheduler):
+    """An I/O pool that knows when none of its actions is running (no thread left blocked)."""
+
+    def __init__(self) -> None:
+        super().__init__(2)
+        self._idle = threading.Condition()
+        self.running = 0
+
+    def schedule(self, action: Any, state: Any = None) -> rx_abc.DisposableBase:
+        def counted(scheduler: Any, st: Any) -> Any:
+            with self._idle:
+                self.running += 1
+            try:
+                return action(scheduler, st)
+            finally:
+                with self._idle:
+                    self.running -= 1
+                    self._idle.notify_all()
+
+        return super().schedule(counted, state)
+
+    def wait_idle(self, timeout: float) -> bool:
+        with self._idle:
+            return self._idle.wait_for(lambda: self.running == 0, timeout)
+
+
+def test_leaving_while_the_io_thread_waits_for_room_frees_it_and_closes_the_connection(server: StubServer) -> None:
+    release = threading.Event()
+    stream = OPENAI.stream(*[f"w{i} " for i in range(8)])
+    server.enqueue(StubResponse(body=[*stream, Hold(release)]))  # all partials sent, then the body stays open
+    pool = CountingPool()
+    transport = HttpTransport(max_concurrent_streams=2)
+    model = OpenAiChatModel("gpt-test", base_url=f"{server.url}/v1", transport=transport, scheduler=pool)
+
+    third_offered = threading.Event()  # set on the I/O thread as it hands the third partial over
+
+    def subscribe(observer: rx_abc.ObserverBase[Any], scheduler: rx_abc.SchedulerBase | None = None) -> Any:
+        count = 0
+
+        def on_next(item: Any) -> None:
+            nonlocal count
+            count += 1
+            if count == 3:
+                third_offered.set()
+            observer.on_next(item)
+
+        return model.generate_content(REQUEST, stream=True).subscribe(on_next, observer.on_error, observer.on_completed)
+
+    async def main() -> str:
+        async with rxllm.aio.iterate(reactivex.create(subscribe), max_buffer=1) as partials:
+            first = await anext(partials)
+            # the buffer holds the second partial; the I/O thread now waits for room with the third
+            assert await asyncio.to_thread(third_offered.wait, TIMEOUT)
+        return first.text() or ""
+
+    try:
+        assert run(main) == "w0 "
+        connection = server.wait_for_connection(1, TIMEOUT)
+        assert connection is not None and connection.wait_closed_by_client(TIMEOUT)
+        assert pool.wait_idle(TIMEOUT), "the I/O thread stayed blocked after the consumer left"
+    finally:
+        release.set()
+        transport.close()
+        pool.executor.shutdown(wait=False)  # (a thread left blocked must not hang the test too)
+
+
 def test_an_emitter_on_another_loop_fails_loudly_when_the_buffer_is_full() -> None:
     subject: Subject[int] = Subject()
     other = asyncio.new_event_loop()
@@ -451,3 +519,29 @@ def test_await_inside_a_fastapi_endpoint(server: StubServer, transport: HttpTran
             return response.status_code, response.json()
 
     assert run(main, debug=True) == (200, {"text": "Hello from ASGI"})
+
+
+@pytest.mark.parametrize("debug", DEBUG, ids=["normal", "debug"])
+def test_a_source_emitting_from_a_task_on_the_same_loop(debug: bool) -> None:
+    """A transport bound to the caller's loop emits from its tasks there: no thread hop, no hang."""
+
+    async def main() -> tuple[list[int], int]:
+        items_subject: Subject[int] = Subject()
+        last_subject: Subject[int] = Subject()
+
+        async def feed(subject: Subject[int]) -> None:
+            for i in range(5):
+                await asyncio.sleep(0)  # each item from a later turn of the loop, as a network read would
+                subject.on_next(i)
+            subject.on_completed()
+
+        async with rxllm.aio.iterate(items_subject, max_buffer=2) as items:
+            feeding = asyncio.ensure_future(feed(items_subject))
+            got = [x async for x in items]
+        await feeding
+        feeding = asyncio.ensure_future(feed(last_subject))  # runs once last() below has subscribed
+        final = await rxllm.aio.last(last_subject)
+        await feeding
+        return got, final
+
+    assert run(main, debug=debug) == ([0, 1, 2, 3, 4], 4)

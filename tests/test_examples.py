@@ -33,10 +33,21 @@ KEY_LINES: dict[str, list[str]] = {
         "virtual-time retry: OK",
     ],
     "switch_map_cancel.py": ["server: connection 1 closed by the client: True", "switch_map cancel: OK"],
+    "adk_helloworld.py": ["You> Hi. Roll a die of 60 sides.", "state: rolls = [21]", "helloworld: OK"],
+    "adk_writer_reviewer.py": [
+        "  user: For context: | [writer] said: Old pond / a frog jumps in / the sound of water.",
+        "writer/reviewer: OK",
+    ],
+    "adk_parallel_research.py": ["papers saw: ['What is new about ponds?']", "parallel research: OK"],
+    "adk_loop_refine.py": ["rounds: 2", "loop refine: OK"],
+    "adk_transfer_router.py": ["  router -> transfer to billing", "  billing: It takes 3 to 5 business days.",
+                               "transfer: OK"],
+    "adk_callbacks.py": ["@after_agent_callback2", "callbacks: OK"],
     "fastapi_sse.py": ["stub model: upstream connection closed by the client: True", "fastapi sse: OK"],
 }
 REQUIRED = {"stream_to_terminal.py", "custom_provider.py", "order_status.py", "virtual_time_retry.py",
-            "switch_map_cancel.py"}
+            "switch_map_cancel.py", "adk_helloworld.py", "adk_writer_reviewer.py", "adk_parallel_research.py",
+            "adk_loop_refine.py", "adk_transfer_router.py", "adk_callbacks.py"}
 SCRIPTS = sorted(p.name for p in EXAMPLES.glob("*.py"))
 
 
@@ -81,3 +92,17 @@ def test_fastapi_sse_closes_the_upstream_on_the_asyncio_transport_too() -> None:
 def test_piped_example_output_is_plain_text() -> None:
     result = run("stream_to_terminal.py", "--pace", "0")
     assert result.returncode == 0 and "\x1b" not in result.stdout
+
+
+ADK_PORTS = sorted(p.name for p in EXAMPLES.glob("adk_*.py"))
+
+
+def test_ported_adk_samples_are_mypy_strict_clean() -> None:
+    """The ported ADK samples type-check under ``mypy --strict`` (what a porting user runs)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", *(str(EXAMPLES / p) for p in ADK_PORTS)],
+        capture_output=True, text=True, timeout=300, check=False, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert len(ADK_PORTS) >= 6
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -25,7 +25,7 @@ from ._context import (
 )
 from ._named import Named
 from ._request import request_config
-from ._state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX, State
+from ._state import APP_PREFIX, STATE_REMOVED, TEMP_PREFIX, USER_PREFIX, State
 from ._tool import (
     BaseTool,
     FunctionTool,
@@ -39,6 +39,7 @@ from ._tool import (
 
 __all__ = [
     "APP_PREFIX",
+    "STATE_REMOVED",
     "TEMP_PREFIX",
     "USER_PREFIX",
     "BaseTool",

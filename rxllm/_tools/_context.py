@@ -188,8 +188,9 @@ class ToolActions:
 
     Attributes:
         skip_summarization: end the turn with the tool's response: no further model call.
-        transfer_to_agent: the agent to hand over to (recorded on the event, not acted on).
-        escalate: escalate to the parent agent (recorded on the event, not acted on).
+        transfer_to_agent: the agent to hand over to (an agent run continues with it; recorded on the
+            event).
+        escalate: escalate to the parent agent (a ``LoopAgent`` stops; recorded on the event).
         artifact_delta: artifact name to the version the tool saved (filled by ``save_artifact``).
     """
 

@@ -36,26 +36,44 @@ support 'It shipped Tuesday.' [] []
 from .._artifacts import BaseArtifactService, FileArtifactService, InMemoryArtifactService
 from .._memory import BaseMemoryService, InMemoryMemoryService, MemoryEntry, SearchMemoryResponse
 from .._tools import BaseTool, FunctionTool, ToolLike
-from ._agent import BaseAgent, InstructionProvider, LlmAgent
+from ._agent import AgentCallback, BaseAgent, InstructionProvider, LlmAgent
+from ._agent_tool import AgentTool
+from ._contents import IncludeContents
 from ._context import CallbackContext, InvocationContext, ReadonlyContext, ToolActions, ToolContext
 from ._event import Event, EventActions
-from ._flow import AfterModelCallback, BeforeModelCallback
+from ._flow import (
+    AfterModelCallback,
+    AfterToolCallback,
+    BeforeModelCallback,
+    BeforeToolCallback,
+    OnModelErrorCallback,
+    OnToolErrorCallback,
+)
+from ._long_running import LongRunningFunctionTool
 from ._memory_tools import LoadMemoryTool, load_memory
+from ._plugins import BasePlugin
 from ._postgres_sessions import PostgresSessionService
+from ._registry import LlmFactory, LlmRegistry
 from ._run_config import RunConfig, StreamingMode
 from ._runner import InMemoryRunner, Runner
 from ._sessions import BaseSessionService, GetSessionConfig, InMemorySessionService, Session
 from ._sqlite_sessions import SqliteSessionService
-from ._state import State
+from ._state import STATE_REMOVED, State
+from ._workflow import LoopAgent, ParallelAgent, SequentialAgent
 
 __all__ = [
     "AfterModelCallback",
+    "AfterToolCallback",
+    "AgentCallback",
+    "AgentTool",
     "BaseAgent",
     "BaseArtifactService",
     "BaseMemoryService",
+    "BasePlugin",
     "BaseSessionService",
     "BaseTool",
     "BeforeModelCallback",
+    "BeforeToolCallback",
     "CallbackContext",
     "Event",
     "EventActions",
@@ -66,16 +84,26 @@ __all__ = [
     "InMemoryMemoryService",
     "InMemoryRunner",
     "InMemorySessionService",
+    "IncludeContents",
     "InstructionProvider",
     "InvocationContext",
     "LlmAgent",
+    "LlmFactory",
+    "LlmRegistry",
     "LoadMemoryTool",
+    "LongRunningFunctionTool",
+    "LoopAgent",
     "MemoryEntry",
+    "OnModelErrorCallback",
+    "OnToolErrorCallback",
+    "ParallelAgent",
     "PostgresSessionService",
     "ReadonlyContext",
     "RunConfig",
     "Runner",
+    "STATE_REMOVED",
     "SearchMemoryResponse",
+    "SequentialAgent",
     "Session",
     "SqliteSessionService",
     "State",

@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
+import copy
 import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import reactivex
+from reactivex import operators as ops
+
 from .._aio import AwaitableObservable, MaybeObservable, awaitable
-from .._errors import LimitExceededError
+from .._errors import ConfigurationError, LimitExceededError
 from .._telemetry import add_usage
 from .._tools import CallbackContext, ReadonlyContext, ToolActions, ToolContext, new_invocation_id
 from .._types import Content, UsageMetadata
 from ._event import Event
 from ._run_config import RunConfig
+from ._rx import emit_now, fail_now
 from ._sessions import BaseSessionService, Session
 
 if TYPE_CHECKING:
     from .._artifacts import BaseArtifactService
     from .._memory import BaseMemoryService
     from ._agent import BaseAgent
+    from ._plugins import BasePlugin
 
 __all__ = [
     "CallbackContext",
@@ -27,6 +34,18 @@ __all__ = [
     "ToolContext",
     "new_invocation_id",
 ]
+
+
+class _Shared:
+    """What every agent's context of one invocation shares."""
+
+    __slots__ = ("cancelled", "llm_calls", "lock", "usage")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.llm_calls = 0
+        self.usage: UsageMetadata | None = None
+        self.cancelled = threading.Event()
 
 
 class InvocationContext:
@@ -40,9 +59,13 @@ class InvocationContext:
         session_service: where the run's events are stored.
         run_config: the run's options.
         user_content: the user message that started the run.
-        branch: the agent branch (``agent_1.agent_2``), None for a root agent.
+        branch: the agent branch (``agent_1.agent_2``), None for a root agent. A
+            :class:`ParallelAgent` gives each sub-agent its own branch; a model call sees only the
+            events of its branch and its ancestors'.
         artifact_service: where tools' artifacts are kept (None: the run has none).
         memory_service: what ``ToolContext.search_memory`` searches (None: the run has none).
+        plugins: the runner's plugins (they run before the agents' own callbacks).
+        end_invocation: set by a before-agent callback that answered: the agent's own run is skipped.
 
     Cancellation: the runner calls :meth:`cancel` when the run's subscription is disposed. Rx
     disposal already stops everything that has subscribed; the flag also stops work that a
@@ -62,6 +85,7 @@ class InvocationContext:
         branch: str | None = None,
         artifact_service: BaseArtifactService | None = None,
         memory_service: BaseMemoryService | None = None,
+        plugins: Sequence[BasePlugin] = (),
     ) -> None:
         self.invocation_id: str = invocation_id or new_invocation_id()
         self.artifact_service = artifact_service
@@ -72,19 +96,30 @@ class InvocationContext:
         self.run_config: RunConfig = run_config or RunConfig()
         self.user_content = user_content
         self.branch = branch
-        self._lock = threading.Lock()
-        self._llm_calls = 0
-        self._usage: UsageMetadata | None = None
-        self._cancelled = threading.Event()
+        self.plugins: tuple[BasePlugin, ...] = tuple(plugins)
+        self.end_invocation = False
+        self._shared = _Shared()
+
+    def for_agent(self, agent: BaseAgent, *, branch: str | None) -> InvocationContext:
+        """A context for ``agent`` within the same invocation (ADK's ``toBuilder().agent(...)``).
+
+        The copy shares the invocation: its id, session, services, run config, plugins, model-call
+        count and cancellation; it has its own agent, branch and ``end_invocation`` flag.
+        """
+        child = copy.copy(self)
+        child.agent = agent
+        child.branch = branch
+        child.end_invocation = False
+        return child
 
     @property
     def is_cancelled(self) -> bool:
         """Whether the run was disposed: no further model calls, tools or stores may start."""
-        return self._cancelled.is_set()
+        return self._shared.cancelled.is_set()
 
     def cancel(self) -> None:
         """Mark the run disposed (idempotent)."""
-        self._cancelled.set()
+        self._shared.cancelled.set()
 
     @property
     def app_name(self) -> str:
@@ -99,8 +134,8 @@ class InvocationContext:
     @property
     def llm_call_count(self) -> int:
         """How many model calls this run has made."""
-        with self._lock:
-            return self._llm_calls
+        with self._shared.lock:
+            return self._shared.llm_calls
 
     def increment_llm_call_count(self) -> None:
         """Count one model call.
@@ -109,9 +144,9 @@ class InvocationContext:
             LimitExceededError: when the count goes past ``run_config.max_llm_calls`` (if positive).
         """
         limit = self.run_config.max_llm_calls
-        with self._lock:
-            self._llm_calls += 1
-            count = self._llm_calls
+        with self._shared.lock:
+            self._shared.llm_calls += 1
+            count = self._shared.llm_calls
         if 0 < limit < count:
             raise LimitExceededError(
                 f"max_llm_calls limit of {limit} exceeded: agent {self.agent.name!r} asked for model call "
@@ -121,21 +156,36 @@ class InvocationContext:
     @property
     def total_usage_metadata(self) -> UsageMetadata | None:
         """The token usage summed over every model call of this run so far (None before any usage)."""
-        with self._lock:
-            return self._usage
+        with self._shared.lock:
+            return self._shared.usage
 
     def add_usage(self, usage: UsageMetadata | None) -> None:
         """Count one model call's usage in :attr:`total_usage_metadata`."""
         if usage is None:
             return
-        with self._lock:
-            self._usage = add_usage(self._usage, usage)
+        with self._shared.lock:
+            self._shared.usage = add_usage(self._shared.usage, usage)
 
     def current_session(self) -> MaybeObservable[Session]:
         """The session as stored now (empty when it was deleted meanwhile; ``await`` gives ``None`` then)."""
         return MaybeObservable(
             self.session_service.get_session(self.session.app_name, self.session.user_id, self.session.id)
         )
+
+    def session_now(self) -> AwaitableObservable[Session]:
+        """The session as stored now; fails with :class:`~rxllm.ConfigurationError` when it was deleted."""
+
+        def pick(sessions: list[Session]) -> reactivex.Observable[Session]:
+            if sessions:
+                return emit_now(sessions[-1])
+            return fail_now(
+                ConfigurationError(
+                    f"session {self.session.id!r} (app {self.session.app_name!r}, user {self.session.user_id!r}) "
+                    "no longer exists"
+                )
+            )
+
+        return awaitable(self.current_session().pipe(ops.to_list(), ops.flat_map(pick)))
 
     def append_event(self, event: Event) -> AwaitableObservable[Event]:
         """Store ``event`` in this run's session (partials are passed through unstored); emit the stored event."""

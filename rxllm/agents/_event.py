@@ -36,8 +36,12 @@ class EventActions(_Model):
         artifact_delta: artifact name to version (carried, not acted on: rxllm has no artifacts).
         skip_summarization: a tool asked that its response end the turn without another model
             call (the function-response event then counts as the final response).
-        transfer_to_agent: the agent to hand over to (carried, not acted on: single-agent runtime).
-        escalate: escalate to the parent agent (carried, not acted on).
+        transfer_to_agent: the agent to hand over to: the flow continues with that agent, in the
+            same invocation (ADK's transfer).
+        escalate: escalate to the parent agent: a :class:`LoopAgent` stops at such an event, a
+            :class:`ParallelAgent` stops every branch.
+        rewind_before_invocation_id: the history before this event no longer holds that
+            invocation nor anything after it (ADK Python's rewind; see ``_contents``).
     """
 
     state_delta: dict[str, JsonValue] = Field(default_factory=dict)
@@ -45,6 +49,7 @@ class EventActions(_Model):
     skip_summarization: bool | None = None
     transfer_to_agent: str | None = None
     escalate: bool | None = None
+    rewind_before_invocation_id: str | None = None
 
 
 class Event(_Model):
@@ -88,6 +93,28 @@ class Event(_Model):
     def text(self) -> str:
         """The answer text of the content (thought parts excluded); ``""`` without content."""
         return self.content.text() if self.content is not None else ""
+
+    def stringify_content(self) -> str:
+        """The content as one string, as ADK Java's ``Event.stringifyContent``: each part's text, then
+        ``Function Call: <call>`` / ``Function Response: <response>`` for call and response parts.
+
+        >>> from rxllm import Content, FunctionCall, Part
+        >>> call = FunctionCall(id="c1", name="get_order", args={"id": 7})
+        >>> Event(author="bot", content=Content(role="model", parts=(
+        ...     Part.from_text("Checking. "), Part(function_call=call)))).stringify_content()
+        "Checking. Function Call: FunctionCall(id='c1', name='get_order', args={'id': 7})"
+        """
+        if self.content is None:
+            return ""
+        out: list[str] = []
+        for part in self.content.parts:
+            if part.text is not None:
+                out.append(part.text)
+            if part.function_call is not None:
+                out.append(f"Function Call: {part.function_call!r}")
+            if part.function_response is not None:
+                out.append(f"Function Response: {part.function_response!r}")
+        return "".join(out)
 
     def function_calls(self) -> list[FunctionCall]:
         """The function calls of the content, in order."""

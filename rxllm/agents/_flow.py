@@ -26,53 +26,91 @@ step *n* completed, and step *n* completes only after its last store completed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import reactivex
+from pydantic import JsonValue
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 from reactivex import operators as ops
 
 from .._aggregation import generate_function_call_id
-from .._errors import ConfigurationError, RxLlmError, UnsupportedOperationError
+from .._errors import ConfigurationError, RxLlmError, ToolError, UnsupportedOperationError
 from .._telemetry import TracedScope, traced, within
-from .._tools import ToolCallOutcome, call_tool, request_config, tool_declarations
-from .._types import Content, FunctionCall, LlmRequest, LlmResponse, Part
+from .._tools import BaseTool, ToolCallOutcome, call_tool, request_config, tool_declarations
+from .._types import Content, FunctionCall, FunctionResponse, LlmRequest, LlmResponse, Part
+from ._callbacks import Call, callback_chain
+from ._contents import request_contents
 from ._context import CallbackContext, InvocationContext, ReadonlyContext, ToolContext
 from ._event import Event, EventActions
-from ._instructions import artifact_loader, inject_session_state
+from ._instructions import ArtifactLoader, artifact_loader, inject_session_state
+from ._output_schema import output_schema_config, validate_output
 from ._run_config import StreamingMode
 from ._rx import emit_now, fail_now, nothing_now, then_now
 from ._sessions import Session
 from ._state import State
+from ._transfer import TRANSFER_TOOL, transfer_instruction, transfer_targets
 
 if TYPE_CHECKING:
     from ._agent import LlmAgent
 
-__all__ = ["AfterModelCallback", "BeforeModelCallback", "build_request", "run_llm_flow"]
+__all__ = [
+    "AfterModelCallback",
+    "AfterToolCallback",
+    "BeforeModelCallback",
+    "BeforeToolCallback",
+    "OnModelErrorCallback",
+    "OnToolErrorCallback",
+    "build_request",
+    "run_llm_flow",
+]
 
 logger = logging.getLogger("rxllm.agents")
 
 T = TypeVar("T")
 
-BeforeModelCallback = Callable[[CallbackContext, LlmRequest], "LlmResponse | LlmRequest | None"]
+BeforeModelCallback = Callable[[CallbackContext, LlmRequest], object]
 """Called before each model call. Return None to go on, an ``LlmRequest`` to replace the request
-(requests are immutable: ``request.model_copy(update=...)``), or an ``LlmResponse`` to skip the
-model call and use it as the model's answer (not counted as a model call)."""
+(requests are immutable: ``request.model_copy(update=...)``; the next callback sees the
+replacement), or an ``LlmResponse`` to skip the model call and use it as the model's answer (not
+counted as a model call); or an Observable of zero or one of those, or be ``async def``."""
 
-AfterModelCallback = Callable[[CallbackContext, LlmResponse], "LlmResponse | None"]
+AfterModelCallback = Callable[[CallbackContext, LlmResponse], object]
 """Called for every response of the model, partials included. Return None to keep it or an
-``LlmResponse`` to replace it; the replacement keeps the ``partial`` flag of what it replaces."""
+``LlmResponse`` to replace it (the replacement keeps the ``partial`` flag of what it replaces); or
+an Observable of zero or one, or be ``async def``."""
+
+OnModelErrorCallback = Callable[[CallbackContext, LlmRequest, Exception], object]
+"""Called when a model call fails (the error it failed with). Return None to let the run fail, or
+an ``LlmResponse`` to use as the model's answer instead; or an Observable of zero or one, or be
+``async def``."""
+
+BeforeToolCallback = Callable[[BaseTool, dict[str, Any], ToolContext], object]
+"""Called before each tool call with the tool, the model's arguments and the tool's context.
+Return None to call the tool, or a dict to use as the tool's result without calling it; or an
+Observable of zero or one, or be ``async def``."""
+
+AfterToolCallback = Callable[[BaseTool, dict[str, Any], ToolContext, dict[str, Any]], object]
+"""Called after each successful tool call with its result. Return None to keep the result, or a
+dict to replace it; or an Observable of zero or one, or be ``async def``."""
+
+OnToolErrorCallback = Callable[[BaseTool, dict[str, Any], ToolContext, Exception], object]
+"""Called when a tool fails (raises, bad arguments, non-JSON result). Return None to answer the
+model with ``{"error": ...}`` as usual, or a dict to use as the tool's result; or an Observable of
+zero or one, or be ``async def``."""
 
 
 class _Step:
     """What one step has seen so far (touched only in the step's serialized Rx callbacks)."""
 
-    __slots__ = ("call_ids", "last_event", "state", "telemetry")
+    __slots__ = ("call_ids", "last_event", "state", "telemetry", "tools")
 
     def __init__(self, telemetry: object = None) -> None:
         self.last_event: Event | None = None
         self.state = State()
         self.call_ids: dict[tuple[int, str], str] = {}
+        self.tools: Mapping[str, BaseTool] = {}
         self.telemetry = telemetry  # the agent span's OpenTelemetry context (None: telemetry off)
 
 
@@ -85,6 +123,10 @@ def run_llm_flow(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observabl
         while not ctx.is_cancelled:
             step = _Step(telemetry)
             yield _one_step(agent, ctx, step)
+            target = step.last_event.actions.transfer_to_agent if step.last_event is not None else None
+            if target and not step.last_event.partial:  # type: ignore[union-attr]
+                yield _transfer(agent, ctx, target)
+                return
             if not _should_continue(agent, ctx, step):
                 return
         yield reactivex.never()  # disposed: start nothing more
@@ -109,6 +151,21 @@ def run_llm_flow(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observabl
     if agent.description:
         attributes["gen_ai.agent.description"] = agent.description
     return traced(start, f"invoke_agent {agent.name}", attributes, on_end=on_end)
+
+
+def _transfer(agent: LlmAgent, ctx: InvocationContext, target: str) -> reactivex.Observable[Event]:
+    """Continue the invocation with the agent the model transferred to (ADK's ``BaseLlmFlow``)."""
+    if ctx.is_cancelled:
+        return reactivex.never()
+    next_agent = agent.root_agent.find_agent(target)
+    if next_agent is None:
+        return fail_now(
+            ConfigurationError(
+                f"agent {agent.name!r} transferred to {target!r}, which is not an agent of the tree rooted at "
+                f"{agent.root_agent.name!r}"
+            )
+        )
+    return next_agent.run_async(ctx)
 
 
 def _should_continue(agent: LlmAgent, ctx: InvocationContext, step: _Step) -> bool:
@@ -152,6 +209,8 @@ def _one_step(agent: LlmAgent, ctx: InvocationContext, step: _Step) -> reactivex
     def model_step(session: Session) -> reactivex.Observable[Event]:
         step.state = State(session.state)
         callback_ctx = CallbackContext(ctx, step.state)
+        targets = transfer_targets(agent)
+        step.tools = {**agent.tools_by_name, TRANSFER_TOOL.name: TRANSFER_TOOL} if targets else agent.tools_by_name
         request = build_request(agent, ctx, session, ReadonlyContext(ctx, step.state))
         responses = within(step.telemetry, _call_model(agent, ctx, callback_ctx, request))
 
@@ -176,66 +235,135 @@ def _invoke(kind: str, agent: LlmAgent, callback: Callable[..., T], *args: Any) 
         raise RxLlmError(f"{kind} {name!r} of agent {agent.name!r} raised {type(exc).__name__}: {exc}") from exc
 
 
+def _owner(agent: LlmAgent) -> str:
+    return f"agent {agent.name!r}"
+
+
+def _model_answer(kind: str) -> Callable[[object], LlmResponse]:
+    def accept(answer: object) -> LlmResponse:
+        if isinstance(answer, LlmResponse):
+            return answer
+        raise ConfigurationError(f"{kind} returned {type(answer).__name__}; expected None or an LlmResponse")
+
+    return accept
+
+
 def _call_model(
     agent: LlmAgent, ctx: InvocationContext, callback_ctx: CallbackContext, request: LlmRequest
 ) -> reactivex.Observable[LlmResponse]:
-    for callback in agent.before_model_callbacks:
-        result = _invoke("before_model_callback", agent, callback, callback_ctx, request)
-        if result is None:
-            continue
-        if isinstance(result, LlmRequest):
-            request = result
-            continue
-        if isinstance(result, LlmResponse):
-            return emit_now(result)
-        raise ConfigurationError(
-            f"before_model_callback of agent {agent.name!r} returned {type(result).__name__}; "
-            "expected None, an LlmRequest or an LlmResponse"
+    """Before-model callbacks (plugins first), the model call, on-error and after-model callbacks."""
+    current = [request]
+    calls: list[tuple[object, Call]] = []
+    for plugin in ctx.plugins:
+        calls.append(
+            (plugin.before_model_callback, partial(_before_model, plugin.before_model_callback, callback_ctx, current))
         )
+    for callback in agent.before_model_callbacks:
+        calls.append((callback, partial(_before_model, callback, callback_ctx, current)))
+
+    def accept(answer: object) -> LlmResponse | None:
+        if isinstance(answer, LlmRequest):
+            current[0] = answer
+            return None
+        if isinstance(answer, LlmResponse):
+            return answer
+        raise ConfigurationError(
+            f"before_model_callback returned {type(answer).__name__}; expected None, an LlmRequest or an LlmResponse"
+        )
+
+    def call_or_answer(answers: list[LlmResponse]) -> reactivex.Observable[LlmResponse]:
+        if answers:
+            return emit_now(answers[0])
+        return _model_call(agent, ctx, callback_ctx, current[0])
+
+    if not calls:
+        return _model_call(agent, ctx, callback_ctx, request)
+    return callback_chain("before_model_callback", _owner(agent), calls, accept).pipe(
+        ops.to_list(), ops.flat_map(call_or_answer)
+    )
+
+
+def _before_model(callback: Callable[..., object], callback_ctx: CallbackContext, current: list[LlmRequest]) -> object:
+    return callback(callback_ctx, current[0])
+
+
+def _model_call(
+    agent: LlmAgent, ctx: InvocationContext, callback_ctx: CallbackContext, request: LlmRequest
+) -> reactivex.Observable[LlmResponse]:
     if ctx.is_cancelled:
         return reactivex.never()
     ctx.increment_llm_call_count()
     stream = ctx.run_config.streaming_mode is StreamingMode.SSE
     responses = agent.model.generate_content(request, stream)
-    after = agent.after_model_callbacks
+    on_error = [p.on_model_error_callback for p in ctx.plugins] + list(agent.on_model_error_callbacks)
+    if on_error:
+
+        def recover(error: Exception, _: reactivex.Observable[LlmResponse]) -> reactivex.Observable[LlmResponse]:
+            calls: list[tuple[object, Call]] = [
+                (callback, partial(callback, callback_ctx, request, error)) for callback in on_error
+            ]
+
+            def answer_or_fail(answers: list[LlmResponse]) -> reactivex.Observable[LlmResponse]:
+                return emit_now(answers[0]) if answers else fail_now(error)
+
+            kind = "on_model_error_callback"
+            return callback_chain(kind, _owner(agent), calls, _model_answer(kind)).pipe(
+                ops.to_list(), ops.flat_map(answer_or_fail)
+            )
+
+        responses = responses.pipe(ops.catch(recover))
+    after = [p.after_model_callback for p in ctx.plugins] + list(agent.after_model_callbacks)
     if not after:
         return responses
 
-    def apply_after(response: LlmResponse) -> LlmResponse:
-        for callback in after:
-            result = _invoke("after_model_callback", agent, callback, callback_ctx, response)
-            if result is None:
-                continue
-            if not isinstance(result, LlmResponse):
-                raise ConfigurationError(
-                    f"after_model_callback of agent {agent.name!r} returned {type(result).__name__}; "
-                    "expected None or an LlmResponse"
-                )
-            return result.model_copy(update={"partial": response.partial})
-        return response
+    def apply_after(response: LlmResponse) -> reactivex.Observable[LlmResponse]:
+        calls: list[tuple[object, Call]] = [(callback, partial(callback, callback_ctx, response)) for callback in after]
+        kind = "after_model_callback"
 
-    return responses.pipe(ops.map(apply_after))
+        def keep_partial_flag(answer: object) -> LlmResponse:
+            return _model_answer(kind)(answer).model_copy(update={"partial": response.partial})
+
+        return callback_chain(kind, _owner(agent), calls, keep_partial_flag).pipe(ops.default_if_empty(response))
+
+    return responses.pipe(ops.concat_map(apply_after))
+
+
+def _instruction_text(
+    agent: LlmAgent, instruction: str | Callable[..., str], readonly: ReadonlyContext, artifacts: ArtifactLoader | None
+) -> str:
+    if callable(instruction):
+        return _invoke("instruction provider", agent, instruction, readonly)
+    return inject_session_state(instruction, readonly.state, agent_name=agent.name, artifacts=artifacts)
 
 
 def build_request(agent: LlmAgent, ctx: InvocationContext, session: Session, readonly: ReadonlyContext) -> LlmRequest:
-    """The request of one step: instruction, the stored history, the tools' declarations."""
-    instruction = agent.instruction
-    if callable(instruction):
-        text = _invoke("instruction provider", agent, instruction, readonly)
-    else:
-        text = inject_session_state(
-            instruction, readonly.state, agent_name=agent.name, artifacts=artifact_loader(ctx.artifact_service, session)
-        )
-    contents: list[Content] = []
-    for event in session.events:
-        content = event.content
-        if content is None or not content.parts or event.partial:
-            continue
-        if content.role is None:
-            content = content.model_copy(update={"role": "user" if event.author == "user" else "model"})
-        contents.append(content)
-    config = request_config(agent.generate_content_config, text or None, tool_declarations(agent.tools))
-    return LlmRequest(contents=tuple(contents), config=config)
+    """The request of one step: the instructions, the history as ``_contents`` builds it, the tools.
+
+    The system instruction is the root agent's ``global_instruction``, then the agent's
+    ``instruction``, then (when the agent can transfer) ADK's transfer instruction, joined by blank
+    lines. With ``output_schema`` the request asks for JSON of the schema.
+    """
+    from ._agent import LlmAgent
+
+    root = agent.root_agent
+    artifacts = artifact_loader(ctx.artifact_service, session)
+    texts = []
+    if isinstance(root, LlmAgent) and root.global_instruction:
+        texts.append(_instruction_text(agent, root.global_instruction, readonly, artifacts))
+    texts.append(_instruction_text(agent, agent.instruction, readonly, artifacts))
+    targets = transfer_targets(agent)
+    tools = agent.tools
+    if targets:
+        texts.append(transfer_instruction(agent, targets))
+        tools = (*tools, TRANSFER_TOOL)
+    text = "\n\n".join(t for t in texts if t)
+    contents = request_contents(
+        session.events, agent_name=agent.name, branch=ctx.branch, include_contents=agent.include_contents
+    )
+    config = request_config(agent.generate_content_config, text or None, tool_declarations(tools))
+    if agent.output_schema is not None:
+        config = config.model_copy(update=output_schema_config(agent.output_schema))
+    return LlmRequest(contents=contents, config=config)
 
 
 def _with_call_ids(step: _Step, content: Content | None) -> Content | None:
@@ -264,11 +392,23 @@ def _to_event(agent: LlmAgent, ctx: InvocationContext, step: _Step, response: Ll
         ctx.add_usage(response.usage_metadata)
         if response.error_code is not None or not response.function_calls():  # this response ends the run
             total = ctx.total_usage_metadata
+    content = _with_call_ids(step, response.content)
+    long_running: tuple[str, ...] | None = None
+    if content is not None and not response.partial:
+        ids = tuple(
+            p.function_call.id
+            for p in content.parts
+            if p.function_call is not None
+            and p.function_call.id
+            and getattr(step.tools.get(p.function_call.name), "is_long_running", False)
+        )
+        long_running = ids or None
     return Event(
         invocation_id=ctx.invocation_id,
         author=agent.name,
         branch=ctx.branch,
-        content=_with_call_ids(step, response.content),
+        content=content,
+        long_running_tool_ids=long_running,
         partial=response.partial,
         turn_complete=response.turn_complete,
         error_code=response.error_code,
@@ -288,8 +428,9 @@ def _handle_event(agent: LlmAgent, ctx: InvocationContext, step: _Step, event: E
     if event.partial:
         step.last_event = event
         return emit_now(event)
-    if step.state.has_delta():
-        delta = {**event.actions.state_delta, **step.state.take_delta()}
+    output = _output_delta(agent, event)
+    if step.state.has_delta() or output:
+        delta = {**event.actions.state_delta, **step.state.take_delta(), **output}
         event = event.model_copy(update={"actions": event.actions.model_copy(update={"state_delta": delta})})
 
     def stored(event: Event) -> None:
@@ -306,6 +447,29 @@ def _handle_event(agent: LlmAgent, ctx: InvocationContext, step: _Step, event: E
     return then_now(ctx.append_event(event).pipe(ops.do_action(on_next=stored)), then_tools)
 
 
+def _output_delta(agent: LlmAgent, event: Event) -> dict[str, JsonValue]:
+    """ADK's ``maybeSaveOutputToState``: the final text (validated with ``output_schema``) under ``output_key``."""
+    key = agent.output_key
+    if key is None or event.error_code is not None or not event.is_final_response() or event.content is None:
+        return {}
+    if not any(p.text is not None and not p.thought for p in event.content.parts):
+        return {}
+    text = event.text()
+    if agent.output_schema is None:
+        return {key: text}
+    try:
+        return {key: validate_output(agent.output_schema, text)}
+    except ValueError as exc:
+        logger.error(
+            "agent %r: the reply does not validate against output_schema %s (%s); state key %r gets the raw text",
+            agent.name,
+            agent.output_schema.__name__,
+            exc,
+            key,
+        )
+        return {key: text}
+
+
 def _run_tools(agent: LlmAgent, ctx: InvocationContext, step: _Step, model_event: Event) -> reactivex.Observable[Event]:
     calls = model_event.function_calls()
     contexts: list[ToolContext] = []
@@ -315,6 +479,8 @@ def _run_tools(agent: LlmAgent, ctx: InvocationContext, step: _Step, model_event
             yield _run_call(agent, ctx, step, call, contexts)
 
     def store(parts: list[Part]) -> reactivex.Observable[Event]:
+        if not parts and not step.state.has_delta():
+            return nothing_now()  # every call went to a long-running tool still at work: the run pauses
         actions = EventActions(
             state_delta=step.state.take_delta(),
             skip_summarization=True if any(c.actions.skip_summarization for c in contexts) else None,
@@ -346,16 +512,82 @@ def _run_tools(agent: LlmAgent, ctx: InvocationContext, step: _Step, model_event
 def _run_call(
     agent: LlmAgent, ctx: InvocationContext, step: _Step, call: FunctionCall, contexts: list[ToolContext]
 ) -> reactivex.Observable[Part]:
+    """One call: before-tool callbacks (plugins first), the tool, on-error and after-tool callbacks.
+
+    Emits the call's function-response part, or nothing for a long-running tool that returned
+    None (its answer comes later, from the user)."""
     if ctx.is_cancelled:
         return reactivex.never()
     tool_ctx = ToolContext(ctx, step.state, call.id)
     contexts.append(tool_ctx)
+    tool = step.tools.get(call.name)
+    long_running = bool(getattr(tool, "is_long_running", False))
 
-    def to_part(outcome: ToolCallOutcome) -> Part:
+    def to_part(outcome: ToolCallOutcome) -> reactivex.Observable[Part]:
         outcome.log_failure(logger, f"agent {agent.name!r}, invocation {ctx.invocation_id}: ")
-        return Part(function_response=outcome.response)
+        if long_running and not outcome.failed and outcome.response.response == {"result": None}:
+            return nothing_now()
+        return emit_now(Part(function_response=outcome.response))
 
-    return within(step.telemetry, call_tool(agent.tools_by_name, call, tool_ctx)).pipe(ops.map(to_part))
+    before = [p.before_tool_callback for p in ctx.plugins] + list(agent.before_tool_callbacks)
+    on_error = [p.on_tool_error_callback for p in ctx.plugins] + list(agent.on_tool_error_callbacks)
+    after = [p.after_tool_callback for p in ctx.plugins] + list(agent.after_tool_callbacks)
+    if tool is None or not (before or on_error or after):
+        return within(step.telemetry, call_tool(step.tools, call, tool_ctx)).pipe(ops.flat_map(to_part))
+    args = dict(call.args)
+    owner = _owner(agent)
+
+    def answered(result: dict[str, Any]) -> ToolCallOutcome:
+        return ToolCallOutcome(FunctionResponse(id=call.id, name=call.name, response=result))
+
+    def run_tool(answers: list[dict[str, Any]]) -> reactivex.Observable[ToolCallOutcome]:
+        if answers:
+            return emit_now(answered(answers[0]))
+        return within(step.telemetry, call_tool(step.tools, call, tool_ctx)).pipe(ops.flat_map(handle_error))
+
+    def handle_error(outcome: ToolCallOutcome) -> reactivex.Observable[ToolCallOutcome]:
+        if not outcome.failed or not on_error:
+            return emit_now(outcome)
+        error = outcome.error if isinstance(outcome.error, Exception) else ToolError(outcome.error_message or "")
+        calls: list[tuple[object, Call]] = [(cb, partial(cb, tool, args, tool_ctx, error)) for cb in on_error]
+
+        def pick(answers: list[dict[str, Any]]) -> ToolCallOutcome:
+            return answered(answers[0]) if answers else outcome
+
+        return callback_chain("on_tool_error_callback", owner, calls, _tool_answer("on_tool_error_callback")).pipe(
+            ops.to_list(), ops.map(pick)
+        )
+
+    def apply_after(outcome: ToolCallOutcome) -> reactivex.Observable[ToolCallOutcome]:
+        if outcome.failed or not after:
+            return emit_now(outcome)
+        result = dict(outcome.response.response)
+        calls: list[tuple[object, Call]] = [(cb, partial(cb, tool, args, tool_ctx, result)) for cb in after]
+
+        def pick(answers: list[dict[str, Any]]) -> ToolCallOutcome:
+            return answered(answers[0]) if answers else outcome
+
+        return callback_chain("after_tool_callback", owner, calls, _tool_answer("after_tool_callback")).pipe(
+            ops.to_list(), ops.map(pick)
+        )
+
+    before_calls: list[tuple[object, Call]] = [(cb, partial(cb, tool, args, tool_ctx)) for cb in before]
+    return callback_chain("before_tool_callback", owner, before_calls, _tool_answer("before_tool_callback")).pipe(
+        ops.to_list(), ops.flat_map(run_tool), ops.flat_map(apply_after), ops.flat_map(to_part)
+    )
+
+
+def _tool_answer(kind: str) -> Callable[[object], dict[str, Any]]:
+    def accept(answer: object) -> dict[str, Any]:
+        if not isinstance(answer, Mapping):
+            raise ConfigurationError(f"{kind} returned {type(answer).__name__}; expected None or a dict")
+        try:
+            result = to_jsonable_python(dict(answer))
+        except (PydanticSerializationError, ValueError, TypeError) as exc:
+            raise ConfigurationError(f"{kind} returned a dict that is not JSON: {exc}") from exc
+        return cast(dict[str, Any], result)
+
+    return accept
 
 
 def _run_live(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observable[Event]:
@@ -375,16 +607,3 @@ def _run_live(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observable[E
         )
 
     return _session_now(ctx).pipe(ops.flat_map(live))
-
-
-def as_callbacks(value: Callable[..., Any] | Sequence[Callable[..., Any]] | None, kind: str) -> tuple[Any, ...]:
-    """Normalize a callback argument (one callable, several, or None) to a tuple."""
-    if value is None:
-        return ()
-    if callable(value):
-        return (value,)
-    callbacks = tuple(value)
-    for callback in callbacks:
-        if not callable(callback):
-            raise ConfigurationError(f"{kind} must be callables, got {type(callback).__name__}")
-    return callbacks

@@ -38,6 +38,7 @@ def artifact_loader(service: BaseArtifactService | None, session: Session) -> Ar
 
     return load
 
+
 _PLACEHOLDER = re.compile(r"\{+[^{}]*\}+")
 _PREFIXES = (APP_PREFIX, USER_PREFIX, TEMP_PREFIX)
 

@@ -72,8 +72,7 @@ _SCHEMA = (
 )
 
 _MISSING_DRIVER = (
-    "PostgresSessionService needs psycopg 3 and psycopg_pool, which are not installed: "
-    "pip install 'rxllm[postgres]'"
+    "PostgresSessionService needs psycopg 3 and psycopg_pool, which are not installed: pip install 'rxllm[postgres]'"
 )
 
 

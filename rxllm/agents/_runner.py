@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import reactivex
 from reactivex import abc as rx_abc
@@ -21,9 +21,11 @@ from .._types import Content
 from ._agent import BaseAgent
 from ._context import InvocationContext
 from ._event import Event
+from ._plugins import BasePlugin, after_run, before_run, on_event, on_user_message
 from ._run_config import RunConfig
-from ._rx import fail_now, on_dispose
+from ._rx import emit_now, fail_now, on_dispose, then_now
 from ._sessions import BaseSessionService, InMemorySessionService, Session
+from ._transfer import agent_to_run
 
 __all__ = ["InMemoryRunner", "Runner"]
 
@@ -155,17 +157,51 @@ class _Lanes:
         return reactivex.create(subscribe)
 
 
+def run_invocation(ctx: InvocationContext, message: Content, history: Sequence[Event]) -> reactivex.Observable[Event]:
+    """One invocation of ``ctx.agent``'s tree on the user's ``message`` (ADK's ``Runner.runAsync`` body).
+
+    The plugins' ``on_user_message_callback`` may replace the message; it is stored as a user
+    event (not emitted); a plugin's ``before_run_callback`` answer replaces the run; otherwise the
+    agent that answers the turn runs (:func:`agent_to_run`: the agent that last answered, or the
+    one whose long-running call the message answers); every event goes through the plugins'
+    ``on_event_callback``; then their ``after_run_callback``.
+    """
+    root = ctx.agent
+
+    def store_and_run(content: Content) -> reactivex.Observable[Event]:
+        ctx.user_content = content
+        user_event = Event(invocation_id=ctx.invocation_id, author="user", content=content)
+
+        def run_agent() -> reactivex.Observable[Event]:
+            if not ctx.plugins:
+                return agent_to_run(root, (*history, user_event)).run_async(ctx)
+
+            def agent_unless_answered(answers: list[Event]) -> reactivex.Observable[Event]:
+                if answers:
+                    return emit_now(answers[0])
+                return agent_to_run(root, (*history, user_event)).run_async(ctx)
+
+            events = before_run(ctx).pipe(ops.to_list(), ops.flat_map(agent_unless_answered))
+            return then_now(on_event(ctx, events), lambda: after_run(ctx))
+
+        return then_now(ctx.append_event(user_event).pipe(ops.ignore_elements()), run_agent)
+
+    return on_user_message(ctx, message).pipe(ops.flat_map(store_and_run))
+
+
 class Runner:
     """Runs an agent on sessions of one app, as ADK's ``Runner``.
 
     Args:
-        agent: the agent to run.
+        agent: the root agent of the tree to run.
         app_name: the app the sessions belong to.
         session_service: where sessions and their events are stored.
         artifact_service: where tools keep artifacts (``ToolContext.save_artifact`` ...) and where
             ``{artifact.name}`` in an instruction is read from; None: the runs have none.
         memory_service: what ``ToolContext.search_memory`` and the ``load_memory`` tool search;
             None: the runs have none. Add a finished session with its ``add_session_to_memory``.
+        plugins: :class:`BasePlugin` instances applied to every agent, model and tool call of
+            every run, before the agents' own callbacks.
 
     Runs on one session never interleave: a second ``run_async`` on a session (through this
     runner) starts only after the first terminated or was disposed.
@@ -179,11 +215,16 @@ class Runner:
         *,
         artifact_service: BaseArtifactService | None = None,
         memory_service: BaseMemoryService | None = None,
+        plugins: Sequence[BasePlugin] = (),
     ) -> None:
         if not isinstance(agent, BaseAgent):
             raise ConfigurationError(f"Runner needs a BaseAgent, got {type(agent).__name__}")
         if not isinstance(session_service, BaseSessionService):
             raise ConfigurationError(f"Runner needs a BaseSessionService, got {type(session_service).__name__}")
+        for plugin in plugins:
+            if not isinstance(plugin, BasePlugin):
+                raise ConfigurationError(f"plugins must be BasePlugin instances, got {type(plugin).__name__}")
+        self._plugins = tuple(plugins)
         self._agent = agent
         self._app_name = app_name
         self._session_service = session_service
@@ -195,6 +236,11 @@ class Runner:
     def agent(self) -> BaseAgent:
         """The agent this runner runs."""
         return self._agent
+
+    @property
+    def plugins(self) -> tuple[BasePlugin, ...]:
+        """The runner's plugins, in order."""
+        return self._plugins
 
     @property
     def app_name(self) -> str:
@@ -217,7 +263,9 @@ class Runner:
 
         Returns a cold Observable. Subscribing waits for any earlier run on the same session,
         then stores ``new_message`` as a user event (not emitted, as in ADK), then runs the agent
-        and emits every event it produces: partial events as they stream (never stored), and
+        that answers the turn -- the root, or the agent of its tree that answered last (ADK's
+        ``findAgentToRun``, see :func:`run_invocation`), with the plugins' hooks around it -- and
+        emits every event it produces: partial events as they stream (never stored), and
         every non-partial event after it was stored. It completes when the agent's turn is over
         and fails with the run's error (a model or transport error,
         :class:`~rxllm.LimitExceededError`, :class:`~rxllm.UnsupportedOperationError` for a BIDI
@@ -245,6 +293,7 @@ class Runner:
         app_name = self._app_name
         service = self._session_service
         agent = self._agent
+        plugins = self._plugins
 
         def run_on(
             sessions: list[Session], contexts: list[InvocationContext], parent: object
@@ -264,17 +313,12 @@ class Runner:
                 user_content=message,
                 artifact_service=self.artifact_service,
                 memory_service=self.memory_service,
+                plugins=plugins,
             )
             contexts.append(ctx)
-            user_event = Event(invocation_id=ctx.invocation_id, author="user", content=message)
-
-            def run_agent(_: object) -> reactivex.Observable[Event]:
-                return agent.run_async(ctx)
-
-            store_user_event = ctx.append_event(user_event).pipe(ops.ignore_elements())
             # the agent's span is a child of the span current when the user subscribed, whichever
             # thread (a session store's, a run queued before this one) gets to start the agent
-            return reactivex.concat(store_user_event, within(parent, reactivex.defer(run_agent)))
+            return within(parent, run_invocation(ctx, message, sessions[-1].events))
 
         def start(parent: object) -> reactivex.Observable[Event]:
             contexts: list[InvocationContext] = []
@@ -306,11 +350,14 @@ class InMemoryRunner(Runner):
     As ADK's, it also has an :class:`InMemoryArtifactService` and an :class:`InMemoryMemoryService`.
     """
 
-    def __init__(self, agent: BaseAgent, *, app_name: str = "InMemoryRunner") -> None:
+    def __init__(
+        self, agent: BaseAgent, *, app_name: str = "InMemoryRunner", plugins: Sequence[BasePlugin] = ()
+    ) -> None:
         super().__init__(
             agent,
             app_name,
             InMemorySessionService(),
             artifact_service=InMemoryArtifactService(),
             memory_service=InMemoryMemoryService(),
+            plugins=plugins,
         )

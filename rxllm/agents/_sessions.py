@@ -103,8 +103,7 @@ def merged_state(
 def missing_session_error(session: Session) -> ConfigurationError:
     """The error ``append_event`` fails with when the session is not (or no longer) stored."""
     return ConfigurationError(
-        f"cannot append to session {session.id!r} (app {session.app_name!r}, user "
-        f"{session.user_id!r}): no such session"
+        f"cannot append to session {session.id!r} (app {session.app_name!r}, user {session.user_id!r}): no such session"
     )
 
 

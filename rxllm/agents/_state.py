@@ -7,9 +7,17 @@ from collections.abc import Mapping
 
 from pydantic import JsonValue
 
-from .._tools._state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX, State
+from .._tools._state import APP_PREFIX, STATE_REMOVED, TEMP_PREFIX, USER_PREFIX, State
 
-__all__ = ["APP_PREFIX", "TEMP_PREFIX", "USER_PREFIX", "State", "apply_state_delta", "strip_temp_keys"]
+__all__ = [
+    "APP_PREFIX",
+    "STATE_REMOVED",
+    "TEMP_PREFIX",
+    "USER_PREFIX",
+    "State",
+    "apply_state_delta",
+    "strip_temp_keys",
+]
 
 
 def apply_state_delta(
@@ -24,15 +32,16 @@ def apply_state_delta(
     The one place a ``state_delta`` is interpreted: every session service (memory, SQLite,
     PostgreSQL) stores state through it, so they cannot drift. ``app:`` keys go to ``app`` (shared
     by every session of the app), ``user:`` keys to ``user`` (every session of the user), other
-    keys to ``session``; ``temp:`` keys are dropped (never stored). Keys keep their prefix. Values
+    keys to ``session``; ``temp:`` keys are dropped (never stored). Keys keep their prefix. A key
+    mapped to :data:`STATE_REMOVED` is deleted from its scope (ADK's ``State.REMOVED``). Values
     are deep-copied, so the caller's delta can change afterwards without touching the store.
 
     Returns:
         The scopes that changed: a subset of ``{"app", "user", "session"}`` (a store writes only
         those back; PostgreSQL locks only those rows, so call it on empty dicts to ask which).
 
-    >>> app, user, session = {}, {"user:name": "Ada"}, {}
-    >>> sorted(apply_state_delta({"app:tier": "gold", "temp:scratch": 1, "visits": 2},
+    >>> app, user, session = {}, {"user:name": "Ada"}, {"draft": "x"}
+    >>> sorted(apply_state_delta({"app:tier": "gold", "temp:scratch": 1, "visits": 2, "draft": STATE_REMOVED},
     ...                          app=app, user=user, session=session))
     ['app', 'session']
     >>> app, user, session
@@ -48,7 +57,10 @@ def apply_state_delta(
             target, scope = user, "user"
         else:
             target, scope = session, "session"
-        target[key] = copy.deepcopy(value)
+        if value == STATE_REMOVED:
+            target.pop(key, None)
+        else:
+            target[key] = copy.deepcopy(value)
         changed.add(scope)
     return changed
 
