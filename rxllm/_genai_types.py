@@ -76,6 +76,10 @@ class _Model(BaseModel):
         val_json_bytes="base64",
     )
 
+    def __repr_args__(self) -> Any:
+        """The repr shows the fields that are set: ``Part(text='hi')``, not twenty ``None`` s."""
+        return [(name, value) for name, value in super().__repr_args__() if value is not None]
+
 
 class OpenEnum(enum.StrEnum):
     """A ``StrEnum`` that keeps unknown values as pseudo-members (as genai's enums do)."""
