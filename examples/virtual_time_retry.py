@@ -60,7 +60,8 @@ def retried_until_success(failures: list[str]) -> None:
     with StubServer(script) as server:
         clock = TestScheduler()
         model = OpenAiChatModel("gpt-4o-mini", base_url=server.url + "/v1", api_key="sk-example",
-                                scheduler=ImmediateScheduler(), timer_scheduler=clock)
+                                scheduler=ImmediateScheduler(), timer_scheduler=clock,
+                                retry_policy=RetryPolicy(jitter="none"))  # exact backoff: named instants
         recorder = Recorder()
         model.generate_content(REQUEST, stream=True).subscribe(
             recorder.items.append, recorder.errors.append, recorder.on_completed)
@@ -80,7 +81,7 @@ def gives_up_after_three_attempts(failures: list[str]) -> None:
         clock = TestScheduler()
         model = OpenAiChatModel("gpt-4o-mini", base_url=server.url + "/v1", api_key="sk-example",
                                 scheduler=ImmediateScheduler(), timer_scheduler=clock,
-                                retry_policy=RetryPolicy(max_attempts=3))
+                                retry_policy=RetryPolicy(max_attempts=3, jitter="none"))
         recorder = Recorder()
         model.generate_content(REQUEST, stream=True).subscribe(
             recorder.items.append, recorder.errors.append, recorder.on_completed)

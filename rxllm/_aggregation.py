@@ -268,10 +268,8 @@ class StreamAggregator:
         (see merge rule 7).
         """
         out: list[tuple[int, FunctionCall]] = []
-        if all_remaining:
-            indices = sorted(self._calls)
-        else:  # only the calls completed since the last look: linear over a whole stream
-            indices = sorted(self._to_report)
+        # Without all_remaining, only the calls completed since the last look: linear over a stream.
+        indices = sorted(self._calls) if all_remaining else sorted(self._to_report)
         self._to_report.clear()
         for index in indices:
             buffer = self._calls[index]

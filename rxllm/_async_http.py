@@ -12,18 +12,37 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
+import ssl
 import threading
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from typing import Any
 
 import httpx
 from reactivex import abc as rx_abc
 
-from ._errors import ConfigurationError, HttpStatusError, StreamInterruptedError, TransportError
-from ._http import MAX_ERROR_BODY, status_error_of, transport_timeout
+from ._decoding import BodyDecoder
+from ._errors import ConfigurationError, HttpStatusError, StreamInterruptedError, StreamTimeoutError, TransportError
+from ._http import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_MAX_STREAM_BYTES,
+    DEFAULT_READ_TIMEOUT,
+    DEFAULT_TOTAL_TIMEOUT,
+    ErrorBody,
+    HttpTransport,
+    TransportLimits,
+    headers_arrived,
+    limit_of,
+    log_request,
+    request_headers,
+    status_error_of,
+    timeout_error,
+)
 from ._provider import HttpRequest
+from ._redact import Redactor
 
-__all__ = ["AsyncHttpResponse", "AsyncHttpTransport"]
+__all__ = ["AsyncHttpResponse", "AsyncHttpTransport", "total_timeout_error", "transport_for_client"]
 
 _POOL_SHARD = 256
 DRAIN_SECONDS = 0.05  # after the provider's end marker, how long to wait for the body's last bytes
@@ -31,19 +50,33 @@ DRAIN_BYTES = 64 * 1024  # and how many of them to read at most, so the connecti
 
 
 class AsyncHttpResponse:
-    """An open response of the asyncio transport (used on its event loop only)."""
+    """An open response of the asyncio transport (used on its event loop only).
 
-    __slots__ = ("_body", "_ended", "_release", "_response")
+    The body is decoded here, bounded (:class:`~rxllm._decoding.BodyDecoder`), never by httpx.
+    """
 
-    def __init__(self, response: httpx.Response, release: Callable[[], None]) -> None:
+    __slots__ = ("_body", "_ended", "_limits", "_provider", "_release", "_response", "_stream")
+
+    def __init__(
+        self,
+        response: httpx.Response,
+        release: Callable[[], None],
+        *,
+        limits: TransportLimits | None = None,
+        stream: bool = True,
+        provider: str | None = None,
+    ) -> None:
         self._response = response
         self._release: Callable[[], None] | None = release
         self._body: AsyncIterator[bytes] | None = None
         self._ended = False
+        self._limits = limits or TransportLimits(1)
+        self._stream = stream
+        self._provider = provider
 
     def aiter_bytes(self) -> AsyncIterator[bytes]:
-        """The body as it arrives. Transport failures raise :class:`StreamInterruptedError`."""
-        self._body = self._iterate()
+        """The decoded body as it arrives, in pieces of at most 64 KiB (errors as :meth:`HttpResponse.iter_bytes`)."""
+        self._body = self._iterate(self._limits.body_cap(self._stream))
         return self._body
 
     def mark_ended(self) -> None:
@@ -60,21 +93,33 @@ class AsyncHttpResponse:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(_drain(self._body), DRAIN_SECONDS)
 
-    async def _iterate(self) -> AsyncIterator[bytes]:
-        encoding = self._response.headers.get("content-encoding", "identity").strip().lower()
+    async def _iterate(self, cap: int | None) -> AsyncIterator[bytes]:
+        decoder = BodyDecoder(self._response.headers.get("content-encoding", ""), max_bytes=cap,
+                              provider=self._provider)
         try:
-            chunks = self._response.aiter_raw() if encoding == "identity" else self._response.aiter_bytes()
-            async for data in chunks:
-                yield data
+            if decoder.identity:
+                count = decoder.count
+                async for raw in self._response.aiter_raw():
+                    count(len(raw))
+                    yield raw
+            else:
+                async for raw in self._response.aiter_raw():
+                    for piece in decoder.feed(raw):
+                        yield piece
+                for piece in decoder.flush():
+                    yield piece
+        except httpx.TimeoutException as exc:
+            raise timeout_error(exc, limit_of(exc, headers=True, expired=False), self._limits,
+                                self._provider) from exc
         except httpx.HTTPError as exc:
-            raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}") from exc
+            raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}",
+                                         provider=self._provider) from exc
 
     async def aread(self) -> bytes:
-        """The whole body."""
-        try:
-            return await self._response.aread()
-        except httpx.HTTPError as exc:
-            raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}") from exc
+        """The whole decoded body (at most ``max_response_bytes``)."""
+        body = self._iterate(self._limits.max_response_bytes)
+        self._body = body
+        return b"".join([piece async for piece in body])
 
     async def aclose(self) -> None:
         """Release the connection (closes it when the body was not read to the end).
@@ -102,21 +147,58 @@ class AsyncHttpTransport:
 
     Args:
         max_concurrent_streams: connections in all (split into pools of 256, used in turn).
-        connect_timeout: seconds to connect (and to wait for a free pooled connection).
-        read_timeout: seconds without a byte before a read fails.
+        connect_timeout: seconds to connect (and to wait for a free pooled connection); retried.
+        first_byte_timeout: seconds from sending the request to the response headers (default:
+            ``read_timeout``); not retried.
+        read_timeout: seconds without a byte between chunks of the body; not retried.
+        total_timeout: seconds for a whole attempt, request to end of body (``None``: no limit);
+            not retried.
+        max_response_bytes: cap on a non-streamed (``stream=False``) body, decoded.
+        max_stream_bytes: cap on a streamed body, decoded (``None``: no cap).
         keepalive_expiry: seconds an idle keep-alive connection is kept.
+        http_client: an ``httpx.AsyncClient`` you built (proxy, ``verify``, limits, headers, event
+            hooks, mounts, ``http2=True``...) to send every request with; rxllm never closes it.
+            rxllm's timeouts above still apply to each request. Disposing cancels the request's
+            task, which closes the connection on httpx's own transports; on a mocked transport the
+            emissions stop at once. Use it on the loop it belongs to (``loop=``).
+        loop: an event loop that is already running (your application's): the transport runs
+            its tasks there and calls subscribers on it, with no thread of its own. Without it
+            the transport starts its own loop on a daemon thread (for threaded callers).
+
+    Every limit and its default is listed in ``docs/limits.md`` (the same as :class:`HttpTransport`'s).
+    Both own clients honour ``HTTP(S)_PROXY``, ``NO_PROXY`` and ``SSL_CERT_FILE`` as httpx does.
     """
 
     def __init__(
         self,
         *,
         max_concurrent_streams: int = 10_000,
-        connect_timeout: float = 10.0,
-        read_timeout: float = 300.0,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        first_byte_timeout: float | None = None,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
+        total_timeout: float | None = DEFAULT_TOTAL_TIMEOUT,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_stream_bytes: int | None = DEFAULT_MAX_STREAM_BYTES,
         keepalive_expiry: float = 30.0,
+        http_client: httpx.AsyncClient | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
+        if http_client is not None and not isinstance(http_client, httpx.AsyncClient):
+            raise ConfigurationError(
+                f"http_client must be an httpx.AsyncClient for AsyncHttpTransport, got {type(http_client).__name__} "
+                "(an httpx.Client goes to HttpTransport)"
+            )
         self.max_concurrent_streams = max_concurrent_streams
-        self._timeout = transport_timeout(max_concurrent_streams, connect_timeout, read_timeout)
+        self.limits = TransportLimits(
+            max_concurrent_streams,
+            connect_timeout=connect_timeout,
+            first_byte_timeout=read_timeout if first_byte_timeout is None else first_byte_timeout,
+            read_timeout=read_timeout,
+            total_timeout=total_timeout,
+            max_response_bytes=max_response_bytes,
+            max_stream_bytes=max_stream_bytes,
+        )
+        self._timeout = self.limits.client_timeout()
         # httpcore's pool scans every connection for every request: one pool of 10,000 connections
         # opened ~8 streams/s (measured). Pools of at most _POOL_SHARD connections, used in turn, keep
         # that cost flat.
@@ -129,8 +211,15 @@ class AsyncHttpTransport:
         self._in_flight: list[int] = []  # open exchanges per pool (touched on the loop thread only)
         self._gate: asyncio.Semaphore | None = None  # one permit per connection: see open()
         self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._clients: list[httpx.AsyncClient] = []
+        self._clients: list[httpx.AsyncClient | None] = []  # built on first use (see _client)
+        self._ssl_context: ssl.SSLContext | None = None
+        self._prune_handle: asyncio.TimerHandle | None = None
+        self._user_client = http_client
+        if http_client is not None:  # one pool, the user's
+            self._shards, self._per_shard = 1, max_concurrent_streams
+        self._bound = loop is not None
+        self._loop = loop
+        self._tasks: set[concurrent.futures.Future[None]] = set()  # what submit() started, until done
         self._thread: threading.Thread | None = None
         self._timer_scheduler: rx_abc.SchedulerBase | None = None
 
@@ -139,9 +228,12 @@ class AsyncHttpTransport:
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
-        """The transport's event loop, running on its own daemon thread (started on first use)."""
+        """The transport's event loop: the one it was bound to, or its own on a daemon thread
+        (started on first use)."""
         with self._lock:
             if self._loop is None:
+                if self._bound:
+                    raise ConfigurationError("this AsyncHttpTransport was closed")
                 loop = asyncio.new_event_loop()
                 started = threading.Event()
 
@@ -168,18 +260,21 @@ class AsyncHttpTransport:
             return self._timer_scheduler
 
     def submit(self, coroutine: Coroutine[Any, Any, None]) -> concurrent.futures.Future[None]:
-        """Run ``coroutine`` on the loop; cancelling the returned future cancels its task."""
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        """Run ``coroutine`` on the loop; cancelling the returned future cancels its task.
+
+        The task runs in a copy of the caller's ``contextvars`` context (as ``call_soon_threadsafe``
+        takes it), so a span current when the user subscribed is the parent of the request's.
+        """
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        self._tasks.add(future)
+        future.add_done_callback(self._tasks.discard)
+        return future
 
     def _take_shard(self) -> int:
         """The first pool with a free slot (so keep-alive connections get reused), else the least busy.
 
         Only ever called on the loop thread, so no lock."""
-        if not self._clients:
-            self._clients = [
-                httpx.AsyncClient(timeout=self._timeout, limits=self._limits, follow_redirects=False)
-                for _ in range(self._shards)
-            ]
+        if not self._in_flight:
             self._in_flight = [0] * self._shards
         in_flight = self._in_flight
         shard = next((i for i, n in enumerate(in_flight) if n < self._per_shard), None)
@@ -188,11 +283,62 @@ class AsyncHttpTransport:
         in_flight[shard] += 1
         return shard
 
+    def _client(self, shard: int) -> httpx.AsyncClient:
+        """The pool of ``shard``, built on first use: a fresh transport builds one client, not 40
+        (building every pool eagerly cost ~740 ms and +34 MB on the first request). The pools share
+        one SSL context (loading the CA bundle is most of a client's cost)."""
+        clients = self._clients
+        while len(clients) <= shard:
+            clients.append(None)
+        client = clients[shard]
+        if client is None and self._user_client is not None:
+            client = clients[shard] = self._user_client
+        if client is None:
+            if self._ssl_context is None:
+                self._ssl_context = httpx.create_ssl_context()
+            client = clients[shard] = httpx.AsyncClient(
+                timeout=self._timeout, limits=self._limits, follow_redirects=False, verify=self._ssl_context
+            )
+            if self._prune_handle is None:
+                self._schedule_prune()
+        return client
+
+    def _schedule_prune(self) -> None:
+        """Every half ``keepalive_expiry``, close idle connections that passed it (on the loop).
+
+        httpcore drops an expired connection only when its pool is next used; an idle process kept
+        them until ``close()``. httpx exposes no public handle on an ``AsyncClient``'s pool, so this
+        looks for httpx 0.28's (and does nothing if a later httpx moves it)."""
+        loop = asyncio.get_running_loop()
+        interval = min(max(self._limits.keepalive_expiry or 5.0, 0.1) / 2, 5.0)
+
+        def tick() -> None:
+            for client in list(self._clients):
+                if client is self._user_client:
+                    continue  # the user's pool is the user's
+                pool = getattr(getattr(client, "_transport", None), "_pool", None)
+                for connection in list(getattr(pool, "connections", ())):
+                    with contextlib.suppress(Exception):
+                        if connection.is_idle() and connection.has_expired():
+                            _keep(connection.aclose())
+            self._prune_handle = loop.call_later(interval, tick)
+
+        self._prune_handle = loop.call_later(interval, tick)
+
     def _release_shard(self, shard: int) -> None:
         if shard < len(self._in_flight):
             self._in_flight[shard] -= 1
 
-    async def open(self, request: HttpRequest, *, provider: str, stream: bool) -> AsyncHttpResponse:
+    async def open(
+        self,
+        request: HttpRequest,
+        *,
+        provider: str,
+        stream: bool,
+        redactor: Redactor | None = None,
+        cancelled: Callable[[], bool] | None = None,
+        attempt: int = 1,
+    ) -> AsyncHttpResponse:
         """Send ``request`` and await the response headers (on the loop).
 
         Raises:
@@ -207,44 +353,93 @@ class AsyncHttpTransport:
         gate = self._gate
         await gate.acquire()
         shard = self._take_shard()
-        client = self._clients[shard]
+        client = self._client(shard)
 
         def release() -> None:
             self._release_shard(shard)
             gate.release()
 
+        limits = self.limits
+        redactor = redactor or Redactor.of_request(request.url, request.headers)
+        started = time.monotonic()
         try:
             http_request = client.build_request(request.method, request.url, content=request.body,
-                                                headers=dict(request.headers))
+                                                headers=request_headers(request),
+                                                extensions={"timeout": limits.request_timeouts()})
         except BaseException:
             release()
             raise
         try:
-            response = await _send_cancel_safely(client, http_request, release)  # releases on failure
+            # releases on failure
+            response = await _send_cancel_safely(client, http_request, release, cancelled)
         except httpx.InvalidURL as exc:
-            raise ConfigurationError(f"invalid URL {request.url!r}: {exc}", provider=provider) from exc
+            raise ConfigurationError(f"invalid URL {redactor.url(request.url)!r}: {exc}", provider=provider) from exc
+        except httpx.TimeoutException as exc:
+            raise timeout_error(exc, limit_of(exc, headers=False, expired=False), limits, provider) from exc
         except httpx.HTTPError as exc:
-            raise TransportError(f"request to {request.url} failed: {type(exc).__name__}: {exc}",
-                                 provider=provider) from exc
-        opened = AsyncHttpResponse(response, release)
+            raise TransportError(
+                redactor.redact(f"request to {redactor.url(request.url)} failed: {type(exc).__name__}: {exc}"),
+                provider=provider,
+            ) from exc
+        headers_arrived(http_request, limits)
+        log_request(request, redactor, response.status_code, started, stream, attempt)
+        opened = AsyncHttpResponse(response, release, limits=limits, stream=stream, provider=provider)
         if response.status_code >= 300:
             try:
-                raise await _async_status_error(response, provider)
+                raise await _async_status_error(response, provider, redactor)
             finally:
                 await opened.aclose()
         return opened
 
-    def close(self) -> None:
-        """Close every pooled connection and stop the loop thread."""
+    async def aclose(self) -> None:
+        """:meth:`close` from the transport's (bound) loop, awaiting the cleanup."""
         with self._lock:
-            loop, clients, thread = self._loop, self._clients, self._thread
-            self._loop = self._thread = None
+            loop, clients = self._loop, self._clients
+            self._loop = None
             self._clients = []
+            self._in_flight = []
             self._gate = None
             self._timer_scheduler = None
         if loop is None:
             return
-        for client in clients:
+        handle, self._prune_handle = self._prune_handle, None
+        owned = [c for c in clients if c is not None and c is not self._user_client]
+        await _close_bound(list(self._tasks), owned, handle)
+
+    def close(self) -> None:
+        """Cancel the streams still open, close rxllm's own pools (never a client you passed), and
+        stop the loop thread (a loop you bound the transport to keeps running).
+
+        On a bound loop's own thread this only schedules the cleanup (it cannot wait there):
+        ``await transport.aclose()`` instead.
+        """
+        with self._lock:
+            loop, clients, thread = self._loop, self._clients, self._thread
+            self._loop = self._thread = None
+            self._clients = []
+            self._in_flight = []
+            self._gate = None
+            self._timer_scheduler = None
+        if loop is None:
+            return
+        handle, self._prune_handle = self._prune_handle, None
+        owned = [c for c in clients if c is not None and c is not self._user_client]
+        tasks = list(self._tasks)
+        if self._bound:
+            cleanup = _close_bound(tasks, owned, handle)
+            if _on_thread_of(loop):
+                _keep(cleanup)
+            else:
+                with contextlib.suppress(Exception):
+                    asyncio.run_coroutine_threadsafe(cleanup, loop).result(10)
+            return
+        # Streams still open end first (cancelled: their connections close), so no task is left
+        # suspended when the loop stops (the collector would then finalize it on any thread).
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(_cancel_others(), loop).result(10)
+        if handle is not None:
+            loop.call_soon_threadsafe(handle.cancel)
+        for client in owned:
             asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         if thread is not None:
@@ -252,8 +447,42 @@ class AsyncHttpTransport:
         loop.close()
 
 
+def _on_thread_of(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+async def _close_bound(
+    tasks: list[concurrent.futures.Future[None]],
+    clients: list[httpx.AsyncClient],
+    prune: asyncio.TimerHandle | None,
+) -> None:
+    """A bound transport's cleanup, on its loop: only what the transport started is touched."""
+    if prune is not None:
+        prune.cancel()
+    for task in tasks:
+        task.cancel()
+    for client in clients:
+        with contextlib.suppress(Exception):
+            await client.aclose()
+
+
+async def _cancel_others() -> None:
+    """Cancel every other task of the running loop and wait (bounded) for them to end."""
+    others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in others:
+        task.cancel()
+    if others:
+        await asyncio.wait(others, timeout=5)
+
+
 async def _send_cancel_safely(
-    client: httpx.AsyncClient, request: httpx.Request, release: Callable[[], None]
+    client: httpx.AsyncClient,
+    request: httpx.Request,
+    release: Callable[[], None],
+    cancelled: Callable[[], bool] | None = None,
 ) -> httpx.Response:
     """``client.send(request, stream=True)``, which a cancellation can never make leak a pool slot.
 
@@ -265,13 +494,18 @@ async def _send_cancel_safely(
     httpcore cleans up after itself: at once if httpcore already reported work on a connection
     (the public ``trace`` extension), else at its first report. A response that arrives anyway is
     closed. ``release`` is called when the exchange failed or, when cancelled, once the abandoned
-    send is over (on success the caller owns it).
+    send is over (on success the caller owns it). ``cancelled`` is asked at httpcore's first report
+    (the one place where stopping is known to be safe: raising at later reports leaked pool slots
+    under 1,000s of cycles): a subscription disposed from another thread is flagged at once,
+    while the task's own cancellation reaches the loop a little later, so a request disposed
+    before httpcore began is never written.
     """
     state = {"started": False, "cancel": False}
 
     async def trace(event: str, info: dict[str, Any]) -> None:
+        first = not state["started"]
         state["started"] = True
-        if state["cancel"]:
+        if state["cancel"] or (first and cancelled is not None and cancelled()):
             state["cancel"] = False
             raise asyncio.CancelledError
 
@@ -324,11 +558,34 @@ def _close_abandoned(task: asyncio.Future[httpx.Response], *, release: Callable[
         _keep(_aclose_then(task.result(), release))
 
 
-async def _async_status_error(response: httpx.Response, provider: str) -> HttpStatusError:
-    body = b""
+async def _async_status_error(response: httpx.Response, provider: str, redactor: Redactor) -> HttpStatusError:
+    body = ErrorBody(response)
     with contextlib.suppress(httpx.HTTPError):
         async for piece in response.aiter_raw():
-            body += piece
-            if len(body) >= MAX_ERROR_BODY:
+            if body.add(piece):
                 break
-    return status_error_of(response, body, provider)
+    return status_error_of(response, body.data, provider, redactor)
+
+
+def transport_for_client(client: object) -> HttpTransport | AsyncHttpTransport:
+    """The transport over a client the user built: an ``httpx.Client`` gets an :class:`HttpTransport`,
+    an ``httpx.AsyncClient`` an :class:`AsyncHttpTransport` on the running loop (if any; the client
+    belongs to the loop it is used on), else on its own loop.
+
+    Raises:
+        ConfigurationError: ``client`` is neither.
+    """
+    if isinstance(client, httpx.AsyncClient):
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        return AsyncHttpTransport(http_client=client, loop=loop)
+    if isinstance(client, httpx.Client):
+        return HttpTransport(http_client=client)
+    raise ConfigurationError(f"http_client must be an httpx.Client or httpx.AsyncClient, got {type(client).__name__}")
+
+
+def total_timeout_error(limits: TransportLimits, provider: str | None) -> StreamTimeoutError:
+    """The error of an attempt that ran out of ``total_timeout`` on the loop."""
+    return timeout_error(TimeoutError(), "total", limits, provider)

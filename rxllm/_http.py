@@ -25,30 +25,60 @@ import socket
 import ssl
 import threading
 import time
+import weakref
 from collections.abc import Generator, Iterable, Iterator
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import httpcore
 import httpx
 from reactivex import abc as rx_abc
 from reactivex.scheduler import ThreadPoolScheduler
 
-from ._errors import ConfigurationError, HttpStatusError, StreamInterruptedError, TransportError
+from ._decoding import ACCEPT_ENCODING, BodyDecoder
+from ._errors import (
+    ConfigurationError,
+    HttpStatusError,
+    RxLlmError,
+    StreamInterruptedError,
+    StreamTimeoutError,
+    TransportError,
+)
 from ._provider import HttpRequest
+from ._redact import Redactor
 
 __all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_FIRST_BYTE_TIMEOUT",
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "DEFAULT_MAX_STREAM_BYTES",
+    "DEFAULT_READ_TIMEOUT",
+    "DEFAULT_TOTAL_TIMEOUT",
     "MAX_ERROR_BODY",
     "CancelScope",
+    "ErrorBody",
     "HttpResponse",
     "HttpTransport",
+    "TransportLimits",
     "current_scope",
+    "headers_arrived",
+    "limit_of",
+    "log_request",
+    "make_cancellable",
+    "request_headers",
     "status_error_of",
-    "transport_timeout",
+    "timeout_error",
 ]
 
 _log = logging.getLogger("rxllm.http")
 _local = threading.local()
 MAX_ERROR_BODY = 64 * 1024
+DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_FIRST_BYTE_TIMEOUT = 300.0  # a transport's first_byte_timeout defaults to its read_timeout
+DEFAULT_READ_TIMEOUT = 300.0
+DEFAULT_TOTAL_TIMEOUT = 900.0
+DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+DEFAULT_MAX_STREAM_BYTES = 256 * 1024 * 1024
 _REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-goog-request-id", "cf-ray")
 
 
@@ -63,7 +93,7 @@ class CancelScope:
     ``active`` and nothing more is delivered.
     """
 
-    __slots__ = ("_closed", "_finished", "_lock", "_sockets", "cancelled")
+    __slots__ = ("_closed", "_finished", "_lock", "_sockets", "cancelled", "deadline")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -71,6 +101,18 @@ class CancelScope:
         self._closed = False
         self._finished = False
         self.cancelled = False
+        self.deadline: float | None = None  # time.monotonic() when the attempt's total_timeout fires
+
+    def remaining(self) -> float | None:
+        """Seconds left before :attr:`deadline` (``None`` without one; may be negative)."""
+        deadline = self.deadline
+        return None if deadline is None else deadline - time.monotonic()
+
+    def expired(self) -> bool:
+        """Whether the attempt's total deadline has passed (a socket timeout set to the time left
+        may wake a hair early: 50 ms of slack)."""
+        deadline = self.deadline
+        return deadline is not None and time.monotonic() >= deadline - 0.05
 
     @property
     def active(self) -> bool:
@@ -134,6 +176,15 @@ def _shutdown(sock: socket.socket) -> None:
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
+def _clamp(timeout: float | None, scope: CancelScope, error: type[Exception]) -> float:
+    """A socket timeout that also ends at the scope's total deadline (a trickle cannot outlive it)."""
+    remaining = scope.remaining()
+    assert remaining is not None
+    if remaining <= 0:
+        raise error("the total deadline passed")
+    return remaining if timeout is None else min(timeout, remaining)
+
+
 class _CancellableStream(httpcore.NetworkStream):
     __slots__ = ("_inner", "_scope", "_sock")
 
@@ -142,18 +193,23 @@ class _CancellableStream(httpcore.NetworkStream):
         self._sock: socket.socket | None = inner.get_extra_info("socket")
         self._scope: CancelScope | None = None
 
-    def _attach(self) -> None:
-        scope = getattr(_local, "scope", None)
+    def _attach(self) -> CancelScope | None:
+        scope: CancelScope | None = getattr(_local, "scope", None)
         if scope is not self._scope and scope is not None and self._sock is not None:
             self._scope = scope
             scope.watch(self._sock)
+        return scope
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        self._attach()
+        scope = self._attach()
+        if scope is not None and scope.deadline is not None:
+            timeout = _clamp(timeout, scope, httpcore.ReadTimeout)
         return self._inner.read(max_bytes, timeout)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._attach()
+        scope = self._attach()
+        if scope is not None and scope.deadline is not None:
+            timeout = _clamp(timeout, scope, httpcore.WriteTimeout)
         self._inner.write(buffer, timeout)
 
     def close(self) -> None:
@@ -169,8 +225,11 @@ class _CancellableStream(httpcore.NetworkStream):
 
 
 class _CancellableBackend(httpcore.NetworkBackend):
-    def __init__(self) -> None:
-        self._inner = httpcore.SyncBackend()
+    """Wraps a pool's network backend: every stream it opens registers its socket with the scope
+    of the thread using it (nothing else changes; on a thread with no scope, nothing at all)."""
+
+    def __init__(self, inner: httpcore.NetworkBackend | None = None) -> None:
+        self._inner = inner or httpcore.SyncBackend()
 
     def connect_tcp(
         self,
@@ -180,6 +239,9 @@ class _CancellableBackend(httpcore.NetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.NetworkStream:
+        scope: CancelScope | None = getattr(_local, "scope", None)
+        if scope is not None and scope.deadline is not None:
+            timeout = _clamp(timeout, scope, httpcore.ConnectTimeout)
         stream = _CancellableStream(self._inner.connect_tcp(host, port, timeout, local_address, socket_options))
         stream._attach()  # a cancel that raced the connect shuts the new socket down at once
         return stream
@@ -193,101 +255,278 @@ class _CancellableBackend(httpcore.NetworkBackend):
         self._inner.sleep(seconds)
 
 
-class _ByteStream(httpx.SyncByteStream):
-    def __init__(self, inner: Iterable[bytes]) -> None:
-        self._inner = inner
+class _Pruner:
+    """Closes idle keep-alive connections once they pass ``keepalive_expiry``.
 
-    def __iter__(self) -> Iterator[bytes]:
-        with _map_httpcore_errors():
-            yield from self._inner
+    httpcore drops an expired connection only when the pool is next used, so an idle process kept
+    them (and the server's sockets) until ``close()``. One daemon thread for every threaded
+    transport, started with the first one, holding the pools weakly. A connection is closed only
+    when it is idle and expired; the pool never hands out an expired connection, so a request
+    cannot race the close.
+    """
 
-    def close(self) -> None:
-        close = getattr(self._inner, "close", None)
-        if close is not None:
-            close()
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+    _pools: ClassVar[weakref.WeakKeyDictionary[httpcore.ConnectionPool, float]] = weakref.WeakKeyDictionary()
+    _wake: ClassVar[threading.Event] = threading.Event()
+    _thread: ClassVar[threading.Thread | None] = None
+
+    @classmethod
+    def watch(cls, pool: httpcore.ConnectionPool, keepalive_expiry: float) -> None:
+        with cls._lock:
+            cls._pools[pool] = keepalive_expiry
+            if cls._thread is None:
+                cls._thread = threading.Thread(target=cls._run, name="rxllm-pruner", daemon=True)
+                cls._thread.start()
+        cls._wake.set()
+
+    @classmethod
+    def _run(cls) -> None:
+        while True:
+            with cls._lock:
+                pools = list(cls._pools.items())
+            interval = min((expiry for _, expiry in pools), default=5.0) / 2
+            for pool, _ in pools:
+                prune(pool)
+            del pools
+            cls._wake.wait(min(max(interval, 0.05), 5.0))
+            cls._wake.clear()
 
 
-@contextlib.contextmanager
-def _map_httpcore_errors() -> Iterator[None]:
-    try:
-        yield
-    except httpcore.TimeoutException as exc:
-        raise httpx.TimeoutException(str(exc)) from exc
-    except httpcore.NetworkError as exc:
-        raise httpx.NetworkError(str(exc)) from exc
-    except httpcore.ProtocolError as exc:
-        raise httpx.RemoteProtocolError(str(exc)) from exc
-    except httpcore.UnsupportedProtocol as exc:
-        raise httpx.UnsupportedProtocol(str(exc)) from exc
+def prune(pool: Any) -> None:
+    """Close the pool's idle connections that passed their keep-alive expiry (public httpcore API)."""
+    for connection in pool.connections:
+        with contextlib.suppress(Exception):
+            if connection.is_idle() and connection.has_expired():
+                connection.close()
 
 
-class _CancellableTransport(httpx.BaseTransport):
-    def __init__(self, *, max_connections: int, keepalive_expiry: float) -> None:
-        self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(),
-            max_connections=max_connections,
-            max_keepalive_connections=max_connections,
-            keepalive_expiry=keepalive_expiry,
-            network_backend=_CancellableBackend(),
-        )
+def make_cancellable(client: httpx.Client, *, watch_idle: bool = False) -> int:
+    """Let a :class:`CancelScope` see every socket of ``client``'s own httpx transports.
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        assert isinstance(request.stream, httpx.SyncByteStream)
-        core_request = httpcore.Request(
-            method=request.method,
-            url=httpcore.URL(
-                scheme=request.url.raw_scheme,
-                host=request.url.raw_host,
-                port=request.url.port,
-                target=request.url.raw_path,
-            ),
-            headers=request.headers.raw,
-            content=request.stream,
-            extensions=request.extensions,
-        )
-        with _map_httpcore_errors():
-            response = self._pool.handle_request(core_request)
-        assert isinstance(response.stream, Iterable)
-        return httpx.Response(
-            status_code=response.status,
-            headers=response.headers,
-            stream=_ByteStream(response.stream),
-            extensions=response.extensions,
-        )
+    httpx builds one httpcore pool per transport (the default one and one per proxy mount, from
+    ``HTTP(S)_PROXY`` / ``NO_PROXY`` when ``trust_env``); each pool opens its connections through a
+    network backend, the public seam where every socket can be seen, the header wait on a reused
+    keep-alive connection included. The backend is wrapped, not replaced: the pool, the proxy, TLS
+    and the ecosystem's patches of ``httpx.HTTPTransport.handle_request`` (pytest-httpx, vcrpy,
+    OpenTelemetry) all stay httpx's own. httpx offers no public handle on a transport's pool, so
+    this reads httpx 0.28 / httpcore 1.0's attribute; a transport that is not httpx's own (a
+    mock) or an HTTP/2 pool (one socket shared by many streams: shutting it would end them all)
+    is left alone, and disposal then only stops the emissions.
 
-    def close(self) -> None:
-        self._pool.close()
+    Returns:
+        How many pools were made cancellable.
+    """
+    transports = [getattr(client, "_transport", None), *getattr(client, "_mounts", {}).values()]
+    wrapped = 0
+    for transport in transports:
+        if not isinstance(transport, httpx.HTTPTransport):
+            continue
+        pool = getattr(transport, "_pool", None)
+        backend = getattr(pool, "_network_backend", None)
+        if pool is None or backend is None or getattr(pool, "_http2", False):
+            continue
+        if not isinstance(backend, _CancellableBackend):
+            pool._network_backend = _CancellableBackend(backend)
+        if watch_idle:
+            _Pruner.watch(pool, getattr(pool, "_keepalive_expiry", None) or 5.0)
+        wrapped += 1
+    return wrapped
+
+
+@dataclass(frozen=True, slots=True)
+class TransportLimits:
+    """Both transports' timeouts and size caps, checked once (see ``docs/limits.md``).
+
+    Raises:
+        ConfigurationError: for fewer than one stream, a timeout or a cap that is not positive.
+    """
+
+    max_concurrent_streams: int
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    first_byte_timeout: float = DEFAULT_FIRST_BYTE_TIMEOUT
+    read_timeout: float = DEFAULT_READ_TIMEOUT
+    total_timeout: float | None = DEFAULT_TOTAL_TIMEOUT
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    max_stream_bytes: int | None = DEFAULT_MAX_STREAM_BYTES
+
+    def __post_init__(self) -> None:
+        if self.max_concurrent_streams < 1:
+            raise ConfigurationError("max_concurrent_streams must be at least 1")
+        timeouts = (self.connect_timeout, self.first_byte_timeout, self.read_timeout)
+        if any(t <= 0 for t in timeouts) or (self.total_timeout is not None and self.total_timeout <= 0):
+            raise ConfigurationError(
+                "connect_timeout, first_byte_timeout, read_timeout and total_timeout must be positive"
+            )
+        if self.max_response_bytes <= 0 or (self.max_stream_bytes is not None and self.max_stream_bytes <= 0):
+            raise ConfigurationError("max_response_bytes and max_stream_bytes must be positive")
+
+    def client_timeout(self) -> httpx.Timeout:
+        """The client-wide httpx timeout (waiting for a pooled connection counts as connecting)."""
+        return httpx.Timeout(connect=self.connect_timeout, read=self.read_timeout, write=self.read_timeout,
+                             pool=self.connect_timeout)
+
+    def request_timeouts(self) -> dict[str, float | None]:
+        """One request's httpx ``timeout`` extension: the read timeout is the first-byte timeout until
+        the headers arrived (then :func:`headers_arrived` sets it to ``read_timeout``)."""
+        return {"connect": self.connect_timeout, "read": self.first_byte_timeout, "write": self.read_timeout,
+                "pool": self.connect_timeout}
+
+    def body_cap(self, stream: bool) -> int | None:
+        """The cap on one decoded body."""
+        return self.max_stream_bytes if stream else self.max_response_bytes
+
+
+def headers_arrived(request: httpx.Request, limits: TransportLimits) -> None:
+    """Switch the request's read timeout from the first-byte one to the one between chunks.
+
+    httpcore reads the request's ``timeout`` extension when it starts reading the body, so
+    changing the value now applies to every body read (the public extension, not a private field).
+    """
+    timeouts = request.extensions.get("timeout")
+    if isinstance(timeouts, dict):
+        timeouts["read"] = limits.read_timeout
+
+
+def timeout_error(exc: Exception, limit: str, limits: TransportLimits, provider: str | None) -> StreamTimeoutError:
+    """The :class:`StreamTimeoutError` for a timeout ``exc`` of kind ``limit``: which limit, its value,
+    and whether it is retried (only ``connect`` and ``pool``: the request may not have reached the
+    server; a silent server is not asked again, so a stalled call ends within ``total_timeout``)."""
+    seconds = {
+        "connect": limits.connect_timeout,
+        "pool": limits.connect_timeout,
+        "first_byte": limits.first_byte_timeout,
+        "read": limits.read_timeout,
+        "write": limits.read_timeout,
+        "total": limits.total_timeout,
+    }.get(limit)
+    retryable = limit in ("connect", "pool")
+    what = {
+        "connect": "no connection within connect_timeout",
+        "pool": "no free pooled connection within connect_timeout",
+        "first_byte": "no response headers within first_byte_timeout",
+        "read": "no bytes within read_timeout",
+        "write": "could not send the request within read_timeout",
+        "total": "the attempt did not finish within total_timeout",
+    }.get(limit, f"the {limit} limit fired")
+    return StreamTimeoutError(
+        f"{what}={seconds}s ({'retried' if retryable else 'not retried'}; {type(exc).__name__})",
+        limit=limit,
+        retryable=retryable,
+        provider=provider,
+    )
+
+
+def limit_of(exc: httpx.TimeoutException, *, headers: bool, expired: bool) -> str:
+    """Which limit an httpx timeout stands for (``headers``: it fired after the response headers)."""
+    if expired:
+        return "total"
+    if isinstance(exc, httpx.PoolTimeout):
+        return "pool"
+    if isinstance(exc, httpx.ConnectTimeout):
+        return "connect"
+    if isinstance(exc, httpx.WriteTimeout):
+        return "write"
+    return "read" if headers else "first_byte"
+
+
+class ErrorBody:
+    """The first ``MAX_ERROR_BODY`` decoded bytes of an error response (truncated, never an error)."""
+
+    __slots__ = ("_decoder", "data")
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.data = b""
+        try:
+            self._decoder: BodyDecoder | None = BodyDecoder(response.headers.get("content-encoding", ""),
+                                                            max_bytes=None)
+        except RxLlmError:
+            self._decoder = None
+
+    def add(self, raw: bytes) -> bool:
+        """Take raw bytes; ``True`` once enough was kept (stop reading)."""
+        if self._decoder is None:
+            return True
+        try:
+            for piece in self._decoder.feed(raw):
+                self.data += piece
+                if len(self.data) >= MAX_ERROR_BODY:
+                    self.data = self.data[:MAX_ERROR_BODY]
+                    return True
+        except RxLlmError:
+            return True
+        return False
 
 
 class HttpResponse(rx_abc.DisposableBase):
-    """An open response body; iterate :meth:`iter_bytes`, then :meth:`close` (the resource of ``using``)."""
+    """An open response body; iterate :meth:`iter_bytes`, then :meth:`close` (the resource of ``using``).
 
-    __slots__ = ("_body", "_response", "status_code")
+    The body is decoded here, bounded (:class:`~rxllm._decoding.BodyDecoder`), never by httpx.
+    """
 
-    def __init__(self, response: httpx.Response) -> None:
+    __slots__ = ("_body", "_cap", "_limits", "_provider", "_response", "_scope", "status_code")
+
+    def __init__(
+        self,
+        response: httpx.Response,
+        *,
+        limits: TransportLimits | None = None,
+        stream: bool = True,
+        provider: str | None = None,
+        scope: CancelScope | None = None,
+    ) -> None:
         self._response = response
         self._body: Iterator[bytes] | None = None
+        self._limits = limits or TransportLimits(1)
+        self._cap = self._limits.body_cap(stream)
+        self._provider = provider
+        self._scope = scope
         self.status_code: int = response.status_code
 
     def iter_bytes(self) -> Iterator[bytes]:
-        """The body as it arrives. Transport failures raise :class:`StreamInterruptedError`."""
-        self._body = self._iterate()
+        """The decoded body as it arrives, in pieces of at most 64 KiB.
+
+        Raises (while iterating):
+            StreamInterruptedError: the body broke off.
+            StreamTimeoutError: the read or total timeout fired.
+            ResponseTooLargeError: the decoded body passed its cap.
+            ProtocolError: an encoding rxllm does not decode, or corrupt compressed data.
+        """
+        self._body = self._iterate(self._cap)
         return self._body
 
-    def _iterate(self) -> Iterator[bytes]:
-        encoding = self._response.headers.get("content-encoding", "identity").strip().lower()
+    def _iterate(self, cap: int | None) -> Iterator[bytes]:
+        decoder = BodyDecoder(self._response.headers.get("content-encoding", ""), max_bytes=cap,
+                              provider=self._provider)
+        raw_body = self._response.iter_raw()
         try:
-            # Uncompressed bodies (every SSE stream seen so far) skip httpx's content decoder.
-            yield from (self._response.iter_raw() if encoding == "identity" else self._response.iter_bytes())
+            if decoder.identity:  # every SSE stream seen so far: one generator frame less per read
+                count = decoder.count
+                for raw in raw_body:
+                    count(len(raw))
+                    yield raw
+            else:
+                for raw in raw_body:
+                    yield from decoder.feed(raw)
+                yield from decoder.flush()
+        except httpx.TimeoutException as exc:
+            scope = self._scope
+            limit = limit_of(exc, headers=True, expired=scope is not None and scope.expired())
+            raise timeout_error(exc, limit, self._limits, self._provider) from exc
         except httpx.HTTPError as exc:
-            raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}") from exc
+            raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}",
+                                         provider=self._provider) from exc
+        finally:
+            # Closed here, on this thread, down to httpcore's body (as ``yield from`` would): left to
+            # the collector it would be finalized on any thread, after the connection went back.
+            close = getattr(raw_body, "close", None)
+            if close is not None:
+                close()
 
     def read(self) -> bytes:
-        """The whole body."""
-        try:
-            return self._response.read()
-        except httpx.HTTPError as exc:
-            raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}") from exc
+        """The whole decoded body (at most ``max_response_bytes``; see :meth:`iter_bytes` for errors)."""
+        body = self._iterate(self._limits.max_response_bytes)
+        self._body = body
+        return b"".join(body)
 
     def close(self) -> None:
         """Release the connection (idempotent).
@@ -314,29 +553,75 @@ class HttpTransport:
     Each open stream holds one I/O thread and one connection for its whole duration (the
     seed's advice: size for concurrent streams, not requests per second), so both are sized
     by ``max_concurrent_streams``. Share one transport between models to share its pool.
+    Every limit and its default is listed in ``docs/limits.md``.
 
     Args:
         max_concurrent_streams: threads in the I/O pool and connections in the HTTP pool.
-        connect_timeout: seconds to connect (and to wait for a free pooled connection).
-        read_timeout: seconds without a byte before a read fails (a stalled stream).
+        connect_timeout: seconds to connect (and to wait for a free pooled connection); retried.
+        first_byte_timeout: seconds from sending the request to the response headers (default:
+            ``read_timeout``); not retried.
+        read_timeout: seconds without a byte between chunks of the body; not retried.
+        total_timeout: seconds for a whole attempt, request to end of body (``None``: no limit);
+            a server trickling bytes is cut off by it; not retried.
+        max_response_bytes: cap on a non-streamed (``stream=False``) body, decoded.
+        max_stream_bytes: cap on a streamed body, decoded (``None``: no cap); ignored bytes
+            such as SSE comments count too.
         keepalive_expiry: seconds an idle keep-alive connection is kept.
+        http_client: an ``httpx.Client`` you built (proxy, ``verify``, certificates, limits,
+            headers, event hooks, mounts...) to send the requests with instead of one of
+            rxllm's; rxllm never closes it (:meth:`close` leaves it open). rxllm's timeouts
+            above still apply to each request. Cancellation closes the socket at once where the
+            client's transport is httpx's own (HTTP/1.1), else it stops the emissions at once.
+        trust_env: for rxllm's own client: honour ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``,
+            ``NO_PROXY``, ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` exactly as httpx does (default).
+
+    The client is a plain ``httpx.Client`` over ``httpx.HTTPTransport``, so the tools that patch
+    httpx (pytest-httpx, respx, vcrpy / pytest-recording, opentelemetry-instrumentation-httpx)
+    see every request; the sockets are made cancellable by wrapping the pools' network backend
+    (see :func:`make_cancellable`).
     """
 
     def __init__(
         self,
         *,
         max_concurrent_streams: int = 128,
-        connect_timeout: float = 10.0,
-        read_timeout: float = 300.0,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        first_byte_timeout: float | None = None,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
+        total_timeout: float | None = DEFAULT_TOTAL_TIMEOUT,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_stream_bytes: int | None = DEFAULT_MAX_STREAM_BYTES,
         keepalive_expiry: float = 30.0,
+        http_client: httpx.Client | None = None,
+        trust_env: bool = True,
     ) -> None:
+        if http_client is not None and not isinstance(http_client, httpx.Client):
+            raise ConfigurationError(
+                f"http_client must be an httpx.Client for HttpTransport, got {type(http_client).__name__} "
+                "(an httpx.AsyncClient goes to AsyncHttpTransport)"
+            )
         self.max_concurrent_streams = max_concurrent_streams
-        self._timeout = transport_timeout(max_concurrent_streams, connect_timeout, read_timeout)
-        self._client = httpx.Client(
-            transport=_CancellableTransport(max_connections=max_concurrent_streams, keepalive_expiry=keepalive_expiry),
-            timeout=self._timeout,
-            follow_redirects=False,
+        self.limits = TransportLimits(
+            max_concurrent_streams,
+            connect_timeout=connect_timeout,
+            first_byte_timeout=read_timeout if first_byte_timeout is None else first_byte_timeout,
+            read_timeout=read_timeout,
+            total_timeout=total_timeout,
+            max_response_bytes=max_response_bytes,
+            max_stream_bytes=max_stream_bytes,
         )
+        self._owns_client = http_client is None
+        if http_client is None:
+            http_client = httpx.Client(
+                limits=httpx.Limits(max_connections=max_concurrent_streams,
+                                    max_keepalive_connections=max_concurrent_streams,
+                                    keepalive_expiry=keepalive_expiry),
+                timeout=self.limits.client_timeout(),
+                follow_redirects=False,
+                trust_env=trust_env,
+            )
+        self._client = http_client
+        make_cancellable(http_client, watch_idle=self._owns_client)
         self._scheduler: ThreadPoolScheduler | None = None
         self._lock = threading.Lock()
 
@@ -351,65 +636,100 @@ class HttpTransport:
                 self._scheduler = ThreadPoolScheduler(self.max_concurrent_streams)
             return self._scheduler
 
-    def open(self, request: HttpRequest, *, provider: str, stream: bool) -> HttpResponse:
+    def open(
+        self,
+        request: HttpRequest,
+        *,
+        provider: str,
+        stream: bool,
+        redactor: Redactor | None = None,
+        attempt: int = 1,
+    ) -> HttpResponse:
         """Send ``request`` and wait for the response headers (blocking; cancellable by scope).
+
+        The attempt's ``total_timeout`` starts here and covers the body read under the same
+        :class:`CancelScope`.
 
         Raises:
             HttpStatusError: for a non-2xx status (its body read, bounded, for the message).
-            TransportError: when the connection fails or times out.
+            StreamTimeoutError: a deadline fired (``limit`` says which).
+            TransportError: when the connection fails.
         """
+        limits = self.limits
+        redactor = redactor or Redactor.of_request(request.url, request.headers)
+        scope = current_scope()
+        if scope is not None and limits.total_timeout is not None:
+            scope.deadline = time.monotonic() + limits.total_timeout
         started = time.monotonic()
         try:
             http_request = self._client.build_request(request.method, request.url, content=request.body,
-                                                      headers=dict(request.headers))
+                                                      headers=request_headers(request),
+                                                      extensions={"timeout": limits.request_timeouts()})
             response = self._client.send(http_request, stream=True)
         except httpx.InvalidURL as exc:
-            raise ConfigurationError(f"invalid URL {request.url!r}: {exc}", provider=provider) from exc
+            raise ConfigurationError(f"invalid URL {redactor.url(request.url)!r}: {exc}", provider=provider) from exc
+        except httpx.TimeoutException as exc:
+            limit = limit_of(exc, headers=False, expired=scope is not None and scope.expired())
+            raise timeout_error(exc, limit, limits, provider) from exc
         except httpx.HTTPError as exc:
-            raise TransportError(f"request to {request.url} failed: {type(exc).__name__}: {exc}",
-                                 provider=provider) from exc
-        _log.debug("%s %s -> %s in %.3fs (stream=%s)", request.method, request.url, response.status_code,
-                   time.monotonic() - started, stream)
+            raise TransportError(
+                redactor.redact(f"request to {redactor.url(request.url)} failed: {type(exc).__name__}: {exc}"),
+                provider=provider,
+            ) from exc
+        headers_arrived(http_request, limits)
+        log_request(request, redactor, response.status_code, started, stream, attempt)
         if response.status_code >= 300:
             try:
-                raise _status_error(response, provider)
+                raise _status_error(response, provider, redactor)
             finally:
                 response.close()
-        return HttpResponse(response)
+        return HttpResponse(response, limits=limits, stream=stream, provider=provider, scope=scope)
 
     def close(self) -> None:
-        """Close every pooled connection."""
-        self._client.close()
+        """Close every pooled connection (of rxllm's own client; a client you passed stays open)."""
+        if self._owns_client:
+            self._client.close()
 
 
-def transport_timeout(max_concurrent_streams: int, connect_timeout: float, read_timeout: float) -> httpx.Timeout:
-    """Both transports' timeouts (waiting for a pooled connection counts as connecting), checked.
-
-    Raises:
-        ConfigurationError: for fewer than one stream or a timeout that is not positive.
-    """
-    if max_concurrent_streams < 1:
-        raise ConfigurationError("max_concurrent_streams must be at least 1")
-    if connect_timeout <= 0 or read_timeout <= 0:
-        raise ConfigurationError("connect_timeout and read_timeout must be positive")
-    return httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout, pool=connect_timeout)
+def request_headers(request: HttpRequest) -> dict[str, str]:
+    """The request's headers, asking only for encodings rxllm decodes (unless the caller chose)."""
+    headers = dict(request.headers)
+    if not any(name.lower() == "accept-encoding" for name in headers):
+        headers["Accept-Encoding"] = ACCEPT_ENCODING
+    return headers
 
 
-def _status_error(response: httpx.Response, provider: str) -> HttpStatusError:
-    body = b""
+def _status_error(response: httpx.Response, provider: str, redactor: Redactor) -> HttpStatusError:
+    body = ErrorBody(response)
     with contextlib.suppress(httpx.HTTPError):
         for piece in response.iter_raw():
-            body += piece
-            if len(body) >= MAX_ERROR_BODY:
+            if body.add(piece):
                 break
-    return status_error_of(response, body, provider)
+    return status_error_of(response, body.data, provider, redactor)
 
 
-def status_error_of(response: httpx.Response, body: bytes, provider: str) -> HttpStatusError:
+def log_request(
+    request: HttpRequest, redactor: Redactor, status: int, started: float, stream: bool, attempt: int = 1
+) -> None:
+    """Both transports' one DEBUG line per request, on ``rxllm.http`` (secrets redacted): method,
+    URL, status, seconds to the headers, attempt number."""
+    if _log.isEnabledFor(logging.DEBUG):
+        _log.debug("%s %s -> %s in %.3fs (stream=%s, attempt %d)", request.method, redactor.url(request.url),
+                   status, time.monotonic() - started, stream, attempt)
+
+
+def status_error_of(
+    response: httpx.Response, body: bytes, provider: str, redactor: Redactor | None = None
+) -> HttpStatusError:
+    """The :class:`HttpStatusError` of ``response`` and its (bounded) ``body``: the provider's message
+    with every secret of the request cut out (providers echo a wrong key back)."""
     request_id = next((response.headers[h] for h in _REQUEST_ID_HEADERS if h in response.headers), None)
+    message = _error_message(body)
+    if message is not None and redactor is not None:
+        message = redactor.redact(message)
     return HttpStatusError(
         response.status_code,
-        provider_message=_error_message(body),
+        provider_message=message,
         request_id=request_id,
         retry_after=_retry_after(response.headers),
         provider=provider,

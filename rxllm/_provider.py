@@ -10,18 +10,11 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ._chunk import Chunk
+from ._redact import redact_headers, redact_url
 from ._sse import SseEvent
 from ._types import LlmRequest
 
 __all__ = ["ChunkParser", "HttpRequest", "RequestMapper", "redact_headers"]
-
-_SECRET_HEADERS = frozenset({"authorization", "x-api-key", "x-goog-api-key", "api-key", "proxy-authorization"})
-
-
-def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """A copy of ``headers`` safe to show: credential headers' values replaced by ``"***"``."""
-    return {k: ("***" if k.lower() in _SECRET_HEADERS else v) for k, v in headers.items()}
-
 
 @dataclass(frozen=True, slots=True)
 class HttpRequest:
@@ -41,7 +34,7 @@ class HttpRequest:
 
     def __repr__(self) -> str:
         return (
-            f"HttpRequest(method={self.method!r}, url={self.url!r}, "
+            f"HttpRequest(method={self.method!r}, url={redact_url(self.url)!r}, "
             f"headers={redact_headers(self.headers)!r}, body=<{len(self.body)} bytes>)"
         )
 

@@ -9,10 +9,12 @@ injected scheduler (a ``TestScheduler`` drives them in virtual time), never on t
 
 from __future__ import annotations
 
+import contextvars
 import logging
+import random
 import threading
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
 
 import reactivex
 from reactivex import abc as rx_abc
@@ -25,35 +27,50 @@ __all__ = ["RetryPolicy", "retry_before_first_item"]
 
 _log = logging.getLogger("rxllm.retry")
 _T = TypeVar("_T")
+_random = random.Random()  # the default jitter source (a seeded one can be passed as rng=)
 
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """When to retry a failed attempt, and after how long. Pure: no clock, no I/O.
 
-    The default makes at most 3 attempts, waiting ``base_delay * 2**n`` after failed attempt
-    ``n`` (0.4 s, then 0.8 s: the seed's ``200 ms << n``). A ``Retry-After`` the provider sent
-    replaces the backoff, capped at ``max_retry_after``. Only errors marked ``retryable``
-    (:class:`~rxllm.TransportError`, :class:`~rxllm.HttpStatusError` 408/409/429/5xx, retryable
+    The default makes at most 3 attempts. After failed attempt ``n`` the backoff is
+    ``base_delay * 2**n`` (0.4 s, then 0.8 s: the seed's ``200 ms << n``), capped at
+    ``max_delay``, and with ``jitter="full"`` (the default) the wait is drawn uniformly from
+    ``[0, backoff)`` ("full jitter"), so clients that failed together do not retry together;
+    ``jitter="none"`` waits exactly the backoff. ``rng`` is the random source (pass a seeded
+    ``random.Random`` for repeatable delays, e.g. under a ``TestScheduler``). A ``Retry-After``
+    the provider sent replaces the backoff (not jittered), capped at ``max_retry_after``. Only
+    errors marked ``retryable`` (:class:`~rxllm.TransportError` such as a refused connection or a
+    connect timeout, :class:`~rxllm.HttpStatusError` 408/409/429/5xx, retryable
     :class:`~rxllm.ProviderError`) are retried.
 
+    >>> import random
     >>> from rxllm import HttpStatusError
-    >>> policy = RetryPolicy()
-    >>> [policy.delay_for(HttpStatusError(503), n) for n in (1, 2, 3)]
+    >>> exact = RetryPolicy(jitter="none")
+    >>> [exact.delay_for(HttpStatusError(503), n) for n in (1, 2, 3)]
     [0.4, 0.8, None]
-    >>> policy.delay_for(HttpStatusError(429, retry_after=2.0), 1), policy.delay_for(HttpStatusError(400), 1)
+    >>> jittered = RetryPolicy(rng=random.Random(7))
+    >>> [round(jittered.delay_for(HttpStatusError(503), n), 3) for n in (1, 2)]
+    [0.13, 0.121]
+    >>> exact.delay_for(HttpStatusError(429, retry_after=2.0), 1), exact.delay_for(HttpStatusError(400), 1)
     (2.0, None)
     """
 
     max_attempts: int = 3
     base_delay: float = 0.2
     max_retry_after: float = 60.0
+    max_delay: float = 30.0
+    jitter: Literal["full", "none"] = "full"
+    rng: random.Random | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ConfigurationError("RetryPolicy.max_attempts must be at least 1")
-        if self.base_delay < 0 or self.max_retry_after < 0:
+        if self.base_delay < 0 or self.max_retry_after < 0 or self.max_delay < 0:
             raise ConfigurationError("RetryPolicy delays must not be negative")
+        if self.jitter not in ("full", "none"):
+            raise ConfigurationError(f"RetryPolicy.jitter must be 'full' or 'none', got {self.jitter!r}")
 
     @classmethod
     def never(cls) -> RetryPolicy:
@@ -72,7 +89,10 @@ class RetryPolicy:
         retry_after: object = getattr(error, "retry_after", None)
         if isinstance(retry_after, int | float):
             return min(max(float(retry_after), 0.0), self.max_retry_after)
-        return self.base_delay * (1 << attempt)
+        backoff = min(self.base_delay * (1 << attempt), self.max_delay)
+        if self.jitter == "none":
+            return backoff
+        return (self.rng or _random).uniform(0.0, backoff)
 
 
 def retry_before_first_item(
@@ -101,6 +121,7 @@ def retry_before_first_item(
     ) -> rx_abc.DisposableBase:
         serial = SerialDisposable()
         lock = threading.Lock()
+        context = contextvars.copy_context()  # retries start in the subscriber's context, not the timer's
         state = {"attempt": 0, "emitted": False, "disposed": False}
 
         def start(*_: Any) -> None:
@@ -126,7 +147,7 @@ def retry_before_first_item(
             with lock:
                 if state["disposed"]:
                     return
-                serial.disposable = timers.schedule_relative(delay, start)
+                serial.disposable = timers.schedule_relative(delay, lambda *_: context.copy().run(start))
 
         def on_completed() -> None:
             observer.on_completed()

@@ -15,9 +15,12 @@ attempt that failed before its first item.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import enum
+import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator
 from typing import Any, cast
 
 import reactivex
@@ -26,7 +29,7 @@ from reactivex.disposable import Disposable
 
 from ._aggregation import StreamAggregator
 from ._aio import AwaitableObservable, awaitable
-from ._async_http import AsyncHttpTransport
+from ._async_http import AsyncHttpTransport, total_timeout_error, transport_for_client
 from ._base_llm import BaseLlm
 from ._chunk import Chunk
 from ._drive import SseReader, drive_sse
@@ -40,7 +43,8 @@ from ._model_stream import (
     ToolCallCompleteEvent,
     ToolCallDeltaEvent,
 )
-from ._provider import ChunkParser, RequestMapper
+from ._provider import ChunkParser, HttpRequest, RequestMapper
+from ._redact import Redactor, redact_error, secure_destination
 from ._retry import RetryPolicy, retry_before_first_item
 from ._sse import DEFAULT_MAX_LINE_BYTES
 from ._structured_stream import structured_responses
@@ -50,6 +54,7 @@ from ._types import LlmRequest, LlmResponse
 __all__ = ["SseChatModel", "default_transport"]
 
 _log = logging.getLogger("rxllm.model")
+_root_log = logging.getLogger("rxllm")
 _default_transport: HttpTransport | None = None
 
 
@@ -72,6 +77,11 @@ class SseChatModel(BaseLlm):
         transport: the HTTP client and I/O pool (default: a shared :class:`HttpTransport`, a
             thread per open stream), or an :class:`AsyncHttpTransport` (a task per open stream,
             for thousands of concurrent streams; subscribers are then called on its loop).
+        http_client: an ``httpx.Client`` or ``httpx.AsyncClient`` you built (proxy, ``verify``,
+            limits, headers, event hooks, mounts, HTTP/2...) to send this model's requests with,
+            instead of ``transport``: wrapped in an :class:`HttpTransport` or an
+            :class:`AsyncHttpTransport` (bound to the running loop when the model is built inside
+            one). rxllm never closes it. See ``docs/asyncio.md``.
         scheduler: where the blocking request and reads run (default: the transport's
             I/O pool); only for :class:`HttpTransport`.
         retry_policy: retries before the first item (default: :class:`~rxllm.RetryPolicy`).
@@ -79,6 +89,12 @@ class SseChatModel(BaseLlm):
             ``TimeoutScheduler``, or the asyncio transport's loop; pass a ``TestScheduler`` for
             virtual time).
         max_line_bytes: the SSE decoder's cap on one line.
+        secret_names: more header and query-parameter names whose values are credentials (names
+            like ``authorization``, ``*key*``, ``*token*``, ``*secret*`` already are): their values
+            are cut out of every error message and log line, and shown as ``***`` in reprs.
+        allow_insecure_key: send credentials over plain ``http://`` to a host that is not
+            loopback. Off by default: such a model fails with a :class:`~rxllm.ConfigurationError`
+            when built (and any such request, before it is sent).
 
     >>> from rxllm.providers.openai import OpenAiChatModel  # a ready-made SseChatModel
     >>> OpenAiChatModel("gpt-4o-mini", api_key="sk-secret")
@@ -92,14 +108,21 @@ class SseChatModel(BaseLlm):
         mapper: RequestMapper,
         parser: Callable[[], ChunkParser],
         transport: HttpTransport | AsyncHttpTransport | None = None,
+        http_client: Any = None,
         scheduler: rx_abc.SchedulerBase | None = None,
         retry_policy: RetryPolicy | None = None,
         timer_scheduler: rx_abc.SchedulerBase | None = None,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        secret_names: Collection[str] = (),
+        allow_insecure_key: bool = False,
     ) -> None:
         super().__init__(model=model)
         self._mapper = mapper
         self._parser_factory = parser
+        if http_client is not None:
+            if transport is not None:
+                raise ConfigurationError("pass transport= or http_client=, not both")
+            transport = transport_for_client(http_client)
         self._transport = transport or default_transport()
         if isinstance(self._transport, AsyncHttpTransport):
             if scheduler is not None:
@@ -110,6 +133,34 @@ class SseChatModel(BaseLlm):
         self._retry_policy = retry_policy or RetryPolicy()
         self._timer_scheduler = timer_scheduler
         self._max_line_bytes = max_line_bytes
+        self._secret_names = tuple(secret_names)
+        self._allow_insecure_key = allow_insecure_key
+        if not allow_insecure_key:
+            self._check_probe(model)
+
+    def _check_probe(self, model: str) -> None:
+        """Refuse at once a mapper that would send a credential in clear text (an empty request
+        shows its URL and headers; a mapper that cannot build one is checked per request)."""
+        try:
+            probe = self._mapper.to_http_request(LlmRequest(), model=model, stream=True)
+        except Exception:
+            return
+        self._request_checked(probe)
+
+    def _request_checked(self, request: HttpRequest) -> Redactor:
+        """The request's :class:`Redactor`, after checking that its credentials go over TLS or loopback.
+
+        Raises:
+            ConfigurationError: a credential would go to a remote host over plain HTTP.
+        """
+        redactor = Redactor.of_request(request.url, request.headers, self._secret_names)
+        if not self._allow_insecure_key and redactor.has_secrets and not secure_destination(request.url):
+            raise ConfigurationError(
+                f"refusing to send a credential over plain HTTP to {redactor.url(request.url)!r}: use https "
+                "(or a loopback address), or pass allow_insecure_key=True",
+                provider=self._mapper.provider,
+            )
+        return redactor
 
     @property
     def provider(self) -> str:
@@ -154,14 +205,15 @@ class SseChatModel(BaseLlm):
         self, llm_request: LlmRequest, stream: bool, emit: _Emit, telemetry: ModelCallTelemetry | None
     ) -> reactivex.Observable[Any]:
         transport = self._transport
+        attempts = itertools.count(1)  # numbers this subscription's attempts (the transports' DEBUG line)
         if isinstance(transport, AsyncHttpTransport):
-            attempt = self._async_attempt(transport, llm_request, stream, emit, telemetry)
+            attempt = self._async_attempt(transport, llm_request, stream, emit, telemetry, attempts)
             timers = self._timer_scheduler or transport.timer_scheduler
             return retry_before_first_item(attempt, self._retry_policy, timers)
         assert self._scheduler is not None
 
         def work(observer: rx_abc.ObserverBase[Any]) -> None:
-            self._attempt(llm_request, stream, emit, observer, telemetry)
+            self._attempt(llm_request, stream, emit, observer, telemetry, attempts)
 
         return retry_before_first_item(_blocking(work, self._scheduler), self._retry_policy, self._timer_scheduler)
 
@@ -172,6 +224,7 @@ class SseChatModel(BaseLlm):
         emit: _Emit,
         observer: rx_abc.ObserverBase[Any],
         telemetry: ModelCallTelemetry | None,
+        attempts: Iterator[int] | None = None,
     ) -> None:
         """One attempt, on the I/O thread: ``using`` / ``defer`` / ``concat``."""
         provider = self._mapper.provider
@@ -180,12 +233,18 @@ class SseChatModel(BaseLlm):
         def open_response() -> HttpResponse:
             model = llm_request.model or self.model
             request = self._mapper.to_http_request(llm_request, model=model, stream=stream)
+            redactor = self._request_checked(request)
+            if isinstance(observer, _ScopedObserver):
+                observer.redactor = redactor
             assert isinstance(self._transport, HttpTransport)
+            number = next(attempts) if attempts is not None else 1
             if traced is None:
-                return self._transport.open(request, provider=provider, stream=stream)
-            traced.start(request.url)
+                return self._transport.open(request, provider=provider, stream=stream, redactor=redactor,
+                                            attempt=number)
+            traced.start(redactor.url(request.url))
             with traced.current():
-                return self._transport.open(request, provider=provider, stream=stream)
+                return self._transport.open(request, provider=provider, stream=stream, redactor=redactor,
+                                            attempt=number)
 
         def turn(resource: rx_abc.DisposableBase | None) -> reactivex.Observable[Any]:
             response = cast(HttpResponse, resource)
@@ -233,6 +292,7 @@ class SseChatModel(BaseLlm):
         stream: bool,
         emit: _Emit,
         telemetry: ModelCallTelemetry | None,
+        attempts: Iterator[int] | None = None,
     ) -> reactivex.Observable[Any]:
         """One attempt on the asyncio transport: the same ``using`` / ``defer`` / ``concat`` shape,
         written as a task: ``async with``-style release of the response in ``finally`` (using), a
@@ -249,47 +309,59 @@ class SseChatModel(BaseLlm):
 
             async def run() -> None:
                 response = None
+                total = transport.limits.total_timeout
+                deadline = asyncio.timeout(total)
                 try:
-                    model = llm_request.model or self.model
-                    request = self._mapper.to_http_request(llm_request, model=model, stream=stream)
-                    if traced is None:
-                        response = await transport.open(request, provider=provider, stream=stream)
-                    else:
-                        traced.start(request.url)
-                        with traced.current():
-                            response = await transport.open(request, provider=provider, stream=stream)
-                    aggregator = StreamAggregator(provider=provider)
-                    parser = self._parser_factory()
-                    if emit is _Emit.SINGLE:
-                        final = _single_of(await response.aread(), parser, aggregator)
+                    async with deadline:
+                        model = llm_request.model or self.model
+                        request = self._mapper.to_http_request(llm_request, model=model, stream=stream)
+                        guarded.redactor = redactor = self._request_checked(request)
+                        number = next(attempts) if attempts is not None else 1
+                        if traced is None:
+                            response = await transport.open(request, provider=provider, stream=stream,
+                                                            redactor=redactor, cancelled=lambda: scope.cancelled,
+                                                            attempt=number)
+                        else:
+                            traced.start(redactor.url(request.url))
+                            with traced.current():
+                                response = await transport.open(request, provider=provider, stream=stream,
+                                                                redactor=redactor, cancelled=lambda: scope.cancelled,
+                                                                attempt=number)
+                        aggregator = StreamAggregator(provider=provider)
+                        parser = self._parser_factory()
+                        if emit is _Emit.SINGLE:
+                            final = _single_of(await response.aread(), parser, aggregator)
+                            if traced is not None:
+                                traced.response(final)
+                            guarded.on_next(final)
+                        else:
+                            on_chunk = _on_chunk(_EMITTERS[emit], aggregator, guarded.on_next, traced)
+                            reader = SseReader(parser, on_chunk, max_line_bytes=self._max_line_bytes)
+                            ended = False
+                            async for data in response.aiter_bytes():
+                                if reader.feed(data):
+                                    ended = True
+                                    response.mark_ended()
+                                    break
+                            if not ended:
+                                reader.end()
+                            _check_complete(aggregator, provider)
+                            items = _final_items(emit, aggregator)
+                            if traced is not None:
+                                traced.response(_response_of(items[-1]))
+                            for item in items:
+                                guarded.on_next(item)
+                            await response.adrain()
                         if traced is not None:
-                            traced.response(final)
-                        guarded.on_next(final)
-                    else:
-                        on_chunk = _on_chunk(_EMITTERS[emit], aggregator, guarded.on_next, traced)
-                        reader = SseReader(parser, on_chunk, max_line_bytes=self._max_line_bytes)
-                        ended = False
-                        async for data in response.aiter_bytes():
-                            if reader.feed(data):
-                                ended = True
-                                response.mark_ended()
-                                break
-                        if not ended:
-                            reader.end()
-                        _check_complete(aggregator, provider)
-                        items = _final_items(emit, aggregator)
-                        if traced is not None:
-                            traced.response(_response_of(items[-1]))
-                        for item in items:
-                            guarded.on_next(item)
-                        await response.adrain()
-                    if traced is not None:
-                        traced.end()
+                            traced.end()
                     guarded.on_completed()
                 except Exception as exc:
+                    # Whatever the deadline's cancellation surfaced as (TimeoutError, or an httpx error
+                    # from the interrupted exchange), it is the total timeout: not retried.
+                    error: Exception = total_timeout_error(transport.limits, provider) if deadline.expired() else exc
                     if traced is not None:
-                        traced.end(exc, cancelled=scope.cancelled)
-                    guarded.on_error(exc)
+                        traced.end(error, cancelled=scope.cancelled)
+                    guarded.on_error(error)
                 finally:
                     if traced is not None:
                         traced.end(cancelled=True)  # a no-op unless the task was cancelled (disposed)
@@ -394,6 +466,9 @@ def _body(
                 # now; an abandoned body would be finalized by the garbage collector on any thread,
                 # possibly one holding httpcore's (non-reentrant) pool lock.
                 raise _Cancelled
+            # The body is over: give the connection back before the final is emitted, so a
+            # subscriber that saw the final never races the release (``using`` closes it again: no-op).
+            response.close()
             _check_complete(aggregator, provider)
         except Exception as exc:
             observer.on_error(exc)
@@ -440,25 +515,51 @@ def _check_complete(aggregator: StreamAggregator, provider: str) -> None:
 
 
 class _ScopedObserver(rx_abc.ObserverBase[Any]):
-    """Forwards to ``observer`` while the scope is active: nothing after dispose, one terminal event."""
+    """Forwards to ``observer`` while the scope is active: nothing after dispose, one terminal event.
 
-    __slots__ = ("_observer", "_scope")
+    An error leaves with the request's secrets cut out of its message (``redactor``, set once the
+    request is built), before the retry policy logs it or the subscriber sees it.
+    """
+
+    __slots__ = ("_observer", "_scope", "redactor")
 
     def __init__(self, observer: rx_abc.ObserverBase[Any], scope: CancelScope) -> None:
         self._observer = observer
         self._scope = scope
+        self.redactor: Redactor | None = None
 
     def on_next(self, value: Any) -> None:
         if self._scope.active:
-            self._observer.on_next(value)
+            try:
+                self._observer.on_next(value)
+            except Exception as raised:  # reactivex disposes the subscription: nobody else will see this
+                _root_log.error("a subscriber's on_next raised; the stream was stopped: %s", raised, exc_info=raised)
+                raise
 
     def on_error(self, error: Exception) -> None:
         if self._scope.finish():
-            self._observer.on_error(error)
+            if self.redactor is not None:
+                redact_error(error, self.redactor)
+            try:
+                self._observer.on_error(error)
+            except Exception as unhandled:  # no on_error handler (reactivex re-raises), or a failing one
+                _log_unhandled(unhandled, error)
 
     def on_completed(self) -> None:
         if self._scope.finish():
-            self._observer.on_completed()
+            try:
+                self._observer.on_completed()
+            except Exception as unhandled:
+                _log_unhandled(unhandled, None)
+
+
+def _log_unhandled(unhandled: Exception, error: Exception | None) -> None:
+    """An error nobody handles would vanish on an I/O thread or the loop: log it at ERROR."""
+    if unhandled is error:
+        _root_log.error("an error reached a subscriber without an on_error handler: %s", error, exc_info=error)
+    else:
+        _root_log.error("a subscriber's callback raised while handling the stream's end: %s", unhandled,
+                        exc_info=unhandled)
 
 
 def _blocking(
@@ -475,10 +576,16 @@ def _blocking(
     def subscribe(observer: rx_abc.ObserverBase[Any], _: rx_abc.SchedulerBase | None = None) -> rx_abc.DisposableBase:
         scope = CancelScope()
         scoped = _ScopedObserver(observer, scope)
+        # The subscriber's contextvars (an OpenTelemetry span, ...) go with the work onto the I/O
+        # thread, so httpx instrumentation parents the request's span under the user's.
+        context = contextvars.copy_context()
 
         def action(_scheduler: rx_abc.SchedulerBase, _state: Any = None) -> None:
             if scope.cancelled:
                 return
+            context.run(run)
+
+        def run() -> None:
             with scope.entered():
                 try:
                     work(scoped)

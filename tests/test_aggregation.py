@@ -491,9 +491,9 @@ def test_a_fresh_aggregator_never_inherits_state() -> None:
 def _cpu_seconds_for_calls(n: int) -> float:
     import time
 
-    chunks = [
-        Chunk(tool_call_fragments=(ToolCallFragment(i, id=f"c{i}", name="f", arguments_delta='{"x":'),)) for i in range(n)
-    ] + [Chunk(tool_call_fragments=(ToolCallFragment(i, arguments_delta="1}"),)) for i in range(n)]
+    first = [ToolCallFragment(i, id=f"c{i}", name="f", arguments_delta='{"x":') for i in range(n)]
+    last = [ToolCallFragment(i, arguments_delta="1}") for i in range(n)]
+    chunks = [Chunk(tool_call_fragments=(f,)) for f in first + last]
     started = time.process_time()
     agg = StreamAggregator()
     reported = 0

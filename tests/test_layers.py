@@ -17,6 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "rxllm"
 
 LAYER = {
     "_errors": 0,
+    "_redact": 0,
     "_aio": 1,
     "aio": 1,
     "_types": 0,
@@ -25,6 +26,7 @@ LAYER = {
     "_json": 0,
     "_version": 0,
     "_sse": 1,
+    "_decoding": 1,
     "_chunk": 1,
     "_provider": 1,
     "_aggregation": 2,

@@ -362,8 +362,8 @@ def test_in_band_error_after_the_first_chunk_ends_in_an_error_final(
 
 
 def _virtual_time_model(harness: Harness, wire: Wire, url: str) -> tuple[SseChatModel, VirtualClock]:
-    clock = VirtualClock()
-    return harness.model(wire, url, clock=clock), clock
+    clock = VirtualClock()  # exact backoff (no jitter), so the tests can name the instants
+    return harness.model(wire, url, clock=clock, retry_policy=RetryPolicy(jitter="none")), clock
 
 
 def test_429_before_any_chunk_is_retried_exactly_once(server: StubServer, wire: Wire, harness: Harness) -> None:

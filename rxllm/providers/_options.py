@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import TypedDict
+from collections.abc import Collection, Sequence
+from typing import Any, TypedDict
 
 from reactivex import abc as rx_abc
 
@@ -19,16 +19,22 @@ __all__ = ["SseModelOptions", "resolve_api_key"]
 class SseModelOptions(TypedDict, total=False):
     """Keyword options every provider model passes to :class:`~rxllm.SseChatModel`.
 
-    Keys: ``transport`` (:class:`~rxllm.HttpTransport`), ``scheduler`` (where blocking I/O runs),
+    Keys: ``transport`` (:class:`~rxllm.HttpTransport`), ``http_client`` (an ``httpx.Client`` or
+    ``httpx.AsyncClient`` you built, instead of ``transport``; never closed by rxllm),
+    ``scheduler`` (where blocking I/O runs),
     ``retry_policy`` (:class:`~rxllm.RetryPolicy`), ``timer_scheduler`` (retry timers),
-    ``max_line_bytes`` (the SSE line cap).
+    ``max_line_bytes`` (the SSE line cap), ``secret_names`` (more credential header/query names to
+    redact), ``allow_insecure_key`` (send a key over plain HTTP to a remote host).
     """
 
     transport: HttpTransport | AsyncHttpTransport
+    http_client: Any
     scheduler: rx_abc.SchedulerBase
     retry_policy: RetryPolicy
     timer_scheduler: rx_abc.SchedulerBase
     max_line_bytes: int
+    secret_names: Collection[str]
+    allow_insecure_key: bool
 
 
 def resolve_api_key(

@@ -32,7 +32,8 @@ from typing import Any, Literal, TypeVar
 from .._chunk import InBandError
 from .._errors import ConfigurationError, ProtocolError
 from .._json import loads
-from .._provider import HttpRequest, redact_headers
+from .._provider import HttpRequest
+from .._redact import redact_headers, redact_url
 from .._types import GenerateContentConfig, LlmRequest
 from .._version import USER_AGENT
 
@@ -331,7 +332,7 @@ class JsonRequestMapper:
         settings = "".join(f"{name}={value!r}, " for name, value in self._repr_settings().items())
         key = "'***'" if self._api_key else "None"
         return (
-            f"{type(self).__name__}(base_url={self._base_url!r}, {settings}api_key={key}, "
+            f"{type(self).__name__}(base_url={redact_url(self._base_url)!r}, {settings}api_key={key}, "
             f"extra_headers={redact_headers(self._extra_headers)!r})"
         )
 

@@ -102,7 +102,7 @@ def http_date(seconds_from_now: float) -> str:
 def test_a_429_storm_follows_retry_after_to_the_second_then_succeeds(
     wire: Wire, storm: Storm, transport: HttpTransport
 ) -> None:
-    policy = RetryPolicy(max_attempts=6, base_delay=0.25, max_retry_after=30.0)
+    policy = RetryPolicy(max_attempts=6, base_delay=0.25, max_retry_after=30.0, jitter="none")
     failures = [
         Failure(429, {"retry-after": "3"}, 3.0),
         Failure(429, {"retry-after-ms": "1500"}, 1.5),
@@ -133,7 +133,7 @@ def test_a_429_storm_follows_retry_after_to_the_second_then_succeeds(
 def test_an_endless_storm_makes_exactly_max_attempts_requests(
     max_attempts: int, storm: Storm, transport: HttpTransport
 ) -> None:
-    policy = RetryPolicy(max_attempts=max_attempts, base_delay=0.1, max_retry_after=5.0)
+    policy = RetryPolicy(max_attempts=max_attempts, base_delay=0.1, max_retry_after=5.0, jitter="none")
     subscribers = 25
     recorders = [Recorder() for _ in range(subscribers)]
     for recorder in recorders:  # 25 concurrent subscriptions, each with its own budget
@@ -148,7 +148,7 @@ def test_an_endless_storm_makes_exactly_max_attempts_requests(
 
 
 def test_an_http_date_retry_after_is_honoured(storm: Storm, transport: HttpTransport) -> None:
-    policy = RetryPolicy(max_attempts=3, max_retry_after=120.0)
+    policy = RetryPolicy(max_attempts=3, max_retry_after=120.0, jitter="none")
     storm.script = [Failure(429, {"retry-after": http_date(30)}, None).response(), WIRES[0].response("ok")]
     recorder = Recorder()
     recorder.subscribe(model_for(WIRES[0], storm, transport, policy).generate_content(REQUEST, stream=True))
@@ -160,7 +160,7 @@ def test_an_http_date_retry_after_is_honoured(storm: Storm, transport: HttpTrans
 
 
 def test_a_huge_http_date_is_capped_and_a_past_one_retries_at_once(storm: Storm, transport: HttpTransport) -> None:
-    policy = RetryPolicy(max_attempts=3, max_retry_after=10.0)
+    policy = RetryPolicy(max_attempts=3, max_retry_after=10.0, jitter="none")
     storm.script = [
         Failure(429, {"retry-after": http_date(7 * 86400)}, None).response(),
         Failure(429, {"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, None).response(),
@@ -188,7 +188,7 @@ def test_random_storms_keep_the_schedule_and_the_budget(storm: Storm, transport:
     total_requests = 0
     for number in range(storms):
         policy = RetryPolicy(max_attempts=rng.randint(1, 6), base_delay=rng.choice([0.0, 0.05, 0.2]),
-                             max_retry_after=rng.choice([0.5, 2.0, 60.0]))
+                             max_retry_after=rng.choice([0.5, 2.0, 60.0]), jitter="none")
         length = rng.randint(0, 7)
         failures = []
         for _ in range(length):
@@ -224,7 +224,7 @@ def test_a_429_storm_on_the_asyncio_transport_follows_retry_after_in_virtual_tim
     clock = VirtualClock()
     storm = Storm(clock)
     transport = AsyncHttpTransport(max_concurrent_streams=4)
-    policy = RetryPolicy(max_attempts=5, base_delay=0.25, max_retry_after=30.0)
+    policy = RetryPolicy(max_attempts=5, base_delay=0.25, max_retry_after=30.0, jitter="none")
     failures = [
         Failure(429, {"retry-after": "3"}, 3.0),
         Failure(429, {"retry-after-ms": "1500"}, 1.5),
@@ -256,7 +256,7 @@ def test_a_429_storm_on_the_asyncio_transport_follows_retry_after_in_virtual_tim
 
 def test_an_endless_storm_on_the_asyncio_transport_keeps_budget_and_spacing_in_real_time() -> None:
     """Real timers on the transport's loop, tiny Retry-After values: per subscriber, exactly the budget."""
-    policy = RetryPolicy(max_attempts=4, base_delay=0.0, max_retry_after=0.05)
+    policy = RetryPolicy(max_attempts=4, base_delay=0.0, max_retry_after=0.05, jitter="none")
     arrivals: dict[str, list[float]] = {}
     lock = threading.Lock()
     header_for = [({"retry-after-ms": "20"}, 0.02), ({"retry-after": "30"}, 0.05), ({"retry-after": "0.01"}, 0.01)]

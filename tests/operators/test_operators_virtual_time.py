@@ -534,7 +534,7 @@ def test_a_first_item_timeout_is_retried_by_the_retry_policy() -> None:
     clock = TestScheduler()
     llm = ScriptedLlm([_timed(_turn("stuck"), 5.0, 5.0), _timed(_turn("quick"), 0.1, 0.1)], scheduler=clock)
     attempt = llm.generate_content(REQUEST, stream=True).pipe(first_item_timeout(1.0, clock))
-    records = _run(clock, lambda: retry_before_first_item(attempt, RetryPolicy(), scheduler=clock))
+    records = _run(clock, lambda: retry_before_first_item(attempt, RetryPolicy(jitter="none"), scheduler=clock))
     assert _summary(records) == [(1.5, "N", "quick"), (1.5, "N", "quick"), (1.5, "C", None)]
     assert [c.subscribed_at for c in llm.calls] == [0.0, 1.4]  # timed out at 1.0, backoff 0.4
     assert llm.calls[0].disposed_at == 1.0
