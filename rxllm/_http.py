@@ -100,7 +100,7 @@ class CancelScope:
         self._sockets: set[socket.socket] = set()
         self._closed = False
         self._finished = False
-        self.cancelled = False
+        self.cancelled: bool = False
         self.deadline: float | None = None  # time.monotonic() when the attempt's total_timeout fires
 
     def remaining(self) -> float | None:
@@ -601,7 +601,7 @@ class HttpTransport:
                 "(an httpx.AsyncClient goes to AsyncHttpTransport)"
             )
         self.max_concurrent_streams = max_concurrent_streams
-        self.limits = TransportLimits(
+        self.limits: TransportLimits = TransportLimits(
             max_concurrent_streams,
             connect_timeout=connect_timeout,
             first_byte_timeout=read_timeout if first_byte_timeout is None else first_byte_timeout,
