@@ -16,17 +16,36 @@ import tempfile
 from pathlib import Path
 
 
+def _binary(name: str) -> str | None:
+    """``name`` on PATH, else in the newest Debian/Ubuntu ``/usr/lib/postgresql/<version>/bin``."""
+    found = shutil.which(name)
+    if found is not None:
+        return found
+    versions = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0
+    )
+    for directory in reversed(versions):
+        if (directory / name).is_file():
+            return str(directory / name)
+    return None
+
+
+def _runuser() -> str | None:
+    found = shutil.which("runuser")
+    return found or next((p for p in ("/usr/sbin/runuser", "/sbin/runuser") if Path(p).is_file()), None)
+
+
 def postgres_binaries() -> str | None:
-    """Why no server can be started here, or None when ``initdb`` and ``pg_ctl`` are on PATH."""
-    missing = [name for name in ("initdb", "pg_ctl") if shutil.which(name) is None]
+    """Why no server can be started here, or None when ``initdb`` and ``pg_ctl`` were found."""
+    missing = [name for name in ("initdb", "pg_ctl") if _binary(name) is None]
     if missing:
-        return f"no PostgreSQL binaries on PATH ({', '.join(missing)} missing): install PostgreSQL (see .ci/run)"
+        return f"no PostgreSQL binaries ({', '.join(missing)} missing): install PostgreSQL (see .ci/run)"
     if os.geteuid() == 0:
         try:
             pwd.getpwnam("postgres")
         except KeyError:
             return "running as root and there is no 'postgres' user to run the server as"
-        if shutil.which("runuser") is None:
+        if _runuser() is None:
             return "running as root and runuser is missing"
     return None
 
@@ -54,8 +73,9 @@ class LocalPostgres:
     def dsn(self) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
-    def _cmd(self, *argv: str) -> list[str]:
-        return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else list(argv)
+    def _cmd(self, program: str, *argv: str) -> list[str]:
+        command = [_binary(program) or program, *argv]
+        return [_runuser() or "runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
 
     def start(self) -> LocalPostgres:
         why = postgres_binaries()

@@ -33,7 +33,7 @@ class EventActions(_Model):
         state_delta: session-state changes; the session service applies them when it stores the
             event. Keys prefixed ``temp:`` are never persisted, ``app:`` and ``user:`` keys are
             shared by all sessions of the app / of the user (ADK's prefixes).
-        artifact_delta: artifact name to version (carried, not acted on: rxllm has no artifacts).
+        artifact_delta: artifact name to the version a tool saved in this step (``ToolContext.save_artifact``).
         skip_summarization: a tool asked that its response end the turn without another model
             call (the function-response event then counts as the final response).
         transfer_to_agent: the agent to hand over to: the flow continues with that agent, in the

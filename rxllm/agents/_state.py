@@ -38,7 +38,8 @@ def apply_state_delta(
 
     Returns:
         The scopes that changed: a subset of ``{"app", "user", "session"}`` (a store writes only
-        those back; PostgreSQL locks only those rows, so call it on empty dicts to ask which).
+        those back; PostgreSQL locks only those rows, so call it on empty dicts to ask which: a
+        key deletion must count as a change of its scope even when the key is absent).
 
     >>> app, user, session = {}, {"user:name": "Ada"}, {"draft": "x"}
     >>> sorted(apply_state_delta({"app:tier": "gold", "temp:scratch": 1, "visits": 2, "draft": STATE_REMOVED},

@@ -159,3 +159,23 @@ def test_a_required_artifact_in_an_instruction_fails_the_run_clearly() -> None:
     no_service = Runner(agent, "app", sessions)
     with pytest.raises(ConfigurationError, match="no artifact service"):
         no_service.run_async("u", "s1", Content(parts=(Part.from_text("hi"),))).pipe(ops.to_list()).run()
+
+
+def test_concurrent_saves_never_share_a_version(artifacts: BaseArtifactService) -> None:
+    import threading
+
+    start = threading.Barrier(4)
+
+    def saver(n: int) -> None:
+        start.wait()
+        for i in range(10):
+            artifacts.save_artifact("app", "u", "s1", "log.txt", Part.from_text(f"{n}:{i}")).run()
+
+    threads = [threading.Thread(target=saver, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert artifacts.list_versions("app", "u", "s1", "log.txt").run() == list(range(40))
+    texts = {load(artifacts, "log.txt", v)[0].text for v in range(40)}
+    assert texts == {f"{n}:{i}" for n in range(4) for i in range(10)}

@@ -13,8 +13,20 @@ import pytest
 from pydantic import JsonValue
 from reactivex import operators as ops
 
-from rxllm import ConfigurationError, Content, FinishReason, FunctionCall, Part, UsageMetadata
-from rxllm.agents import BaseSessionService, Event, EventActions, GetSessionConfig, Session
+from rxllm import Chunk, ConfigurationError, Content, FinishReason, FunctionCall, Part, ToolCallFragment, UsageMetadata
+from rxllm.agents import (
+    BaseSessionService,
+    Event,
+    EventActions,
+    GetSessionConfig,
+    LlmAgent,
+    RunConfig,
+    Runner,
+    Session,
+    StreamingMode,
+    ToolContext,
+)
+from rxllm.testing import ScriptedLlm, scripted_turn
 
 from .conftest import StoreFactory
 
@@ -256,3 +268,60 @@ def test_every_method_can_be_awaited_from_asyncio(service: BaseSessionService) -
     assert created.id == "s" and stored.text() == "hi"
     assert fetched is not None and fetched.state == {"k": 1} and [s.id for s in listed] == ["s"]
     assert deleted is None and missing is None
+
+
+def test_an_agent_run_with_tools_and_state_on_every_store(service: BaseSessionService) -> None:
+    def remember(item: str, tool_context: ToolContext) -> dict[str, str]:
+        """Remember an item."""
+        tool_context.state["user:item"] = item
+        tool_context.state["temp:scratch"] = "never stored"
+        return {"remembered": item}
+
+    model = ScriptedLlm(
+        [
+            scripted_turn(
+                Chunk(text_delta="Noting."),
+                Chunk(tool_call_fragments=(ToolCallFragment(0, "c1", "remember", '{"item": "tea"}'),)),
+            ),
+            scripted_turn(Chunk(text_delta="Noted "), Chunk(text_delta="tea.")),
+            scripted_turn(Chunk(text_delta="You like tea.")),
+        ]
+    )
+    agent = LlmAgent("bot", model, instruction="Known: {user:item?}", tools=[remember])
+    runner = Runner(agent, "app", service)
+    service.create_session("app", "u", session_id="s").run()
+    question = Content(role="user", parts=(Part.from_text("I like tea"),))
+    events = runner.run_async("u", "s", question, RunConfig(streaming_mode=StreamingMode.SSE)).pipe(ops.to_list()).run()
+    assert [e.text() for e in events if e.partial] == ["Noting.", "Noted ", "tea."]
+    runner.run_async("u", "s", Content(role="user", parts=(Part.from_text("What do I like?"),))).pipe(
+        ops.to_list()
+    ).run()
+    stored = get(service, "s")
+    assert [(e.author, e.text()) for e in stored.events] == [
+        ("user", "I like tea"),
+        ("bot", "Noting."),
+        ("bot", ""),
+        ("bot", "Noted tea."),
+        ("user", "What do I like?"),
+        ("bot", "You like tea."),
+    ]
+    assert stored.events[2].actions.state_delta == {"user:item": "tea"}
+    assert stored.state == {"user:item": "tea"}
+    system = model.requests[2][0].config.system_instruction  # type: ignore[union-attr]
+    assert system is not None and system.text() == "Known: tea"
+
+
+def test_a_removed_key_is_removed_from_every_scope(service: BaseSessionService) -> None:
+    """Key deletion (``STATE_REMOVED``, taught to ``apply_state_delta`` by the agents runtime) on every store."""
+    import rxllm.agents._state as state_module
+
+    removed = getattr(state_module, "STATE_REMOVED", None)
+    if removed is None:
+        pytest.skip("rxllm.agents._state has no STATE_REMOVED marker yet")
+    session = service.create_session("app", "u", session_id="s", state={"a": 1, "b": 2}).run()
+    service.append_event(session, text_event("set", delta={"app:x": 1, "user:y": 2})).run()
+    service.append_event(session, text_event("del", delta={"a": removed, "app:x": removed, "user:y": removed})).run()
+    stored = get(service, "s")
+    assert stored.state == {"b": 2}
+    assert stored.events[-1].actions.state_delta == {"a": removed, "app:x": removed, "user:y": removed}
+    assert service.create_session("app", "u", session_id="t").run().state == {}
