@@ -457,11 +457,13 @@ def traced(
     name: str,
     attributes: dict[str, Any],
     *,
+    parent: Callable[[], Any] | None = None,
     on_end: Callable[[TracedScope], None] | None = None,
 ) -> reactivex.Observable[_T]:
     """A cold Observable whose every subscription runs in its own INTERNAL span.
 
-    On subscribe a span ``name`` starts under the span current on the subscribing thread and
+    On subscribe a span ``name`` starts under the OpenTelemetry context ``parent()`` returns then
+    (when it is None or not given: the one current on the subscribing thread) and
     ``source_of(scope)`` builds what runs in it (subscribed with the span current); hand
     ``scope.context`` to inner work that another thread subscribes, with :func:`within`.
     ``scope`` is ``None`` when telemetry is off (then this is ``defer(source_of(None))``). The
@@ -475,7 +477,8 @@ def traced(
     def subscribe(
         observer: rx_abc.ObserverBase[_T], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
-        scope = TracedScope(hooks, name, attributes, hooks.current())
+        explicit = parent() if parent is not None else None
+        scope = TracedScope(hooks, name, attributes, hooks.current() if explicit is None else explicit)
         lock = threading.Lock()
         ended = [False]
 

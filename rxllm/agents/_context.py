@@ -99,6 +99,7 @@ class InvocationContext:
         self.plugins: tuple[BasePlugin, ...] = tuple(plugins)
         self.end_invocation = False
         self._shared = _Shared()
+        self.telemetry_context: object = None  # OpenTelemetry: what this agent's work nests under (None: off)
 
     def for_agent(self, agent: BaseAgent, *, branch: str | None) -> InvocationContext:
         """A context for ``agent`` within the same invocation (ADK's ``toBuilder().agent(...)``).

@@ -104,14 +104,13 @@ zero or one, or be ``async def``."""
 class _Step:
     """What one step has seen so far (touched only in the step's serialized Rx callbacks)."""
 
-    __slots__ = ("call_ids", "last_event", "state", "telemetry", "tools")
+    __slots__ = ("call_ids", "last_event", "state", "tools")
 
-    def __init__(self, telemetry: object = None) -> None:
+    def __init__(self) -> None:
         self.last_event: Event | None = None
         self.state = State()
         self.call_ids: dict[tuple[int, str], str] = {}
         self.tools: Mapping[str, BaseTool] = {}
-        self.telemetry = telemetry  # the agent span's OpenTelemetry context (None: telemetry off)
 
 
 def run_llm_flow(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observable[Event]:
@@ -119,9 +118,9 @@ def run_llm_flow(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observabl
     if ctx.run_config.streaming_mode is StreamingMode.BIDI:
         return _run_live(agent, ctx)
 
-    def steps(telemetry: object) -> Iterator[reactivex.Observable[Event]]:
+    def steps() -> Iterator[reactivex.Observable[Event]]:
         while not ctx.is_cancelled:
-            step = _Step(telemetry)
+            step = _Step()
             yield _one_step(agent, ctx, step)
             target = step.last_event.actions.transfer_to_agent if step.last_event is not None else None
             if target and not step.last_event.partial:  # type: ignore[union-attr]
@@ -132,7 +131,9 @@ def run_llm_flow(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observabl
         yield reactivex.never()  # disposed: start nothing more
 
     def start(scope: TracedScope | None) -> reactivex.Observable[Event]:
-        return reactivex.concat_with_iterable(steps(scope.context if scope is not None else None))
+        if scope is not None:  # what this run's model calls, tools and transfers nest under
+            ctx.telemetry_context = scope.context
+        return reactivex.concat_with_iterable(steps())
 
     def on_end(scope: TracedScope) -> None:
         usage = ctx.total_usage_metadata
@@ -150,7 +151,10 @@ def run_llm_flow(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observabl
     }
     if agent.description:
         attributes["gen_ai.agent.description"] = agent.description
-    return traced(start, f"invoke_agent {agent.name}", attributes, on_end=on_end)
+    def parent() -> object:  # the runner's (the subscriber's span) or, for a sub-agent, its parent agent's
+        return ctx.telemetry_context
+
+    return traced(start, f"invoke_agent {agent.name}", attributes, parent=parent, on_end=on_end)
 
 
 def _transfer(agent: LlmAgent, ctx: InvocationContext, target: str) -> reactivex.Observable[Event]:
@@ -212,7 +216,7 @@ def _one_step(agent: LlmAgent, ctx: InvocationContext, step: _Step) -> reactivex
         targets = transfer_targets(agent)
         step.tools = {**agent.tools_by_name, TRANSFER_TOOL.name: TRANSFER_TOOL} if targets else agent.tools_by_name
         request = build_request(agent, ctx, session, ReadonlyContext(ctx, step.state))
-        responses = within(step.telemetry, _call_model(agent, ctx, callback_ctx, request))
+        responses = within(ctx.telemetry_context, _call_model(agent, ctx, callback_ctx, request))
 
         def to_event(response: LlmResponse) -> Event:
             return _to_event(agent, ctx, step, response)
@@ -533,7 +537,7 @@ def _run_call(
     on_error = [p.on_tool_error_callback for p in ctx.plugins] + list(agent.on_tool_error_callbacks)
     after = [p.after_tool_callback for p in ctx.plugins] + list(agent.after_tool_callbacks)
     if tool is None or not (before or on_error or after):
-        return within(step.telemetry, call_tool(step.tools, call, tool_ctx)).pipe(ops.flat_map(to_part))
+        return within(ctx.telemetry_context, call_tool(step.tools, call, tool_ctx)).pipe(ops.flat_map(to_part))
     args = dict(call.args)
     owner = _owner(agent)
 
@@ -543,7 +547,7 @@ def _run_call(
     def run_tool(answers: list[dict[str, Any]]) -> reactivex.Observable[ToolCallOutcome]:
         if answers:
             return emit_now(answered(answers[0]))
-        return within(step.telemetry, call_tool(step.tools, call, tool_ctx)).pipe(ops.flat_map(handle_error))
+        return within(ctx.telemetry_context, call_tool(step.tools, call, tool_ctx)).pipe(ops.flat_map(handle_error))
 
     def handle_error(outcome: ToolCallOutcome) -> reactivex.Observable[ToolCallOutcome]:
         if not outcome.failed or not on_error:

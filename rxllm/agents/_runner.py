@@ -318,6 +318,7 @@ class Runner:
             contexts.append(ctx)
             # the agent's span is a child of the span current when the user subscribed, whichever
             # thread (a session store's, a run queued before this one) gets to start the agent
+            ctx.telemetry_context = parent  # the span current when the user subscribed
             return within(parent, run_invocation(ctx, message, sessions[-1].events))
 
         def start(parent: object) -> reactivex.Observable[Event]:

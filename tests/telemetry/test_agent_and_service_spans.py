@@ -202,3 +202,55 @@ def test_usage_totals_are_there_without_opentelemetry_too(server: StubServer) ->
     assert final.total_usage_metadata == UsageMetadata(
         prompt_token_count=14, candidates_token_count=7, total_token_count=21
     )
+
+
+def test_a_run_queued_behind_another_is_parented_under_its_own_subscribers_span(
+    telemetry: Telemetry, server: StubServer, transport: HttpTransport | AsyncHttpTransport
+) -> None:
+    release = threading.Event()
+    first_body = sse_turn("openai-chat", text=["One ", "moment."])
+    server.enqueue(
+        StubResponse(body=[*first_body[:2], Hold(release, timeout=5.0), *first_body[2:]]),
+        StubResponse(body=sse_turn("openai-chat", text=["Second."])),
+    )
+    runner = InMemoryRunner(LlmAgent("support", model(server, transport)))
+    runner.session_service.create_session(runner.app_name, "u1", session_id="s1").run()
+    first_done, second_done, streaming = threading.Event(), threading.Event(), threading.Event()
+    with telemetry.tracer.start_as_current_span("first request") as first_parent:
+        runner.run_async("u1", "s1", QUESTION, SSE).subscribe(lambda _: streaming.set(), None, first_done.set)
+    assert streaming.wait(WAIT)
+    with telemetry.tracer.start_as_current_span("second request") as second_parent:
+        # waits on the session's lane; starts on the first run's thread when it completes
+        runner.run_async("u1", "s1", QUESTION, SSE).subscribe(None, None, second_done.set)
+    release.set()
+    assert first_done.wait(WAIT) and second_done.wait(WAIT)
+    spans = telemetry.spans(6)
+    agents = sorted((s for s in spans if s.name == "invoke_agent support"), key=lambda s: s.start_time or 0)
+    assert [parent_of(s) for s in agents] == [span_id(first_parent), span_id(second_parent)]
+    chats = sorted((s for s in spans if s.name == "chat gpt-test"), key=lambda s: s.start_time or 0)
+    assert [parent_of(s) for s in chats] == [span_id(a) for a in agents]
+
+
+def test_agents_of_a_sequential_agent_each_have_their_span_with_their_model_calls_under_it(
+    telemetry: Telemetry, server: StubServer, transport: HttpTransport | AsyncHttpTransport
+) -> None:
+    from rxllm.agents import SequentialAgent
+
+    server.enqueue(
+        StubResponse(body=sse_turn("openai-chat", text=["Draft."], usage=(5, 3))),
+        StubResponse(body=sse_turn("openai-chat", text=["Reviewed."], usage=(9, 4))),
+    )
+    llm = model(server, transport)
+    pipeline = SequentialAgent("pipeline", sub_agents=[LlmAgent("writer", llm), LlmAgent("reviewer", llm)])
+    runner = InMemoryRunner(pipeline)
+    runner.session_service.create_session(runner.app_name, "u1", session_id="s1").run()
+    events, parent = collect(telemetry, runner.run_async("u1", "s1", QUESTION, SSE))
+    assert events[-1].text() == "Reviewed."
+    spans = telemetry.spans(5)
+    writer, reviewer = telemetry.span("invoke_agent writer"), telemetry.span("invoke_agent reviewer")
+    assert parent_of(writer) == parent and parent_of(reviewer) == parent  # the second starts on an I/O thread
+    chats = sorted((s for s in spans if s.name == "chat gpt-test"), key=lambda s: s.start_time or 0)
+    assert [parent_of(s) for s in chats] == [span_id(writer), span_id(reviewer)]
+    assert events[-1].total_usage_metadata == UsageMetadata(
+        prompt_token_count=14, candidates_token_count=7, total_token_count=21
+    )

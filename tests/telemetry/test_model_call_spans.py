@@ -7,6 +7,7 @@ disposed), time to first chunk, and the GenAI metrics.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -226,3 +227,22 @@ def test_switched_off_no_span_and_no_metric(
     assert result.error is None
     assert [s.name for s in telemetry.spans(1)] == ["request handler"]
     assert telemetry.metrics() == {}
+
+
+def test_an_awaited_call_is_parented_under_the_awaiting_tasks_span(
+    telemetry: Telemetry, server: StubServer, transport: HttpTransport | AsyncHttpTransport
+) -> None:
+    server.enqueue(OPENAI.response("It shipped."), OPENAI.response("It shipped ", "Tuesday."))
+    llm = model(server, transport)
+
+    async def handler() -> tuple[int, str, str]:
+        with telemetry.tracer.start_as_current_span("async handler") as parent:
+            final = await llm.generate_content(REQUEST, stream=True)
+            pieces = [r.text() async for r in llm.generate_content(REQUEST, stream=True) if r.partial]
+        return span_id(parent), final.text(), "".join(pieces)
+
+    parent, text, streamed = asyncio.run(handler())
+    assert (text, streamed) == ("It shipped.", "It shipped Tuesday.")
+    telemetry.spans(3)
+    chats = [s for s in telemetry.spans() if s.name == "chat gpt-test"]
+    assert [parent_of(s) for s in chats] == [parent, parent]
