@@ -1,19 +1,25 @@
-"""The HTTP transport: httpx over an httpcore pool whose sockets can be cancelled from any thread.
+"""The HTTP transport: a plain ``httpx.Client`` whose sockets can be cancelled from any thread.
 
-This is the only module that imports httpx/httpcore. Two facts measured on this machine
-shape it (ARCHITECTURE.md §3):
+With :mod:`rxllm._async_http`, the only modules that import httpx/httpcore. Three facts shape it
+(ARCHITECTURE.md §3):
 
 * closing an httpx response from another thread does not wake a thread blocked reading it;
   shutting the socket down (``SHUT_RDWR``) does, within a millisecond, and the server sees the
   close at once;
-* the socket exists only inside httpcore. Its public seam is the pool's ``network_backend``:
-  every stream the pool opens goes through :class:`_CancellableBackend`, whose streams register
-  their socket with the :class:`CancelScope` of the thread using them (on every read and write,
-  so a reused keep-alive connection is covered while waiting for headers too).
+* the socket exists only inside httpcore. The seam where every socket can be seen is a pool's
+  network backend: every stream the pool opens goes through :class:`_CancellableBackend`, whose
+  streams register their socket with the :class:`CancelScope` of the thread using them (on every
+  read and write, so a reused keep-alive connection is covered while waiting for headers too);
+* the tools people use on httpx (pytest-httpx, vcrpy, OpenTelemetry, respx) patch
+  ``httpx.HTTPTransport`` / httpcore, and ``HTTP(S)_PROXY`` is honoured by ``httpx.Client`` only
+  when it builds its own transports. So the client is httpx's own, built as httpx builds it, and
+  :func:`make_cancellable` only wraps its pools' backends (also on a client the user passes).
 
 A :class:`CancelScope` is entered by the thread doing one request's blocking work; ``cancel()``
 from any other thread shuts down every socket the scope has touched, which wakes the blocked
-reader with an error that the reader then ignores because its scope is cancelled.
+reader with an error that the reader then ignores because its scope is cancelled. The scope also
+carries the attempt's total deadline, to which every socket timeout is clamped. Bodies are
+decoded here (:mod:`rxllm._decoding`), bounded, never by httpx.
 """
 
 from __future__ import annotations

@@ -145,9 +145,10 @@ def test_a_sync_client_you_built_is_used_and_never_closed() -> None:
 
 
 @pytest.mark.parametrize("phase", ["headers", "mid-body"])
-def test_dispose_closes_the_connection_of_a_client_you_built(phase: str) -> None:
+@pytest.mark.parametrize("client_kind", ["Client", "AsyncClient"])
+def test_dispose_closes_the_connection_of_a_client_you_built(phase: str, client_kind: str) -> None:
     release = threading.Event()
-    client = httpx.Client()
+    client: httpx.Client | httpx.AsyncClient = httpx.Client() if client_kind == "Client" else httpx.AsyncClient()
     events = OPENAI.stream("Hello", " world")
     if phase == "headers":
         response = StubResponse(body=events, before_headers=[Hold(release, timeout=30.0)])
@@ -168,7 +169,10 @@ def test_dispose_closes_the_connection_of_a_client_you_built(phase: str) -> None
     finally:
         release.set()
     assert not client.is_closed
-    client.close()
+    model._transport.close()  # type: ignore[union-attr]  # rxllm's side only: the client stays open
+    assert not client.is_closed
+    if isinstance(client, httpx.Client):
+        client.close()
 
 
 def test_an_async_client_you_built_runs_on_your_loop_with_no_thread_of_ours() -> None:
@@ -368,3 +372,57 @@ def test_an_asyncio_transport_bound_to_your_loop_cancels_on_dispose_with_no_thre
             release.set()
     assert threads == {"MainThread"} and closed
     assert not any(t.name == "rxllm-asyncio" for t in threading.enumerate())
+
+
+class _HeldStream(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A mocked body: the first events, then nothing until released (then the rest)."""
+
+    def __init__(self, events: list[bytes], release: threading.Event) -> None:
+        self._events = events
+        self._release = release
+        self.over = threading.Event()  # the reader is done with the body (read to the end or closed)
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self._events[:2]
+            self._release.wait(TIMEOUT)
+            yield from self._events[2:]
+        finally:
+            self.over.set()
+
+    async def __aiter__(self) -> Any:
+        try:
+            for event in self._events[:2]:
+                yield event
+            await asyncio.to_thread(self._release.wait, TIMEOUT)
+            for event in self._events[2:]:
+                yield event
+        finally:
+            self.over.set()
+
+
+@pytest.mark.parametrize("kind", TRANSPORT_KINDS)
+def test_dispose_on_a_mocked_transport_stops_every_emission_at_once(kind: str) -> None:
+    release = threading.Event()
+    events = OPENAI.stream("Hello", " world", "!")
+
+    body = _HeldStream(events, release)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers=SSE, stream=body)
+
+    client: httpx.Client | httpx.AsyncClient
+    client = httpx.Client(transport=httpx.MockTransport(handler)) if kind == "threads" else httpx.AsyncClient(
+        transport=httpx.MockTransport(handler))
+    model = OpenAiChatModel("gpt-test", base_url=API, api_key="sk-test", http_client=client,
+                            retry_policy=RetryPolicy.never())
+    recorder = Recorder(notify_after=1)
+    subscription = recorder.subscribe(model.generate_content(REQUEST, stream=True))
+    assert recorder.reached.wait(TIMEOUT)
+    subscription.dispose()
+    seen = list(recorder.items)
+    release.set()  # the mock now sends the rest: none of it may arrive
+    assert body.over.wait(TIMEOUT), "the body was never closed"
+    model._transport.close()  # type: ignore[union-attr]
+    assert [r.text() for r in seen] == ["Hello"] and recorder.items == seen
+    assert recorder.errors == [] and not recorder.completed
