@@ -99,7 +99,7 @@ class InvocationContext:
         self.run_config: RunConfig = run_config or RunConfig()
         self.user_content = user_content
         self.branch = branch
-        self.tool_runtime = tool_runtime or ToolRuntime()
+        self.tool_runtime: ToolRuntime = tool_runtime or ToolRuntime()
         self.plugins: tuple[BasePlugin, ...] = tuple(plugins)
         self.end_invocation = False
         self._shared = _Shared()
