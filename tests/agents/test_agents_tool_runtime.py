@@ -539,3 +539,51 @@ def test_a_disposed_queued_run_leaves_the_queue_for_the_next_runner() -> None:
     assert first.done.wait(TIMEOUT) and third.done.wait(TIMEOUT)
     assert not queued.done.is_set()
     assert len(model.requests) == 3
+
+
+def test_model_and_tool_callbacks_never_run_on_the_transports_loop() -> None:
+    where: list[tuple[str, bool]] = []
+
+    def on_a_loop() -> bool:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        return True
+
+    def record(kind: str) -> Any:
+        def callback(*_: Any) -> None:
+            where.append((kind, on_a_loop()))
+
+        return callback
+
+    def lookup(order_id: str) -> str:
+        """Look."""
+        return "ok"
+
+    transport = AsyncHttpTransport()
+    try:
+        with StubServer(
+            [tool_call_response("c1", "lookup", '{"order_id": "A"}'), text_response("Fi", "ne.")]
+        ) as server:
+            agent = LlmAgent(
+                "support",
+                model_on(server, transport),
+                tools=[lookup],
+                before_model_callback=record("before_model"),
+                after_model_callback=record("after_model"),
+                before_tool_callback=record("before_tool"),
+                after_tool_callback=record("after_tool"),
+            )
+            service = InMemorySessionService()
+            service.create_session(APP, USER, session_id=SESSION).run()
+            runner = Runner(agent, APP, service)
+            events = runner.run_async(USER, SESSION, question(), SSE).pipe(ops.to_list()).run()
+    finally:
+        transport.close()
+    assert events[-1].text() == "Fine."
+    kinds = {kind for kind, _ in where}
+    assert kinds == {"before_model", "after_model", "before_tool", "after_tool"}
+    assert [kind for kind, looped in where if looped] == []
+    partial_texts = [e.text() for e in events if e.partial]
+    assert partial_texts == ["Fi", "ne."]  # partials keep their order through the hop
