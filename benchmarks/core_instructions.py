@@ -1,0 +1,77 @@
+"""Instructions per chunk of rxllm's pure core, counted with callgrind (repeatable on a loaded machine).
+
+The pure core is what every stream runs per network read, minus the network and Rx: SSE decoding,
+the OpenAI chat parser, the aggregator, each partial handed to a subscriber that drops it or keeps
+it. The count per chunk is ``(Ir(N chunks) - Ir(0 chunks)) / N``, so start-up and imports cancel.
+
+Run (needs ``valgrind``)::
+
+    .venv/bin/python benchmarks/core_instructions.py --chunks 10000
+
+``--run MODE N`` is the inner run the script starts under callgrind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+
+
+def _events(n: int) -> list[bytes]:
+    events = []
+    for i in range(n):
+        payload = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1, "model": "bench",
+                   "choices": [{"index": 0, "delta": {"content": f"tok{i % 10} "}, "finish_reason": None}]}
+        events.append(b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n")
+    return events
+
+
+def _run(mode: str, n: int, total: int) -> None:
+    from rxllm import LlmResponse, StreamAggregator
+    from rxllm._drive import drive_sse
+    from rxllm.providers.openai import OpenAiChatChunkParser
+
+    events = [*_events(total)[:n], b"data: [DONE]\n\n"]  # the same events built in every run
+    kept: list[LlmResponse] = []
+    aggregator = StreamAggregator()
+    accept = aggregator.accept
+
+    def on_chunk(chunk: object) -> None:
+        for partial in accept(chunk):  # type: ignore[arg-type]
+            if mode == "keep":
+                kept.append(partial)
+
+    drive_sse(events, OpenAiChatChunkParser(), on_chunk)
+    aggregator.finish()
+
+
+def _instructions(mode: str, n: int, total: int) -> int:
+    out = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
+         "--run", mode, str(n), "--chunks", str(total)],
+        capture_output=True, text=True, check=True,
+    ).stderr
+    match = re.search(r"Collected\s*:\s*(\d+)", out)
+    assert match, out
+    return int(match.group(1))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--chunks", type=int, default=10_000)
+    parser.add_argument("--run", nargs=2, metavar=("MODE", "N"))
+    args = parser.parse_args()
+    if args.run:
+        _run(args.run[0], int(args.run[1]), args.chunks)
+        return 0
+    for mode in ("drop", "keep"):
+        per_chunk = (_instructions(mode, args.chunks, args.chunks) - _instructions(mode, 0, args.chunks)) / args.chunks
+        print(f"partials {mode:4}: {per_chunk:,.0f} instructions per chunk")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
