@@ -189,7 +189,7 @@ class AsyncHttpTransport:
                 "(an httpx.Client goes to HttpTransport)"
             )
         self.max_concurrent_streams = max_concurrent_streams
-        self.limits = TransportLimits(
+        self.limits: TransportLimits = TransportLimits(
             max_concurrent_streams,
             connect_timeout=connect_timeout,
             first_byte_timeout=read_timeout if first_byte_timeout is None else first_byte_timeout,
