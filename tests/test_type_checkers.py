@@ -42,8 +42,7 @@ def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 # Pages and examples that landed before this gate and are not type-clean yet (their authors' to
 # fix; the lead tracks it). A new page or example is checked from the start.
-NOT_YET_CHECKED = {"docs/asyncio.md", "docs/observability.md", "docs/sessions.md", "docs/testing-pipelines.md",
-                   "examples/fastapi_sse.py"}
+NOT_YET_CHECKED = {"docs/testing-pipelines.md"}
 
 
 def user_code(into: Path) -> list[Path]:
