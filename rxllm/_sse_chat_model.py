@@ -297,7 +297,7 @@ class SseChatModel(BaseLlm):
         def subscribe(
             observer: rx_abc.ObserverBase[Any], _: rx_abc.SchedulerBase | None = None
         ) -> rx_abc.DisposableBase:
-            scope = CancelScope()  # no sockets to watch here: the task's cancellation closes the connection
+            scope = CancelScope()  # cancel() shuts the exchange's socket down, then the task's cancellation ends it
             guarded = _ScopedObserver(observer, scope)
             traced = telemetry.attempt() if telemetry is not None else None
 
@@ -314,13 +314,13 @@ class SseChatModel(BaseLlm):
                         if traced is None:
                             response = await transport.open(request, provider=provider, stream=stream,
                                                             redactor=redactor, cancelled=lambda: scope.cancelled,
-                                                            attempt=number)
+                                                            attempt=number, scope=scope)
                         else:
                             traced.start(redactor.url(request.url))
                             with traced.current():
                                 response = await transport.open(request, provider=provider, stream=stream,
                                                                 redactor=redactor, cancelled=lambda: scope.cancelled,
-                                                                attempt=number)
+                                                                attempt=number, scope=scope)
                         aggregator = StreamAggregator(provider=provider)
                         parser = self._parser_factory()
                         if emit is _Emit.SINGLE:
