@@ -34,6 +34,7 @@ from ._errors import (
     StreamInterruptedError,
     StreamTimeoutError,
     ToolError,
+    ToolTimeoutError,
     TransportError,
     UnsupportedOperationError,
 )
@@ -121,6 +122,7 @@ __all__ = [
     "ToolCallDeltaEvent",
     "ToolCallFragment",
     "ToolError",
+    "ToolTimeoutError",
     "TransportError",
     "UnsupportedOperationError",
     "UsageMetadata",

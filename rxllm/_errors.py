@@ -24,6 +24,7 @@ matching built-in, so ``except ValueError`` keeps working for callers who expect
     ├── LimitExceededError                       a run exceeded a configured limit (max_llm_calls)
     │   └── ResponseTooLargeError                a body (decompressed) grew past its size cap
     ├── ToolError                                a tool could not be found, validated or run
+    │   └── ToolTimeoutError (TimeoutError)      a tool ran past its timeout
     ├── StoreError                               a session/artifact/memory store failed (database
     │                                            error, connection lost); the next call reconnects
     └── GuardrailError                           an output guardrail rejected the answer
@@ -52,6 +53,7 @@ __all__ = [
     "StreamInterruptedError",
     "StreamTimeoutError",
     "ToolError",
+    "ToolTimeoutError",
     "TransportError",
     "UnsupportedOperationError",
 ]
@@ -255,6 +257,14 @@ class ResponseTooLargeError(LimitExceededError):
 
 class ToolError(RxLlmError):
     """A tool was not found, its arguments failed validation, or it raised."""
+
+
+class ToolTimeoutError(ToolError, TimeoutError):
+    """A tool ran past its timeout (``FunctionTool(..., timeout=)`` or the runtime's default).
+
+    The model sees it as the call's error result; a synchronous function keeps running on its
+    worker (it cannot be interrupted) and its result is dropped; an ``async def`` one is cancelled.
+    """
 
 
 class StoreError(RxLlmError):

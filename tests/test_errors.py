@@ -24,6 +24,7 @@ from rxllm import (
     RxLlmError,
     StreamInterruptedError,
     ToolError,
+    ToolTimeoutError,
     TransportError,
     UnsupportedOperationError,
 )
@@ -58,6 +59,7 @@ def test_every_exported_exception_is_an_rxllm_error() -> None:
         (BufferOverflowError, (RxLlmError,)),
         (LimitExceededError, (RxLlmError,)),
         (ToolError, (RxLlmError,)),
+        (ToolTimeoutError, (ToolError, TimeoutError)),
         (GuardrailError, (RxLlmError,)),
     ],
 )

@@ -6,14 +6,17 @@ names are re-exported where users import them (``rxllm.agents.FunctionTool``, ``
 
 - :mod:`._tool`: ``BaseTool``, ``FunctionTool`` (a declaration from a plain function), ``as_tool``,
   ``tools_by_name``, ``tool_declarations``.
-- :mod:`._calls`: ``call_tool``, the one place a tool call is executed, and its ``ToolCallOutcome``.
+- :mod:`._execution`: ``execute_tool``, the one function that runs a tool (worker pool, loop,
+  timeout), and ``ToolRuntime``; :mod:`._loops` the pool and loop machinery.
+- :mod:`._calls`: ``call_tool``, one function call of the model to its ``ToolCallOutcome``.
+- :mod:`._json_safe`: what JSON cannot carry never reaches a request.
 - :mod:`._context`: ``ReadonlyContext``, ``CallbackContext``, ``ToolContext``, ``ToolActions``.
 - :mod:`._state`: ``State``, the session state seen by callbacks and tools.
 - :mod:`._request`: ``request_config``.
 - :mod:`._rx`: small synchronous Rx building blocks.
 """
 
-from ._calls import ToolCallOutcome, call_tool
+from ._calls import ExecuteTool, ToolCallOutcome, call_tool
 from ._context import (
     CallbackContext,
     InvocationView,
@@ -22,6 +25,17 @@ from ._context import (
     ToolActions,
     ToolContext,
     new_invocation_id,
+)
+from ._execution import ToolRuntime, execute_tool
+from ._json_safe import json_problem, jsonable, safe_content, safe_response
+from ._loops import (
+    DEFAULT_TOOL_WORKERS,
+    check_timeout,
+    coroutine_observable,
+    current_tool_loop,
+    default_tool_scheduler,
+    running_loop,
+    tool_loop,
 )
 from ._named import Named
 from ._request import request_config
@@ -39,11 +53,13 @@ from ._tool import (
 
 __all__ = [
     "APP_PREFIX",
+    "DEFAULT_TOOL_WORKERS",
     "STATE_REMOVED",
     "TEMP_PREFIX",
     "USER_PREFIX",
     "BaseTool",
     "CallbackContext",
+    "ExecuteTool",
     "FunctionTool",
     "InvocationView",
     "Named",
@@ -55,11 +71,23 @@ __all__ = [
     "ToolContext",
     "ToolLike",
     "ToolResult",
+    "ToolRuntime",
     "as_tool",
     "call_tool",
+    "check_timeout",
+    "coroutine_observable",
+    "current_tool_loop",
+    "default_tool_scheduler",
     "describe_validation_error",
+    "execute_tool",
+    "json_problem",
+    "jsonable",
     "new_invocation_id",
     "request_config",
+    "running_loop",
+    "safe_content",
+    "safe_response",
     "tool_declarations",
+    "tool_loop",
     "tools_by_name",
 ]

@@ -4,7 +4,10 @@ The outcomes are the same wherever a tool is called (the agent flow, :class:`rxl
 a tool that raises, whose arguments fail validation, that completes without a result, that returns
 something that is not JSON, or that the model named but the caller does not have, does not fail
 anything. Its :class:`~rxllm.FunctionResponse` is ``{"error": "<message>"}`` so the model can
-recover. A result that is not a dict is wrapped as ``{"result": value}``, as ADK does.
+recover. A result that is not a dict is wrapped as ``{"result": value}``, as ADK does. A result JSON
+cannot carry (``NaN``, an int past the encoder's limit, an arbitrary object) is such an error
+too: it is never stored or sent. A call that runs past its timeout answers
+``{"error": "tool ... did not answer within its timeout of N s"}``.
 
 >>> from rxllm import FunctionCall
 >>> from rxllm.agents import FunctionTool, ToolContext
@@ -24,23 +27,31 @@ recover. A result that is not a dict is wrapped as ``{"result": value}``, as ADK
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import reactivex
 from pydantic import ValidationError
-from pydantic_core import PydanticSerializationError, to_jsonable_python
 from reactivex import operators as ops
 
 from .._errors import ToolError
 from .._telemetry import TracedScope, otel, record_tool_result, tool_attributes, traced
 from .._types import FunctionCall, FunctionResponse
 from ._context import ToolContext
+from ._execution import ToolRuntime, execute_tool
+from ._json_safe import jsonable
 from ._rx import emit_now
-from ._tool import BaseTool
+from ._tool import BaseTool, ToolResult
 
-__all__ = ["ToolCallOutcome", "call_tool"]
+__all__ = ["ExecuteTool", "ToolCallOutcome", "call_tool"]
+
+ExecuteTool = Callable[[BaseTool, dict[str, Any], ToolContext], reactivex.Observable[ToolResult]]
+"""How a tool is executed: ``(tool, args, context)`` to an Observable of its result.
+
+:func:`call_tool` uses :func:`~rxllm._tools._execution.execute_tool` by default; a runtime
+passes a wrapped one to add hooks (callbacks before and after a tool, tracing spans) around it.
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,45 +94,62 @@ def _failure(call: FunctionCall, message: str, error: BaseException | None) -> T
 
 
 def call_tool(
-    tools_by_name: Mapping[str, BaseTool], call: FunctionCall, tool_context: ToolContext
+    tools_by_name: Mapping[str, BaseTool],
+    call: FunctionCall,
+    tool_context: ToolContext,
+    *,
+    runtime: ToolRuntime | None = None,
+    execute: ExecuteTool | None = None,
 ) -> reactivex.Observable[ToolCallOutcome]:
     """Run ``call`` with its tool: a cold Observable of exactly one :class:`ToolCallOutcome`; it never fails.
 
-    Subscribing runs the tool. A synchronous tool runs on the subscribing thread and the outcome
-    is emitted before ``subscribe`` returns; a tool whose Observable reports on another thread is
-    answered on that thread. Disposing abandons the result (a running synchronous function is
-    not interrupted).
+    Subscribing starts the tool through ``execute`` (by default
+    :func:`~rxllm._tools._execution.execute_tool` with ``runtime``: synchronous tools on the
+    worker pool, ``async def`` ones on the runtime's loop, with the timeout). The outcome is
+    emitted on the thread the result arrived on. Disposing abandons the result and cancels what
+    can be cancelled (see ``execute_tool``).
 
     Args:
         tools_by_name: the tools the caller has, by the name the model calls them.
         call: the model's call, with its whole arguments.
         tool_context: what the tool gets as its ``tool_context``.
+        runtime: where tools run and their default timeout (``ToolRuntime()`` when None).
+        execute: how the tool is executed; wraps of :func:`execute_tool` add hooks around it.
     """
     tool = tools_by_name.get(call.name)
+    if execute is None:
+
+        def execute(tool: BaseTool, args: dict[str, Any], context: ToolContext) -> reactivex.Observable[ToolResult]:
+            return execute_tool(tool, args, context, runtime)
+
     if otel() is None:
-        return _call(tool, tools_by_name, call, tool_context)
+        return _call(tool, tools_by_name, call, tool_context, execute)
 
     def in_span(scope: TracedScope | None) -> reactivex.Observable[ToolCallOutcome]:
         def record(outcome: ToolCallOutcome) -> None:
             if scope is not None:
                 record_tool_result(scope, outcome.response, outcome.error_message, outcome.error)
 
-        return _call(tool, tools_by_name, call, tool_context).pipe(ops.do_action(on_next=record))
+        return _call(tool, tools_by_name, call, tool_context, execute).pipe(ops.do_action(on_next=record))
 
     description = tool.description if tool is not None else None
     return traced(in_span, f"execute_tool {call.name}", tool_attributes(call, description))
 
 
 def _call(
-    tool: BaseTool | None, tools_by_name: Mapping[str, BaseTool], call: FunctionCall, tool_context: ToolContext
+    tool: BaseTool | None,
+    tools_by_name: Mapping[str, BaseTool],
+    call: FunctionCall,
+    tool_context: ToolContext,
+    execute: ExecuteTool,
 ) -> reactivex.Observable[ToolCallOutcome]:
     if tool is None:
         known = ", ".join(sorted(tools_by_name)) or "none"
         return emit_now(_failure(call, f"tool {call.name!r} is not available (available tools: {known})", None))
     name = tool.name
 
-    def start(_: object) -> reactivex.Observable[dict[str, Any]]:
-        return tool.run(dict(call.args), tool_context)
+    def start(_: object) -> reactivex.Observable[Any]:
+        return execute(tool, dict(call.args), tool_context)
 
     def outcome_of(results: list[Any]) -> ToolCallOutcome:
         if not results:
@@ -129,9 +157,12 @@ def _call(
         result = results[-1]
         if not isinstance(result, dict):
             result = {"result": result}
+        converted, problem = jsonable(result)
+        if problem is not None:
+            return _failure(call, f"tool {name!r} returned a value that is not JSON: {problem}", None)
         try:
-            return ToolCallOutcome(FunctionResponse(id=call.id, name=call.name, response=to_jsonable_python(result)))
-        except (PydanticSerializationError, ValidationError, ValueError, TypeError) as exc:
+            return ToolCallOutcome(FunctionResponse(id=call.id, name=call.name, response=converted))
+        except ValidationError as exc:  # cannot happen for a checked value; never let it escape
             return _failure(call, f"tool {name!r} returned a value that is not JSON: {exc}", exc)
 
     def recover(error: Exception, _: reactivex.Observable[ToolCallOutcome]) -> reactivex.Observable[ToolCallOutcome]:

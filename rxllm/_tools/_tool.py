@@ -44,6 +44,7 @@ from reactivex import operators as ops
 from .._errors import ConfigurationError, ToolError
 from .._types import FunctionDeclaration, Tool
 from ._context import ToolContext
+from ._loops import check_timeout, coroutine_observable
 from ._named import Named
 from ._rx import call_now, emit_now
 
@@ -73,15 +74,26 @@ class BaseTool(Named, abc.ABC):
     Args:
         name: the name the model calls it by (letters, digits, ``_.:-``; at most 64).
         description: what it does, for the model.
+        timeout: seconds one call may take before it ends with an error result the model sees
+            (:class:`~rxllm.ToolTimeoutError`); None (the default) uses the runtime's default
+            (``Runner(..., tool_timeout=)``, ``AiService(..., tool_timeout=)``), which is no limit
+            unless set.
     """
 
-    def __init__(self, *, name: str, description: str = "") -> None:
+    def __init__(self, *, name: str, description: str = "", timeout: float | None = None) -> None:
         if not _NAME.match(name):
             raise ConfigurationError(
                 f"tool name {name!r} is not usable: start with a letter or underscore, then letters, digits "
                 "or _.:- (at most 64 characters)"
             )
+        check_timeout(timeout, f"timeout of tool {name!r}")
         super().__init__(name, description)
+        self._timeout = timeout
+
+    @property
+    def timeout(self) -> float | None:
+        """Seconds one call may take; None to use the runtime's default."""
+        return getattr(self, "_timeout", None)  # a subclass that skipped __init__ has none
 
     def declaration(self) -> FunctionDeclaration | None:
         """The declaration sent to the model, or None for a tool the model is not told about."""
@@ -93,7 +105,9 @@ class BaseTool(Named, abc.ABC):
 
         Returns a cold Observable that emits the tool's result (a JSON-able dict) once and
         completes, or fails; subscribing runs the tool. Disposing it abandons the result (a
-        running synchronous function cannot be interrupted).
+        running synchronous function cannot be interrupted). The runtimes call and subscribe it
+        on a tool worker thread (see ``rxllm._tools._execution``), so blocking here blocks no
+        stream.
         """
 
 
@@ -169,20 +183,28 @@ class FunctionTool(BaseTool):
     ``**kwargs``); validated values are passed (so ``"5"`` becomes ``5`` for an ``int``). The
     return value may be an Observable (its last item is the result). A result that is not a
     dict is wrapped as ``{"result": value}``, as ADK does; a dict is returned as is. Results are
-    made JSON-able with pydantic (models, dates and the like are converted).
+    made JSON-able with pydantic (models, dates and the like are converted); a result JSON
+    cannot carry (``NaN``, an int too large for the encoder, an arbitrary object) becomes an
+    error result for that call.
+
+    Where it runs: under a runtime (``Runner``, ``AiService``) a synchronous function runs on the
+    runtime's tool worker pool, never on the thread that delivered the model's response; an
+    ``async def`` function is awaited on the loop the run was subscribed from (else rxllm's tool
+    loop) and cancelled when the run is disposed. Called directly (``tool.run(...)``) a
+    synchronous function runs on the subscribing thread.
 
     Args:
-        func: the function. ``async def`` functions are refused (return an Observable instead).
+        func: the function: synchronous, ``async def``, or returning an Observable.
         name: the tool's name; the function's ``__name__`` by default.
         description: the tool's description; the docstring's summary by default.
-        scheduler: where a synchronous function runs. None (the default) runs it inline, on the
-            thread that delivered the model's final response, so the run waits for it; pass a
-            scheduler (e.g. a ``ThreadPoolScheduler``) to run it there instead. Either way a
-            running function is not interrupted by disposal; its result is dropped.
+        scheduler: where a synchronous function runs, when it should not run on the runtime's
+            pool (e.g. a dedicated ``ThreadPoolScheduler``). A running function is not
+            interrupted by disposal or a timeout; its result is dropped.
+        timeout: seconds one call may take (see :class:`BaseTool`).
 
     Raises:
-        ConfigurationError: for an ``async def`` function, ``*args``, an unusable name, or type
-            hints pydantic cannot build a schema for.
+        ConfigurationError: for an async generator function, ``*args``, an unusable name, a
+            timeout that is not a positive number, or type hints pydantic cannot build a schema for.
     """
 
     def __init__(
@@ -192,17 +214,18 @@ class FunctionTool(BaseTool):
         name: str | None = None,
         description: str | None = None,
         scheduler: rx_abc.SchedulerBase | None = None,
+        timeout: float | None = None,
     ) -> None:
         if not callable(func):
             raise ConfigurationError(f"FunctionTool needs a callable, got {type(func).__name__}")
-        if inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func):
+        if inspect.isasyncgenfunction(func):
             raise ConfigurationError(
-                f"{getattr(func, '__name__', func)!r} is an async function: rxllm tools are synchronous "
-                "functions or functions returning an Observable"
+                f"{getattr(func, '__name__', func)!r} is an async generator function: a tool returns one "
+                "result (use an async def function, or return an Observable)"
             )
         tool_name = name or getattr(func, "__name__", None) or type(func).__name__
         summary, arg_docs = _docstring_parts(inspect.getdoc(func))
-        super().__init__(name=tool_name, description=summary if description is None else description)
+        super().__init__(name=tool_name, description=summary if description is None else description, timeout=timeout)
         self._func = func
         self._scheduler = scheduler
         try:
@@ -281,6 +304,8 @@ class FunctionTool(BaseTool):
         return source.pipe(ops.flat_map(self._result_of))
 
     def _result_of(self, value: Any) -> reactivex.Observable[ToolResult]:
+        if inspect.iscoroutine(value):
+            value = coroutine_observable(value)
         if isinstance(value, reactivex.Observable):
             return value.pipe(ops.to_list(), ops.map(self._last_wrapped), ops.catch(self._wrap_error))
         return emit_now(_wrap(value))

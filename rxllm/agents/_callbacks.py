@@ -28,6 +28,7 @@ from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
 from .._errors import ConfigurationError, RxLlmError
+from .._tools import default_tool_scheduler, running_loop
 from ._rx import emit_now, nothing_now
 
 __all__ = ["as_callbacks", "callback_chain", "resolve_answer"]
@@ -135,7 +136,9 @@ def callback_chain(
             :class:`~rxllm.ConfigurationError` for an answer of the wrong type.
 
     Cold: subscribing calls the first callback; a callback is called only when the ones before it
-    did not answer. Synchronous callbacks answer during ``subscribe``. Disposing stops the chain
+    did not answer. Synchronous callbacks answer during ``subscribe``, unless the subscribing
+    thread runs an asyncio event loop: then the chain runs on the tool pool (callbacks never run
+    on a loop, see ``rxllm._tools._execution``). Disposing stops the chain
     (an awaiting callback's task is cancelled).
     """
 
@@ -203,7 +206,18 @@ def callback_chain(
 
             subscription.disposable = answers.subscribe(on_next, on_error, on_completed, scheduler=scheduler)
 
-        run(0)
+        if calls and running_loop() is not None:
+            # Callbacks are user code: never on an event loop (an AsyncHttpTransport's loop serves
+            # every stream of the transport). Off it, on the tool pool, as synchronous tools.
+            hop = SingleAssignmentDisposable()
+            current.append(hop)
+
+            def start(_: rx_abc.SchedulerBase, __: Any = None) -> None:
+                run(0)
+
+            hop.disposable = default_tool_scheduler().schedule(start)
+        else:
+            run(0)
 
         def dispose() -> None:
             state["disposed"] = True

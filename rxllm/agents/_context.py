@@ -13,7 +13,7 @@ from reactivex import operators as ops
 from .._aio import AwaitableObservable, MaybeObservable, awaitable
 from .._errors import ConfigurationError, LimitExceededError
 from .._telemetry import add_usage
-from .._tools import CallbackContext, ReadonlyContext, ToolActions, ToolContext, new_invocation_id
+from .._tools import CallbackContext, ReadonlyContext, ToolActions, ToolContext, ToolRuntime, new_invocation_id
 from .._types import Content, UsageMetadata
 from ._event import Event
 from ._run_config import RunConfig
@@ -62,6 +62,8 @@ class InvocationContext:
         branch: the agent branch (``agent_1.agent_2``), None for a root agent. A
             :class:`ParallelAgent` gives each sub-agent its own branch; a model call sees only the
             events of its branch and its ancestors'.
+        tool_runtime: where the run's tools run and their default timeout (see
+            ``rxllm._tools._execution``).
         artifact_service: where tools' artifacts are kept (None: the run has none).
         memory_service: what ``ToolContext.search_memory`` searches (None: the run has none).
         plugins: the runner's plugins (they run before the agents' own callbacks).
@@ -83,6 +85,7 @@ class InvocationContext:
         user_content: Content | None = None,
         invocation_id: str | None = None,
         branch: str | None = None,
+        tool_runtime: ToolRuntime | None = None,
         artifact_service: BaseArtifactService | None = None,
         memory_service: BaseMemoryService | None = None,
         plugins: Sequence[BasePlugin] = (),
@@ -96,6 +99,7 @@ class InvocationContext:
         self.run_config = run_config or RunConfig()
         self.user_content = user_content
         self.branch = branch
+        self.tool_runtime = tool_runtime or ToolRuntime()
         self.plugins: tuple[BasePlugin, ...] = tuple(plugins)
         self.end_invocation = False
         self._shared = _Shared()

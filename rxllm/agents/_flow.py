@@ -38,7 +38,7 @@ from reactivex import operators as ops
 from .._aggregation import generate_function_call_id
 from .._errors import ConfigurationError, RxLlmError, ToolError, UnsupportedOperationError
 from .._telemetry import TracedScope, traced, within
-from .._tools import BaseTool, ToolCallOutcome, call_tool, request_config, tool_declarations
+from .._tools import BaseTool, ToolCallOutcome, call_tool, request_config, safe_content, tool_declarations
 from .._types import Content, FunctionCall, FunctionResponse, LlmRequest, LlmResponse, Part
 from ._callbacks import Call, callback_chain
 from ._contents import request_contents
@@ -364,6 +364,7 @@ def build_request(agent: LlmAgent, ctx: InvocationContext, session: Session, rea
     contents = request_contents(
         session.events, agent_name=agent.name, branch=ctx.branch, include_contents=agent.include_contents
     )
+    contents = tuple(map(safe_content, contents))  # a stored value JSON cannot carry must not break the session
     config = request_config(agent.generate_content_config, text or None, tool_declarations(tools))
     if agent.output_schema is not None:
         config = config.model_copy(update=output_schema_config(agent.output_schema))
@@ -537,7 +538,8 @@ def _run_call(
     on_error = [p.on_tool_error_callback for p in ctx.plugins] + list(agent.on_tool_error_callbacks)
     after = [p.after_tool_callback for p in ctx.plugins] + list(agent.after_tool_callbacks)
     if tool is None or not (before or on_error or after):
-        return within(ctx.telemetry_context, call_tool(step.tools, call, tool_ctx)).pipe(ops.flat_map(to_part))
+        outcome = call_tool(step.tools, call, tool_ctx, runtime=ctx.tool_runtime)
+        return within(ctx.telemetry_context, outcome).pipe(ops.flat_map(to_part))
     args = dict(call.args)
     owner = _owner(agent)
 
@@ -547,7 +549,8 @@ def _run_call(
     def run_tool(answers: list[dict[str, Any]]) -> reactivex.Observable[ToolCallOutcome]:
         if answers:
             return emit_now(answered(answers[0]))
-        return within(ctx.telemetry_context, call_tool(step.tools, call, tool_ctx)).pipe(ops.flat_map(handle_error))
+        outcome = call_tool(step.tools, call, tool_ctx, runtime=ctx.tool_runtime)
+        return within(ctx.telemetry_context, outcome).pipe(ops.flat_map(handle_error))
 
     def handle_error(outcome: ToolCallOutcome) -> reactivex.Observable[ToolCallOutcome]:
         if not outcome.failed or not on_error:

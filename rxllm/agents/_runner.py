@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import logging
-import threading
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import reactivex
 from reactivex import abc as rx_abc
 from reactivex import operators as ops
-from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
 from .._aio import AwaitableObservable, awaitable
 from .._artifacts import BaseArtifactService, InMemoryArtifactService
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, RxLlmError
 from .._memory import BaseMemoryService, InMemoryMemoryService
 from .._telemetry import current_context, within
+from .._tools import ToolRuntime, check_timeout
 from .._types import Content
 from ._agent import BaseAgent
 from ._context import InvocationContext
@@ -30,131 +28,6 @@ from ._transfer import agent_to_run
 __all__ = ["InMemoryRunner", "Runner"]
 
 logger = logging.getLogger("rxllm.agents")
-
-_Key = tuple[str, str, str]
-
-
-class _Ticket:
-    __slots__ = ("start",)
-
-    def __init__(self, start: Callable[[], None]) -> None:
-        self.start = start
-
-
-class _Lanes:
-    """One FIFO lane per session: a run starts only when every run queued before it on the lane
-    has terminated or was disposed. Starting is trampolined per thread, so a long queue of runs
-    that complete synchronously does not grow the stack."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._waiting: dict[_Key, deque[_Ticket]] = {}  # a key is present while its lane is busy
-        self._local = threading.local()
-
-    def enter(self, key: _Key, ticket: _Ticket) -> None:
-        with self._lock:
-            waiting = self._waiting.get(key)
-            if waiting is not None:
-                waiting.append(ticket)
-                return
-            self._waiting[key] = deque()
-        self._start(ticket)
-
-    def withdraw(self, key: _Key, ticket: _Ticket) -> bool:
-        """Remove a ticket that has not been started; False when it was already taken off the queue."""
-        with self._lock:
-            waiting = self._waiting.get(key)
-            if waiting is not None and ticket in waiting:
-                waiting.remove(ticket)
-                return True
-            return False
-
-    def leave(self, key: _Key) -> None:
-        with self._lock:
-            waiting = self._waiting[key]
-            if not waiting:
-                del self._waiting[key]
-                return
-            ticket = waiting.popleft()
-        self._start(ticket)
-
-    def busy(self, key: _Key) -> bool:
-        with self._lock:
-            return key in self._waiting
-
-    def _start(self, ticket: _Ticket) -> None:
-        pending: deque[_Ticket] | None = getattr(self._local, "pending", None)
-        if pending is not None:
-            pending.append(ticket)
-            return
-        pending = self._local.pending = deque([ticket])
-        try:
-            while pending:
-                current = pending.popleft()
-                try:
-                    current.start()
-                except Exception:  # start() forwards errors itself; this guards the lane
-                    logger.exception("a queued run failed to start")
-        finally:
-            self._local.pending = None
-
-    def serialized(self, key: _Key, source: reactivex.Observable[Event]) -> reactivex.Observable[Event]:
-        """``source``, subscribed only when it is this subscription's turn on the lane ``key``."""
-
-        def subscribe(
-            observer: rx_abc.ObserverBase[Event], scheduler: rx_abc.SchedulerBase | None = None
-        ) -> rx_abc.DisposableBase:
-            lock = threading.Lock()
-            inner = SingleAssignmentDisposable()
-            flags = {"started": False, "disposed": False, "released": False}
-
-            def release() -> None:
-                with lock:
-                    if flags["released"]:
-                        return
-                    flags["released"] = True
-                self.leave(key)
-
-            def on_error(error: Exception) -> None:
-                try:
-                    observer.on_error(error)
-                finally:
-                    release()
-
-            def on_completed() -> None:
-                try:
-                    observer.on_completed()
-                finally:
-                    release()
-
-            def start() -> None:
-                with lock:
-                    if flags["disposed"]:
-                        disposed = True
-                    else:
-                        disposed = False
-                        flags["started"] = True
-                if disposed:  # taken off the queue while being disposed: pass the turn on
-                    release()
-                    return
-                inner.disposable = source.subscribe(observer.on_next, on_error, on_completed, scheduler=scheduler)
-
-            ticket = _Ticket(start)
-            self.enter(key, ticket)
-
-            def dispose() -> None:
-                with lock:
-                    flags["disposed"] = True
-                    started = flags["started"]
-                inner.dispose()
-                if started:
-                    release()
-                else:
-                    self.withdraw(key, ticket)  # if already taken off the queue, start() will release
-
-            return Disposable(dispose)
-
-        return reactivex.create(subscribe)
 
 
 def run_invocation(ctx: InvocationContext, message: Content, history: Sequence[Event]) -> reactivex.Observable[Event]:
@@ -203,8 +76,16 @@ class Runner:
         plugins: :class:`BasePlugin` instances applied to every agent, model and tool call of
             every run, before the agents' own callbacks.
 
-    Runs on one session never interleave: a second ``run_async`` on a session (through this
-    runner) starts only after the first terminated or was disposed.
+        tool_scheduler: where synchronous tools run (default: the process-wide tool pool,
+            ``rxllm-tool_N`` threads, ``DEFAULT_TOOL_WORKERS`` = 32 or ``RXLLM_TOOL_WORKERS``).
+            Never the thread that delivered the model's response.
+        tool_timeout: seconds a tool call may take when its tool sets no ``timeout``; past it the
+            model gets an error result for the call. None (the default): no limit.
+
+    One writer per session: runs on one session never interleave. A run starts only after every
+    earlier run on that session terminated or was disposed, whichever ``Runner`` (sharing this
+    session service) started it (:meth:`BaseSessionService.serialize_run`); so a request never
+    holds a tool call without its result.
     """
 
     def __init__(
@@ -216,6 +97,8 @@ class Runner:
         artifact_service: BaseArtifactService | None = None,
         memory_service: BaseMemoryService | None = None,
         plugins: Sequence[BasePlugin] = (),
+        tool_scheduler: rx_abc.SchedulerBase | None = None,
+        tool_timeout: float | None = None,
     ) -> None:
         if not isinstance(agent, BaseAgent):
             raise ConfigurationError(f"Runner needs a BaseAgent, got {type(agent).__name__}")
@@ -230,7 +113,9 @@ class Runner:
         self._session_service = session_service
         self.artifact_service = artifact_service
         self.memory_service = memory_service
-        self._lanes = _Lanes()
+        check_timeout(tool_timeout, "tool_timeout")
+        self._tool_scheduler = tool_scheduler
+        self._tool_timeout = tool_timeout
 
     @property
     def agent(self) -> BaseAgent:
@@ -296,7 +181,7 @@ class Runner:
         plugins = self._plugins
 
         def run_on(
-            sessions: list[Session], contexts: list[InvocationContext], parent: object
+            sessions: list[Session], contexts: list[InvocationContext], parent: object, runtime: ToolRuntime
         ) -> reactivex.Observable[Event]:
             if not sessions:
                 return fail_now(
@@ -314,6 +199,7 @@ class Runner:
                 artifact_service=self.artifact_service,
                 memory_service=self.memory_service,
                 plugins=plugins,
+                tool_runtime=runtime,
             )
             contexts.append(ctx)
             # the agent's span is a child of the span current when the user subscribed, whichever
@@ -321,7 +207,7 @@ class Runner:
             ctx.telemetry_context = parent  # the span current when the user subscribed
             return within(parent, run_invocation(ctx, message, sessions[-1].events))
 
-        def start(parent: object) -> reactivex.Observable[Event]:
+        def start(parent: object, runtime: ToolRuntime) -> reactivex.Observable[Event]:
             contexts: list[InvocationContext] = []
 
             def cancel() -> None:
@@ -329,16 +215,39 @@ class Runner:
                     ctx.cancel()
 
             def run_on_session(sessions: list[Session]) -> reactivex.Observable[Event]:
-                return run_on(sessions, contexts, parent)
+                return run_on(sessions, contexts, parent, runtime)
 
             run = service.get_session(app_name, user_id, session_id).pipe(ops.to_list(), ops.flat_map(run_on_session))
             return on_dispose(run, cancel)
 
-        def subscribed(_: object) -> reactivex.Observable[Event]:  # on the subscribing thread
+        def subscribe(
+            observer: rx_abc.ObserverBase[Event], scheduler: rx_abc.SchedulerBase | None = None
+        ) -> rx_abc.DisposableBase:
+            # Captured now, on the subscribing thread: the span current when the user subscribed
+            # parents the agent's span, and async tools run on the subscriber's loop.
             parent = current_context()
-            return self._lanes.serialized((app_name, user_id, session_id), reactivex.defer(lambda _: start(parent)))
+            runtime = ToolRuntime.capture(scheduler=self._tool_scheduler, timeout=self._tool_timeout)
 
-        return awaitable(reactivex.defer(subscribed))
+            def begin(_: object) -> reactivex.Observable[Event]:
+                return start(parent, runtime)
+
+            def on_error(error: Exception) -> None:
+                observer.on_error(_as_rxllm_error(error))
+
+            run = service.serialize_run(app_name, user_id, session_id, reactivex.defer(begin))
+            return run.subscribe(observer.on_next, on_error, observer.on_completed, scheduler=scheduler)
+
+        return awaitable(reactivex.create(subscribe))
+
+
+def _as_rxllm_error(error: Exception) -> RxLlmError:
+    """Every failure reaching a subscriber is an ``RxLlmError``: a foreign one (a custom session
+    service's, a custom model's, a bare json or pydantic error) is wrapped, chained as ``__cause__``."""
+    if isinstance(error, RxLlmError):
+        return error
+    mapped = RxLlmError(f"the run failed with {type(error).__name__}: {error}")
+    mapped.__cause__ = error
+    return mapped
 
 
 class InMemoryRunner(Runner):
@@ -352,7 +261,13 @@ class InMemoryRunner(Runner):
     """
 
     def __init__(
-        self, agent: BaseAgent, *, app_name: str = "InMemoryRunner", plugins: Sequence[BasePlugin] = ()
+        self,
+        agent: BaseAgent,
+        *,
+        app_name: str = "InMemoryRunner",
+        plugins: Sequence[BasePlugin] = (),
+        tool_scheduler: rx_abc.SchedulerBase | None = None,
+        tool_timeout: float | None = None,
     ) -> None:
         super().__init__(
             agent,
@@ -361,4 +276,6 @@ class InMemoryRunner(Runner):
             artifact_service=InMemoryArtifactService(),
             memory_service=InMemoryMemoryService(),
             plugins=plugins,
+            tool_scheduler=tool_scheduler,
+            tool_timeout=tool_timeout,
         )

@@ -34,6 +34,7 @@ from .._aio import AwaitableObservable, MaybeObservable, awaitable
 from .._errors import ConfigurationError
 from .._types import _Model
 from ._event import Event
+from ._run_lanes import session_lanes
 from ._rx import call_now, emit_now, nothing_now
 from ._state import apply_state_delta, strip_temp_keys
 
@@ -158,6 +159,19 @@ class BaseSessionService(abc.ABC):
     @abc.abstractmethod
     def delete_session(self, app_name: str, user_id: str, session_id: str) -> reactivex.Observable[None]:
         """Delete the session; complete without items (like a ``Completable``). Deleting a missing one is no error."""
+
+    def serialize_run(
+        self, app_name: str, user_id: str, session_id: str, run: reactivex.Observable[Event]
+    ) -> AwaitableObservable[Event]:
+        """``run``, subscribed only when every earlier run on this session has ended: one writer per session.
+
+        :class:`~rxllm.agents.Runner` passes every run through here, so runs on one session never
+        interleave, whichever runner (sharing this service) starts them. The default queues the
+        runs in FIFO order in this process (see ``rxllm.agents._run_lanes``); disposing a queued
+        run takes it off the queue. A store shared by several processes overrides this to hold a
+        cross-process lock as well (calling ``super().serialize_run`` inside it).
+        """
+        return awaitable(session_lanes(self).serialized((app_name, user_id, session_id), run))
 
     @abc.abstractmethod
     def append_event(self, session: Session, event: Event) -> reactivex.Observable[Event]:

@@ -1,9 +1,11 @@
 """One subscription to :meth:`AiService.stream`: the rounds of a tool-using turn, as a state machine.
 
-Threads. Model events arrive on the model's thread (an I/O thread for
-:class:`~rxllm.SseChatModel`, the subscribing thread for a synchronous model), tool and retriever
-work runs on the tool scheduler. Everything reaches the subscriber through one
-:class:`~rxllm.service._relay.BoundedRelay`, which serializes the threads and bounds what waits.
+Threads. Model events arrive on the model's thread (an I/O thread or the event loop for
+:class:`~rxllm.SseChatModel`, the subscribing thread for a synchronous model); user code -- tools,
+the retriever, output guardrails -- runs on the tool scheduler, never there (``async def`` tools
+on the loop the stream was subscribed from, see ``rxllm._tools._execution``). Everything reaches
+the subscriber through one :class:`~rxllm.service._relay.BoundedRelay`, which serializes the threads
+and bounds what waits.
 Shared state changes under ``_lock``; no callback, emission or subscription happens under it.
 
 A round is over when its model stream completed *and* every tool it started finished (whichever
@@ -112,7 +114,7 @@ class _Interaction:
         self._disposables = CompositeDisposable()
         self._contents: list[Content] = []
         self._rounds = 0
-        self._tools = ToolEnvironment(service.tools_by_name, user_content)
+        self._tools = ToolEnvironment(service.tools_by_name, user_content, timeout=service.tool_timeout)
         self._guarded = bool(service.output_guardrails)
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -198,7 +200,7 @@ class _Interaction:
 
         def on_error(error: Exception) -> None:
             if not self._stopped:
-                self._fail(error)
+                self._fail(_mapped(error, "the model call"))
 
         def on_completed() -> None:
             self._on_model_completed(round_)
@@ -266,12 +268,13 @@ class _Interaction:
             self._relay.on_next(events.BeforeToolExecutionEvent(call))
             if self._stopped:  # stopped while the subscriber took the event: the tool never starts
                 return
-            execute_tool(
+            running = execute_tool(
                 self._tools,
                 call,
                 lambda result, failed: self._tool_done(round_, run, result, failed),
                 telemetry_context=self._telemetry_context,
             )
+            self._disposables.add(running)  # disposed at once when the interaction already stopped
 
         self._schedule(work)
 
@@ -319,12 +322,21 @@ class _Interaction:
         self._start_round()
 
     def _finish(self, response: LlmResponse) -> None:
+        if self._guarded:  # guardrails are user code: on the tool scheduler, never the model's thread or loop
+            self._schedule(lambda: self._finish_guarded(response))
+            return
+        self._emit_final(response)
+
+    def _finish_guarded(self, response: LlmResponse) -> None:
         if self._guarded:
             try:
                 response = apply_output_guardrails(self._service.output_guardrails, response)
             except GuardrailError as exc:
                 self._fail(exc)
                 return
+        self._emit_final(response)
+
+    def _emit_final(self, response: LlmResponse) -> None:
         if self._stopped:
             return
         if self._telemetry is not None:

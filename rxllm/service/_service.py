@@ -9,7 +9,7 @@ from reactivex import abc as rx_abc
 from .._aio import AwaitableObservable, awaitable
 from .._base_llm import BaseLlm
 from .._errors import ConfigurationError
-from .._tools import BaseTool, ToolLike, tool_declarations, tools_by_name
+from .._tools import BaseTool, ToolLike, check_timeout, tool_declarations, tools_by_name
 from .._types import Content, Part, Tool
 from ._events import AiServiceStreamingEvent
 from ._guardrails import OutputGuardrail, check_guardrails
@@ -51,9 +51,14 @@ class AiService:
             no :class:`PartialResponseEvent` is emitted at all: only the final carries the answer.
         streaming_buffer_size: how many events may wait while the subscriber is busy on another
             thread; one more fails the stream with :class:`~rxllm.BufferOverflowError`.
-        tool_scheduler: where tools and the retriever run (default: a small dedicated thread
-            pool shared by all services, never the model's I/O pool). Tools of one round run
-            concurrently when it has more than one worker.
+        tool_scheduler: where synchronous tools, the retriever and the output guardrails run
+            (default: the process-wide tool pool, ``rxllm-tool_N`` threads, 32 unless
+            ``RXLLM_TOOL_WORKERS`` says otherwise; never the model's I/O thread or event loop).
+            Tools of one round run concurrently when it has more than one worker. ``async def``
+            tools run on the loop the stream was subscribed from (else rxllm's tool loop) and are
+            cancelled when the stream is disposed.
+        tool_timeout: seconds a tool call may take when its tool sets no ``timeout``; past it the
+            model gets an error result for that call. None (the default): no limit.
         max_rounds: the most model calls one interaction makes. When round ``max_rounds`` still
             asks for tools, its tools run and then, instead of another model call, the stream
             fails with :class:`~rxllm.LimitExceededError`.
@@ -94,6 +99,7 @@ class AiService:
         streaming_buffer_size: int = DEFAULT_BUFFER_SIZE,
         tool_scheduler: rx_abc.SchedulerBase | None = None,
         max_rounds: int = DEFAULT_MAX_ROUNDS,
+        tool_timeout: float | None = None,
     ) -> None:
         if not isinstance(model, BaseLlm):
             raise ConfigurationError(f"AiService needs a BaseLlm model, got {type(model).__name__}")
@@ -111,10 +117,17 @@ class AiService:
         self._buffer_size = check_positive_int(streaming_buffer_size, "streaming_buffer_size")
         self._max_rounds = check_positive_int(max_rounds, "max_rounds")
         self._tool_scheduler = tool_scheduler
+        check_timeout(tool_timeout, "tool_timeout")
+        self._tool_timeout = tool_timeout
 
     def __repr__(self) -> str:
         tools = [tool.name for tool in self._tools]
         return f"AiService(model={self._model!r}, tools={tools!r}, guardrails={len(self._output_guardrails)})"
+
+    @property
+    def tool_timeout(self) -> float | None:
+        """Seconds a tool call may take when its tool sets no timeout (None: no limit)."""
+        return self._tool_timeout
 
     @property
     def model(self) -> BaseLlm:

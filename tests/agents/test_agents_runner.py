@@ -97,12 +97,12 @@ def test_disposing_while_a_tool_runs_drops_its_result_and_runs_no_further_tool_o
     runner = make_runner(model, tools=[slow_lookup, notify])
     recorder = Recorder()
     subscription = recorder.subscribe(runner.run_async(USER, SESSION, question()))
-    assert started.is_set()
+    assert started.wait(5)  # on a tool worker
     assert [len(e.function_calls()) for e in recorder.events] == [2]
 
     subscription.dispose()
 
-    assert tool_disposed.is_set()
+    assert tool_disposed.wait(5)
     assert second_ran == []
     assert len(model.requests) == 1
     assert len(history(runner)) == 2  # user, the model's call event; no response event

@@ -147,14 +147,14 @@ def test_a_scheduler_runs_the_function_there() -> None:
 
 
 def test_refused_functions() -> None:
-    async def coroutine() -> None:
-        return None
+    async def generator() -> Any:
+        yield None
 
     def star(*args: int) -> None:
         return None
 
-    with pytest.raises(ConfigurationError, match="async function"):
-        FunctionTool(coroutine)
+    with pytest.raises(ConfigurationError, match="async generator"):
+        FunctionTool(generator)
     with pytest.raises(ConfigurationError, match=r"\*args"):
         FunctionTool(star)
     with pytest.raises(ConfigurationError, match="tool name"):

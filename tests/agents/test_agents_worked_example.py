@@ -9,6 +9,7 @@ import pytest
 import reactivex
 from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
+from reactivex.scheduler import ImmediateScheduler
 
 from rxllm import Content, FunctionCall, FunctionResponse, Part
 from rxllm.agents import Event, InMemorySessionService, Session, StreamingMode
@@ -157,7 +158,9 @@ def test_the_next_request_is_built_only_after_the_store_completed() -> None:
     calls: list[dict[str, Any]] = []
     model = worked_example_model()
     service = HeldStoreService()
-    runner = Runner(LlmAgent("support", model, tools=[get_order_function(calls)]), "shop", service)
+    agent = LlmAgent("support", model, tools=[get_order_function(calls)])
+    # Tools inline (not on the tool pool): this test steps through the stores one by one.
+    runner = Runner(agent, "shop", service, tool_scheduler=ImmediateScheduler())
     service.create_session("shop", USER, session_id=SESSION).run()
     events: list[Event] = []
     done = threading.Event()

@@ -1,0 +1,241 @@
+"""The call-level sections of ``bench_stream.py``: sequential calls over TLS, time to first partial on
+a small stream, and the runtime's own cost (an agent turn and a service turn over the bare model calls).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+from _contenders import REQUEST, floor_text, rxllm_runner
+from _server import BenchServer
+from reactivex import operators as ops
+
+from rxllm import Content, HttpTransport, LlmRequest, LlmResponse, Part, RetryPolicy
+from rxllm.agents import InMemoryRunner, LlmAgent, RunConfig, StreamingMode
+from rxllm.providers.openai import OpenAiChatModel
+from rxllm.service import AiService
+
+QUESTION = "Where is order A17?"
+INSTRUCTION = "You answer questions about orders. Use get_order to look orders up."
+
+
+def get_order(order_id: str) -> dict[str, Any]:
+    """Look an order up by its id.
+
+    Args:
+        order_id: The order's id, like "A17".
+    """
+    return {"order_id": order_id, "status": "shipped", "shipped_on": "Tuesday"}
+
+
+@contextmanager
+def _trusting(ca_file: str) -> Iterator[None]:
+    """httpx clients built inside trust ``ca_file`` (httpx reads ``SSL_CERT_FILE`` when a client is built)."""
+    old = os.environ.get("SSL_CERT_FILE")
+    os.environ["SSL_CERT_FILE"] = ca_file
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["SSL_CERT_FILE"]
+        else:
+            os.environ["SSL_CERT_FILE"] = old
+
+
+# --- sequential calls over loopback TLS ------------------------------------------------------------
+
+Session = Callable[[str, int, int], list[float]]  # (url, calls, chunks) -> seconds per call
+
+
+def _httpx_session(url: str, calls: int, chunks: int) -> list[float]:
+    """The floor: one ``httpx.Client`` reused for every call (its pool keeps the connection)."""
+    times = []
+    with httpx.Client(timeout=60) as client:
+        for _ in range(calls):
+            started = time.perf_counter()
+            pieces = []
+            with client.stream("POST", f"{url}/text/{chunks}/chat/completions", json={"stream": True}) as r:
+                for line in r.iter_lines():
+                    if line.startswith("data: ") and line != "data: [DONE]":
+                        pieces.append(line)
+            times.append(time.perf_counter() - started)
+    return times
+
+
+def _rxllm_session(url: str, calls: int, chunks: int) -> list[float]:
+    """One model on its own ``HttpTransport`` (as an application holds one), ``calls`` streamed calls."""
+    transport = HttpTransport()
+    model = OpenAiChatModel(
+        "bench", base_url=f"{url}/text/{chunks}", api_key="bench", transport=transport, retry_policy=RetryPolicy.never()
+    )
+    times = []
+    try:
+        for _ in range(calls):
+            started = time.perf_counter()
+            model.generate_content(REQUEST, stream=True).pipe(ops.to_list()).run()
+            times.append(time.perf_counter() - started)
+    finally:
+        transport.close()
+    return times
+
+
+def _openai_session(url: str, calls: int, chunks: int) -> list[float] | None:
+    try:
+        import openai
+    except ImportError:
+        return None
+    times = []
+    with openai.OpenAI(base_url=f"{url}/text/{chunks}", api_key="bench", max_retries=0) as client:
+        for _ in range(calls):
+            started = time.perf_counter()
+            stream = client.chat.completions.create(model="bench", messages=[{"role": "user", "content": "go"}],
+                                                    stream=True)
+            "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+            times.append(time.perf_counter() - started)
+    return times
+
+
+def sequential_calls(calls: int, chunks: int, reps: int) -> list[dict[str, Any]]:
+    """``calls`` sequential calls per session over loopback TLS; connections the server accepted, per session.
+
+    Each session starts from a fresh client (its first call pays the TCP and TLS handshakes, as in an
+    application's first call); sessions of the contenders are interleaved ``reps`` times.
+    """
+    sessions: dict[str, Session] = {
+        "httpx.Client, reused (floor)": _httpx_session,
+        "rxllm OpenAiChatModel": _rxllm_session,
+    }
+    try:
+        import openai  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        sessions["openai SDK create(stream=True)"] = _openai_session  # type: ignore[assignment]
+    times: dict[str, list[float]] = {name: [] for name in sessions}
+    connections: dict[str, list[int]] = {name: [] for name in sessions}
+    with BenchServer(tls=True) as server:
+        assert server.ca_file is not None
+        with _trusting(server.ca_file):
+            for session in sessions.values():  # warm-up: imports, TLS contexts
+                session(server.url, 2, chunks)
+            for _ in range(reps):
+                for name, session in sessions.items():
+                    before = server.connections
+                    times[name] += session(server.url, calls, chunks)
+                    connections[name].append(server.connections - before)
+    return [
+        {
+            "contender": name,
+            "calls": calls,
+            "connections_per_session": max(connections[name]),
+            "median_ms_per_call": round(statistics.median(times[name]) * 1e3, 3),
+        }
+        for name in sessions
+    ]
+
+
+# --- time to first partial on a small stream -------------------------------------------------------
+
+
+def first_partial(chunks: int, reps: int) -> dict[str, Any]:
+    """Median time from request to first text item, the floor and rxllm interleaved, ``reps`` each."""
+    contenders = {"floor": floor_text, "rxllm": rxllm_runner("text")}
+    firsts: dict[str, list[float]] = {name: [] for name in contenders}
+    with BenchServer() as server:
+        for run in contenders.values():
+            run(server.url, chunks)
+        for _ in range(reps):
+            for name, run in contenders.items():
+                firsts[name].append(run(server.url, chunks)[1])
+    floor_ms = statistics.median(firsts["floor"]) * 1e3
+    rxllm_ms = statistics.median(firsts["rxllm"]) * 1e3
+    return {
+        "chunks": chunks,
+        "reps": reps,
+        "floor_ms": round(floor_ms, 3),
+        "rxllm_ms": round(rxllm_ms, 3),
+        "rxllm_minus_floor_ms": round(rxllm_ms - floor_ms, 3),
+    }
+
+
+# --- the runtime's own cost ------------------------------------------------------------------------
+
+
+def _answer_request() -> LlmRequest:
+    """The second model call of the A17 turn: the question, the call, the tool's result."""
+    call = Part.from_function_call("get_order", {"order_id": "A17"}, id="call_1")
+    result = Part.from_function_response("get_order", get_order("A17"), id="call_1")
+    return LlmRequest(
+        contents=[
+            Content(role="user", parts=[Part.from_text(QUESTION)]),
+            Content(role="model", parts=[Part.from_text("Let me look that up."), call]),
+            Content(role="user", parts=[result]),
+        ]
+    )
+
+
+def runtime_cost(reps: int) -> dict[str, Any]:
+    """The order-A17 turn (2 model calls, 1 tool) through an agent and a service, against the 2 bare calls.
+
+    Same server, same model and transport; the three are interleaved ``reps`` times; medians.
+    """
+    with BenchServer() as server:
+        model = OpenAiChatModel(
+            "bench", base_url=f"{server.url}/a17", api_key="bench", retry_policy=RetryPolicy.never()
+        )
+        first_request = LlmRequest(contents=[Content(role="user", parts=[Part.from_text(QUESTION)])])
+        answer_request = _answer_request()
+        runner = InMemoryRunner(LlmAgent("support", model, instruction=INSTRUCTION, tools=[get_order]), app_name="shop")
+        service = AiService(model, tools=[get_order], system_message=INSTRUCTION)
+        question = Content(role="user", parts=(Part.from_text(QUESTION),))
+        sse = RunConfig(streaming_mode=StreamingMode.SSE)
+        sessions = iter(range(10**9))
+
+        def bare() -> None:
+            for request in (first_request, answer_request):
+                items: list[LlmResponse] = model.generate_content(request, stream=True).pipe(ops.to_list()).run()
+                assert not items[-1].partial
+
+        def agent() -> None:
+            session_id = f"s{next(sessions)}"
+            runner.session_service.create_session("shop", "u", session_id=session_id).run()
+            started = time.perf_counter()
+            events = runner.run_async("u", session_id, question, sse).pipe(ops.to_list()).run()
+            elapsed[0] = time.perf_counter() - started
+            assert events[-1].text() == "Order A17 shipped Tuesday.", events[-1]
+
+        def service_turn() -> None:
+            events = service.stream(QUESTION).pipe(ops.to_list()).run()
+            assert events[-1].kind == "final_response", events[-1]
+
+        elapsed = [0.0]
+        contenders: dict[str, Callable[[], None]] = {
+            "2 bare model calls": bare,
+            "agent turn (LlmAgent + InMemoryRunner)": agent,
+            "service turn (AiService)": service_turn,
+        }
+        times: dict[str, list[float]] = {name: [] for name in contenders}
+        for run in contenders.values():
+            run()
+        for _ in range(reps):
+            for name, run in contenders.items():
+                started = time.perf_counter()
+                run()
+                took = time.perf_counter() - started
+                times[name].append(elapsed[0] if run is agent else took)  # the agent's session creation is not timed
+    bare_ms = statistics.median(times["2 bare model calls"]) * 1e3
+    rows = []
+    for name in contenders:
+        ms = statistics.median(times[name]) * 1e3
+        rows.append({
+            "contender": name,
+            "median_ms": round(ms, 3),
+            "overhead_ms_per_model_call": round((ms - bare_ms) / 2, 3),
+        })
+    return {"reps": reps, "rows": rows}

@@ -1,0 +1,155 @@
+"""Where and how a tool runs: :func:`execute_tool`, the one function that runs a tool, and its runtime.
+
+Rules (both runtimes, ``rxllm.agents`` and ``rxllm.service``, go through :func:`execute_tool`):
+
+* **Synchronous work runs on a worker pool**, never on the thread that delivered the model's
+  response (an asyncio transport's event loop, or a stream's I/O thread). The pool is the
+  runtime's ``tool_scheduler`` or, by default, one process-wide pool of
+  :data:`DEFAULT_TOOL_WORKERS` threads named ``rxllm-tool_N`` (environment variable
+  ``RXLLM_TOOL_WORKERS`` sets its size; read when the pool is first used). A tool that hangs
+  holds one worker; streams never wait for it.
+* **``async def`` tools run on an asyncio loop**: the loop of the thread that subscribed the run
+  (``ToolRuntime.loop``, captured by the runtime when the run is subscribed from a running
+  loop), else rxllm's own tool loop (one daemon thread named ``rxllm-tool-loop``). Disposing the
+  run cancels the task.
+* **A timeout** (``FunctionTool(..., timeout=)``, else the runtime's default) ends the call with
+  :class:`~rxllm.ToolTimeoutError`; a synchronous function keeps running on its worker and its
+  result is dropped, an ``async def`` one is cancelled.
+
+:func:`execute_tool` is a function from ``(tool, args, context)`` to an Observable of the result,
+so hooks compose around it (callbacks, tracing spans) without knowing how the tool runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import reactivex
+from reactivex import abc as rx_abc
+from reactivex.disposable import Disposable, SingleAssignmentDisposable
+from reactivex.scheduler import TimeoutScheduler
+
+from .._errors import ToolError, ToolTimeoutError
+from ._loops import check_timeout, default_tool_scheduler, running_loop, using_loop
+from ._tool import BaseTool, ToolResult
+
+__all__ = ["ToolRuntime", "execute_tool"]
+
+@dataclass(frozen=True, slots=True)
+class ToolRuntime:
+    """Where a runtime runs its tools (see the module docstring).
+
+    Attributes:
+        scheduler: where synchronous tools run; None for :func:`default_tool_scheduler`.
+        loop: where ``async def`` tools run; None for the loop running on the thread that starts
+            the tool, else :func:`tool_loop`.
+        timeout: seconds a call may take when its tool sets no timeout; None for no limit.
+        timer_scheduler: where timeouts are timed (a ``TestScheduler`` in tests); None for
+            reactivex's ``TimeoutScheduler``.
+    """
+
+    scheduler: rx_abc.SchedulerBase | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+    timeout: float | None = None
+    timer_scheduler: rx_abc.SchedulerBase | None = None
+
+    def __post_init__(self) -> None:
+        check_timeout(self.timeout, "tool_timeout")
+
+    @classmethod
+    def capture(cls, *, scheduler: rx_abc.SchedulerBase | None = None, timeout: float | None = None) -> ToolRuntime:
+        """A runtime for a run subscribed now: its loop is the one running on this thread, if any."""
+        return cls(scheduler=scheduler, loop=running_loop(), timeout=timeout)
+
+
+def execute_tool(
+    tool: BaseTool, args: dict[str, Any], tool_context: Any, runtime: ToolRuntime | None = None
+) -> reactivex.Observable[ToolResult]:
+    """Run ``tool`` with ``args``: a cold Observable of its result (the tool's last item), then completion.
+
+    Subscribing schedules the tool on the runtime's worker pool (where ``tool.run`` is called
+    and subscribed; an ``async def`` :class:`FunctionTool` then runs on the runtime's loop) and
+    starts the timeout's timer. It fails with :class:`~rxllm.ToolError` when the tool fails or
+    completes without a result, :class:`~rxllm.ToolTimeoutError` when the timeout fires first.
+    Disposing drops the result, cancels an ``async def`` tool and a call not started yet; a
+    synchronous function already running finishes on its worker. The result is emitted on the
+    thread that produced it (a worker, or the loop's thread).
+
+    Args:
+        tool: the tool.
+        args: the model's arguments.
+        tool_context: what the tool gets as its context (a :class:`ToolContext`).
+        runtime: where it runs and its default timeout; ``ToolRuntime()`` when None.
+    """
+    where = runtime or ToolRuntime()
+    timeout = tool.timeout if tool.timeout is not None else where.timeout
+
+    def subscribe(
+        observer: rx_abc.ObserverBase[ToolResult], scheduler: rx_abc.SchedulerBase | None = None
+    ) -> rx_abc.DisposableBase:
+        lock = threading.Lock()
+        state = {"done": False}
+        started = SingleAssignmentDisposable()
+        inner = SingleAssignmentDisposable()
+        timer = SingleAssignmentDisposable()
+
+        def finish(result: list[Any] | Exception) -> None:
+            with lock:
+                if state["done"]:
+                    return
+                state["done"] = True
+            timer.dispose()
+            if isinstance(result, Exception):
+                inner.dispose()  # a timeout cancels an async tool; an error has already ended it
+                observer.on_error(result)
+            elif result:
+                observer.on_next(result[-1])
+                observer.on_completed()
+            else:
+                observer.on_error(ToolError(f"tool {tool.name!r} completed without a result"))
+
+        def run(_: rx_abc.SchedulerBase, __: Any = None) -> None:
+            if state["done"]:
+                return
+            items: list[Any] = []
+            try:
+                with using_loop(where.loop):
+                    source = tool.run(dict(args), tool_context)
+                    inner.disposable = source.subscribe(
+                        items.append, lambda error: finish(_as_tool_error(tool, error)), lambda: finish(items)
+                    )
+            except Exception as exc:
+                finish(_as_tool_error(tool, exc))
+
+        if timeout is not None:
+            timer_scheduler = where.timer_scheduler or TimeoutScheduler.singleton()
+
+            def expire(_: rx_abc.SchedulerBase, __: Any = None) -> None:
+                finish(ToolTimeoutError(f"tool {tool.name!r} did not answer within its timeout of {timeout:g} s"))
+
+            timer.disposable = timer_scheduler.schedule_relative(timeout, expire)
+        pool = where.scheduler or default_tool_scheduler()
+        started.disposable = pool.schedule(run)
+
+        def dispose() -> None:
+            with lock:
+                state["done"] = True
+            started.dispose()
+            timer.dispose()
+            inner.dispose()
+
+        return Disposable(dispose)
+
+    return reactivex.create(subscribe)
+
+
+def _as_tool_error(tool: BaseTool, error: BaseException) -> ToolError:
+    if isinstance(error, ToolError):
+        return error
+    mapped = ToolError(f"tool {tool.name!r} failed with {type(error).__name__}: {error}")
+    mapped.__cause__ = error
+    return mapped
+

@@ -1,0 +1,168 @@
+"""Where tool work runs: the worker pool for synchronous tools, the loop for ``async def`` ones.
+
+See :mod:`rxllm._tools._execution` for the rules; this module holds the machinery (no tool types).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+from collections.abc import Coroutine, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import reactivex
+from reactivex import abc as rx_abc
+from reactivex.disposable import Disposable
+from reactivex.scheduler import ThreadPoolScheduler
+
+from .._errors import ConfigurationError, ToolError
+
+__all__ = [
+    "DEFAULT_TOOL_WORKERS",
+    "check_timeout",
+    "coroutine_observable",
+    "current_tool_loop",
+    "default_tool_scheduler",
+    "running_loop",
+    "tool_loop",
+    "using_loop",
+]
+
+T = TypeVar("T")
+
+DEFAULT_TOOL_WORKERS = 32
+"""Threads of the process-wide tool pool (``RXLLM_TOOL_WORKERS`` overrides it when the pool is created)."""
+
+_lock = threading.Lock()
+_default_scheduler: ThreadPoolScheduler | None = None
+_loop: asyncio.AbstractEventLoop | None = None
+_local = threading.local()
+
+
+class _NamedThreadPoolScheduler(ThreadPoolScheduler):
+    """A ``ThreadPoolScheduler`` whose threads are named (``rxllm-tool_0``...), for thread dumps and logs."""
+
+    def __init__(self, max_workers: int, thread_name_prefix: str) -> None:
+        super().__init__(max_workers)
+        self.executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=thread_name_prefix)
+
+
+def _configured_workers() -> int:
+    raw = os.environ.get("RXLLM_TOOL_WORKERS")
+    if raw is None:
+        return DEFAULT_TOOL_WORKERS
+    try:
+        workers = int(raw)
+    except ValueError:
+        workers = 0
+    if workers < 1:
+        raise ConfigurationError(f"RXLLM_TOOL_WORKERS must be a positive integer, got {raw!r}")
+    return workers
+
+
+def default_tool_scheduler() -> ThreadPoolScheduler:
+    """The process-wide pool synchronous tools run on when a runtime is given no ``tool_scheduler``.
+
+    Created on first use with :data:`DEFAULT_TOOL_WORKERS` threads (or ``RXLLM_TOOL_WORKERS``),
+    named ``rxllm-tool_N``; never the models' I/O pool, so a slow tool cannot starve the streams.
+    """
+    global _default_scheduler
+    with _lock:
+        if _default_scheduler is None:
+            _default_scheduler = _NamedThreadPoolScheduler(_configured_workers(), "rxllm-tool")
+        return _default_scheduler
+
+
+def tool_loop() -> asyncio.AbstractEventLoop:
+    """rxllm's own asyncio loop for ``async def`` tools run with no caller's loop (a daemon thread)."""
+    global _loop
+    with _lock:
+        if _loop is None or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="rxllm-tool-loop", daemon=True)
+            thread.start()
+            _loop = loop
+        return _loop
+
+
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    """The asyncio loop running on the current thread, if any."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def current_tool_loop() -> asyncio.AbstractEventLoop:
+    """Where an ``async def`` tool starting now runs.
+
+    The runtime's loop while :func:`execute_tool` runs a tool, else the loop running on this
+    thread, else :func:`tool_loop`.
+    """
+    loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
+    if loop is not None and not loop.is_closed():
+        return loop
+    return running_loop() or tool_loop()
+
+
+def coroutine_observable(
+    coroutine: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop | None = None
+) -> reactivex.Observable[T]:
+    """An Observable of ``coroutine``'s value: subscribing schedules it on ``loop`` (default
+    :func:`current_tool_loop`, read at subscription); disposing cancels the task.
+
+    The value (or the exception) is emitted on the loop's thread. Subscribe once: a coroutine
+    runs once.
+    """
+
+    def subscribe(observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None) -> Disposable:
+        target = loop if loop is not None else current_tool_loop()
+        try:
+            future: Future[T] = asyncio.run_coroutine_threadsafe(coroutine, target)
+        except RuntimeError as exc:  # the loop is closed
+            coroutine.close()
+            observer.on_error(ToolError(f"cannot run a coroutine: its loop is unusable ({exc})"))
+            return Disposable()
+
+        def done(finished: Future[T]) -> None:
+            if finished.cancelled():
+                return
+            error = finished.exception()
+            if error is not None:
+                observer.on_error(error if isinstance(error, Exception) else ToolError(repr(error)))
+                return
+            observer.on_next(finished.result())
+            observer.on_completed()
+
+        future.add_done_callback(done)
+
+        def cancel() -> None:
+            future.cancel()
+
+        return Disposable(cancel)
+
+    return reactivex.create(subscribe)
+
+
+def check_timeout(timeout: float | None, name: str) -> None:
+    """Refuse a timeout that is not a positive number of seconds (None means no limit)."""
+    if timeout is None:
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise ConfigurationError(f"{name} must be a positive number of seconds or None, got {timeout!r}")
+
+
+
+
+@contextlib.contextmanager
+def using_loop(loop: asyncio.AbstractEventLoop | None) -> Iterator[None]:
+    """While active on this thread, :func:`current_tool_loop` answers ``loop`` (when not None)."""
+    previous = getattr(_local, "loop", None)
+    _local.loop = loop
+    try:
+        yield
+    finally:
+        _local.loop = previous
