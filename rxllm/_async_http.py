@@ -11,16 +11,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import contextvars
 import functools
-import socket
 import ssl
 import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from typing import Any
 
-import httpcore
 import httpx
 from reactivex import abc as rx_abc
 
@@ -32,7 +29,6 @@ from ._http import (
     DEFAULT_MAX_STREAM_BYTES,
     DEFAULT_READ_TIMEOUT,
     DEFAULT_TOTAL_TIMEOUT,
-    CancelScope,
     ErrorBody,
     HttpTransport,
     TransportLimits,
@@ -46,131 +42,11 @@ from ._http import (
 from ._provider import HttpRequest
 from ._redact import Redactor
 
-__all__ = [
-    "AsyncHttpResponse",
-    "AsyncHttpTransport",
-    "make_async_cancellable",
-    "total_timeout_error",
-    "transport_for_client",
-]
+__all__ = ["AsyncHttpResponse", "AsyncHttpTransport", "total_timeout_error", "transport_for_client"]
 
 _POOL_SHARD = 256
 DRAIN_SECONDS = 0.05  # after the provider's end marker, how long to wait for the body's last bytes
 DRAIN_BYTES = 64 * 1024  # and how many of them to read at most, so the connection can be reused
-
-
-_scope: contextvars.ContextVar[CancelScope | None] = contextvars.ContextVar("rxllm_async_scope", default=None)
-"""The :class:`CancelScope` of the attempt whose task (and the send task it starts) is running."""
-
-
-class _AsyncCancellableStream(httpcore.AsyncNetworkStream):
-    """A pooled connection's stream that hands its socket to the scope of the attempt using it.
-
-    Disposing a subscription from another thread cancels its task, but the cancellation reaches the
-    loop a little later: a request whose write was about to start could still go out after
-    ``dispose()`` returned (1 in ~300 early disposals). With the socket attached to the attempt's
-    :class:`CancelScope` before any byte is written, ``dispose()`` shuts it down before it returns
-    (as on the threaded transport), so a later write fails in the kernel, and a write that starts
-    after the cancellation is refused here. Failures take httpcore's ordinary error path (the
-    connection is closed, its pool slot freed), as when a server drops the connection.
-    """
-
-    __slots__ = ("_inner", "_scope", "_sock")
-
-    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
-        self._inner = inner
-        self._sock = _os_socket(inner.get_extra_info("socket"))
-        self._scope: CancelScope | None = None
-
-    def attach(self) -> CancelScope | None:
-        scope = _scope.get()
-        if scope is not None and scope is not self._scope and self._sock is not None:
-            self._scope = scope
-            scope.watch(self._sock)  # shuts the socket down at once if the scope is already cancelled
-        return scope
-
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        self.attach()
-        return await self._inner.read(max_bytes, timeout)
-
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        scope = self.attach()
-        if scope is not None and scope.cancelled:
-            raise httpcore.WriteError("the request was cancelled (disposed)")
-        await self._inner.write(buffer, timeout)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def start_tls(
-        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
-    ) -> httpcore.AsyncNetworkStream:
-        return _AsyncCancellableStream(await self._inner.start_tls(ssl_context, server_hostname, timeout))
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._inner.get_extra_info(info)
-
-
-def _os_socket(sock: object) -> socket.socket | None:
-    """The OS socket under anyio's raw socket (on asyncio a ``TransportSocket`` wrapping it)."""
-    if isinstance(sock, socket.socket):
-        return sock
-    inner = getattr(sock, "_sock", None)  # asyncio.trsock.TransportSocket
-    return inner if isinstance(inner, socket.socket) else None
-
-
-class _AsyncCancellableBackend(httpcore.AsyncNetworkBackend):
-    """Wraps an async pool's network backend (see :class:`_AsyncCancellableStream`)."""
-
-    def __init__(self, inner: httpcore.AsyncNetworkBackend) -> None:
-        self._inner = inner
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        stream = _AsyncCancellableStream(
-            await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
-        )
-        stream.attach()  # a dispose that raced the connect shuts the new socket down at once
-        return stream
-
-    async def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore.AsyncNetworkStream:
-        return _AsyncCancellableStream(await self._inner.connect_unix_socket(path, timeout, socket_options))
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-def make_async_cancellable(client: httpx.AsyncClient) -> int:
-    """Let an attempt's :class:`CancelScope` see every socket of ``client``'s own httpx transports
-    (the default one and each proxy mount), as :func:`rxllm._http.make_cancellable` does for
-    ``httpx.Client``; a mocked transport or an HTTP/2 pool is left alone. Reads httpx 0.28 /
-    httpcore 1.0's private pool attribute (httpx has no public handle on it).
-
-    Returns:
-        How many pools were made cancellable.
-    """
-    transports = [getattr(client, "_transport", None), *getattr(client, "_mounts", {}).values()]
-    wrapped = 0
-    for transport in transports:
-        if not isinstance(transport, httpx.AsyncHTTPTransport):
-            continue
-        pool = getattr(transport, "_pool", None)
-        backend = getattr(pool, "_network_backend", None)
-        if pool is None or backend is None or getattr(pool, "_http2", False):
-            continue
-        if not isinstance(backend, _AsyncCancellableBackend):
-            pool._network_backend = _AsyncCancellableBackend(backend)
-        wrapped += 1
-    return wrapped
-
 
 
 class AsyncHttpResponse:
@@ -313,7 +189,7 @@ class AsyncHttpTransport:
                 "(an httpx.Client goes to HttpTransport)"
             )
         self.max_concurrent_streams = max_concurrent_streams
-        self.limits = TransportLimits(
+        self.limits: TransportLimits = TransportLimits(
             max_concurrent_streams,
             connect_timeout=connect_timeout,
             first_byte_timeout=read_timeout if first_byte_timeout is None else first_byte_timeout,
@@ -417,14 +293,12 @@ class AsyncHttpTransport:
         client = clients[shard]
         if client is None and self._user_client is not None:
             client = clients[shard] = self._user_client
-            make_async_cancellable(client)
         if client is None:
             if self._ssl_context is None:
                 self._ssl_context = httpx.create_ssl_context()
             client = clients[shard] = httpx.AsyncClient(
                 timeout=self._timeout, limits=self._limits, follow_redirects=False, verify=self._ssl_context
             )
-            make_async_cancellable(client)
             if self._prune_handle is None:
                 self._schedule_prune()
         return client
@@ -464,13 +338,8 @@ class AsyncHttpTransport:
         redactor: Redactor | None = None,
         cancelled: Callable[[], bool] | None = None,
         attempt: int = 1,
-        scope: CancelScope | None = None,
     ) -> AsyncHttpResponse:
         """Send ``request`` and await the response headers (on the loop).
-
-        ``scope`` is the attempt's :class:`CancelScope`: from here on, in the calling task, every
-        socket the exchange uses is attached to it, so cancelling it (``dispose()``, from any
-        thread) shuts the connection down before it returns: nothing is written after that.
 
         Raises:
             HttpStatusError: for a non-2xx status (its body read, bounded, for the message).
@@ -490,8 +359,6 @@ class AsyncHttpTransport:
             self._release_shard(shard)
             gate.release()
 
-        if scope is not None:
-            _scope.set(scope)  # in this task's context, copied by the send task below
         limits = self.limits
         redactor = redactor or Redactor.of_request(request.url, request.headers)
         started = time.monotonic()

@@ -47,6 +47,7 @@ from ._provider import ChunkParser, HttpRequest, RequestMapper
 from ._redact import Redactor, redact_error, secure_destination
 from ._retry import RetryPolicy, retry_before_first_item
 from ._sse import DEFAULT_MAX_LINE_BYTES
+from ._structured_stream import structured_responses
 from ._telemetry import AttemptTelemetry, ModelCallTelemetry, model_call
 from ._types import LlmRequest, LlmResponse
 
@@ -175,8 +176,13 @@ class SseChatModel(BaseLlm):
         (also while waiting for headers) and nothing is emitted after it. Failures before the
         first item are retried as the :class:`~rxllm.RetryPolicy` says; after it, a
         provider-reported failure ends in an error final and a dead transport in ``on_error``.
+        With ``config.response_schema`` set, every response carries ``parsed`` (the object so
+        far on partials, the validated object on the final; see ``docs/structured-output.md``).
         """
-        return awaitable(self._call(llm_request, stream, _Emit.PARTIALS if stream else _Emit.SINGLE))
+        responses = self._call(llm_request, stream, _Emit.PARTIALS if stream else _Emit.SINGLE)
+        if llm_request.config.response_schema is not None:  # the schema path is opt-in: no cost without it
+            responses = structured_responses(responses, llm_request.config.response_schema)
+        return awaitable(responses)
 
     def stream_events(self, llm_request: LlmRequest) -> AwaitableObservable[ModelStreamEvent]:
         """The fine-grained stream, straight from the provider's chunks.
@@ -297,7 +303,7 @@ class SseChatModel(BaseLlm):
         def subscribe(
             observer: rx_abc.ObserverBase[Any], _: rx_abc.SchedulerBase | None = None
         ) -> rx_abc.DisposableBase:
-            scope = CancelScope()  # cancel() shuts the exchange's socket down, then the task's cancellation ends it
+            scope = CancelScope()  # no sockets to watch here: the task's cancellation closes the connection
             guarded = _ScopedObserver(observer, scope)
             traced = telemetry.attempt() if telemetry is not None else None
 
@@ -314,13 +320,13 @@ class SseChatModel(BaseLlm):
                         if traced is None:
                             response = await transport.open(request, provider=provider, stream=stream,
                                                             redactor=redactor, cancelled=lambda: scope.cancelled,
-                                                            attempt=number, scope=scope)
+                                                            attempt=number)
                         else:
                             traced.start(redactor.url(request.url))
                             with traced.current():
                                 response = await transport.open(request, provider=provider, stream=stream,
                                                                 redactor=redactor, cancelled=lambda: scope.cancelled,
-                                                                attempt=number, scope=scope)
+                                                                attempt=number)
                         aggregator = StreamAggregator(provider=provider)
                         parser = self._parser_factory()
                         if emit is _Emit.SINGLE:
