@@ -213,6 +213,7 @@ def main() -> int:
         print(f"  final  : text={first.text()!r} calls={calls} tokens={usage.total_token_count if usage else None}")
         result = Content(role="user", parts=(Part.from_function_response("get_order", {"status": "shipped"},
                                                                          id="toy-1"),))
+        assert first.content is not None
         answer = model.generate_content(LlmRequest(contents=(question, first.content, result)), stream=True).run()
         print(f"  answer : {answer.text()!r}")
         sent = server.requests[1]

@@ -51,6 +51,8 @@ from ._provider import ChunkParser, HttpRequest, RequestMapper
 from ._retry import RetryPolicy, retry_before_first_item
 from ._sse import SseDecoder, SseEvent
 from ._sse_chat_model import SseChatModel
+from ._structured import INVALID_STRUCTURED_OUTPUT, ResponseSchema
+from ._structured_stream import StructuredStream, structured_responses
 from ._telemetry import configure_telemetry
 from ._types import (
     Blob,
@@ -92,6 +94,7 @@ __all__ = [
     "HttpRequest",
     "HttpStatusError",
     "HttpTransport",
+    "INVALID_STRUCTURED_OUTPUT",
     "InBandError",
     "LimitExceededError",
     "LineTooLongError",
@@ -104,6 +107,7 @@ __all__ = [
     "ProviderError",
     "RequestMapper",
     "ResponseCompleteEvent",
+    "ResponseSchema",
     "ResponseTooLargeError",
     "RetryPolicy",
     "RxLlmError",
@@ -114,6 +118,7 @@ __all__ = [
     "StreamAggregator",
     "StreamInterruptedError",
     "StreamTimeoutError",
+    "StructuredStream",
     "TextDeltaEvent",
     "ThinkingConfig",
     "ThoughtDeltaEvent",
@@ -129,4 +134,5 @@ __all__ = [
     "configure_telemetry",
     "model_stream_events",
     "retry_before_first_item",
+    "structured_responses",
 ]

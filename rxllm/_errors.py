@@ -158,7 +158,7 @@ class HttpStatusError(RxLlmError):
         self.provider_message = provider_message
         self.request_id = request_id
         self.retry_after = retry_after
-        self.retryable = status_code in self.RETRYABLE_STATUSES or status_code >= 500
+        self.retryable: bool = status_code in self.RETRYABLE_STATUSES or status_code >= 500
 
 
 class ProviderError(RxLlmError):

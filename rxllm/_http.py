@@ -106,7 +106,7 @@ class CancelScope:
         self._sockets: set[socket.socket] = set()
         self._closed = False
         self._finished = False
-        self.cancelled = False
+        self.cancelled: bool = False
         self.deadline: float | None = None  # time.monotonic() when the attempt's total_timeout fires
 
     def remaining(self) -> float | None:
@@ -486,7 +486,7 @@ class HttpResponse(rx_abc.DisposableBase):
         self._cap = self._limits.body_cap(stream)
         self._provider = provider
         self._scope = scope
-        self.status_code = response.status_code
+        self.status_code: int = response.status_code
 
     def iter_bytes(self) -> Iterator[bytes]:
         """The decoded body as it arrives, in pieces of at most 64 KiB.
@@ -607,7 +607,7 @@ class HttpTransport:
                 "(an httpx.AsyncClient goes to AsyncHttpTransport)"
             )
         self.max_concurrent_streams = max_concurrent_streams
-        self.limits = TransportLimits(
+        self.limits: TransportLimits = TransportLimits(
             max_concurrent_streams,
             connect_timeout=connect_timeout,
             first_byte_timeout=read_timeout if first_byte_timeout is None else first_byte_timeout,

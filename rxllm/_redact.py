@@ -89,7 +89,7 @@ class Redactor:
         values = sorted({s for s in secrets if s and len(s) >= _MIN_SECRET}, key=len, reverse=True)
         self._pattern = re.compile("|".join(re.escape(v) for v in values)) if values else None
         self._marked = tuple(marked)
-        self.has_secrets = any(secrets)
+        self.has_secrets: bool = any(secrets)
 
     @classmethod
     def of_request(cls, url: str, headers: Mapping[str, str], marked: Collection[str] = ()) -> Redactor:

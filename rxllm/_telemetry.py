@@ -416,7 +416,7 @@ def add_usage(total: UsageMetadata | None, usage: UsageMetadata | None) -> Usage
     """``total`` plus ``usage``, field by field (a field unset on both stays unset).
 
     >>> add_usage(UsageMetadata(prompt_token_count=5), UsageMetadata(prompt_token_count=7, total_token_count=9))
-    UsageMetadata(prompt_token_count=12, candidates_token_count=None, total_token_count=9, ...)
+    UsageMetadata(prompt_token_count=12, total_token_count=9)
     """
     if usage is None:
         return total

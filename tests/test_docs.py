@@ -101,7 +101,9 @@ def test_python_blocks_run(page: Path) -> None:
             linecache.cache[filename] = (len(block.code), None, block.code.splitlines(True), filename)
             failure = None
             try:
-                exec(compile(block.code, filename, "exec"), namespace)
+                # dont_inherit: run as a user's script would, without this module's `from __future__`
+                # (inherited string annotations left a page's nested pydantic models undefined)
+                exec(compile(block.code, filename, "exec", dont_inherit=True), namespace)
             except BaseException:  # AssertionError included: name the page and block either way
                 failure = traceback.format_exc()
             if failure is not None:

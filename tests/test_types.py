@@ -82,14 +82,32 @@ def _full_request() -> LlmRequest:
 # --- construction by snake_case name, JSON by camelCase alias -------------------------------------
 
 
-def test_built_by_snake_case_name_and_dumped_with_camel_case_aliases() -> None:
+def test_built_by_snake_case_name_and_dumped_by_field_name_unless_by_alias() -> None:
     part = Part(function_call=FunctionCall(name="f"), thought_signature=b"s")
-    dumped = part.model_dump(mode="json", exclude_none=True)
-    assert dumped == {"functionCall": {"name": "f", "args": {}}, "thoughtSignature": base64.b64encode(b"s").decode()}
+    signature = base64.b64encode(b"s").decode()
+    # pydantic's and genai's default: field names
+    assert part.model_dump(mode="json", exclude_none=True) == {"function_call": {"name": "f", "args": {}},
+                                                               "thought_signature": signature}
+    assert json.loads(part.model_dump_json(exclude_none=True)) == part.model_dump(mode="json", exclude_none=True)
+    # genai's wire JSON: by_alias, or the ADK-named helpers
+    camel = {"functionCall": {"name": "f", "args": {}}, "thoughtSignature": signature}
+    assert part.model_dump(mode="json", by_alias=True, exclude_none=True) == camel
+    assert json.loads(part.to_json()) == camel
+    assert Part.from_json(part.to_json()) == part
+    assert Part.model_validate(part.model_dump()) == part  # both spellings validate
+
+
+def test_sequence_fields_take_lists_and_store_tuples() -> None:
+    content = Content(role="user", parts=[Part.from_text("a"), Part.from_text("b")])
+    assert isinstance(content.parts, tuple) and [p.text for p in content.parts] == ["a", "b"]
+    request = LlmRequest(contents=[content], config=GenerateContentConfig(stop_sequences=["x"], tools=[Tool()]))
+    assert isinstance(request.contents, tuple) and request.config.stop_sequences == ("x",)
+    assert isinstance(request.config.tools, tuple)
+    assert hash(content) == hash(Content(role="user", parts=(Part.from_text("a"), Part.from_text("b"))))
 
 
 def test_content_json_uses_genai_camel_case_keys_and_base64_bytes() -> None:
-    data = json.loads(_rich_content().model_dump_json(exclude_none=True))
+    data = json.loads(_rich_content().to_json())
     parts = data["parts"]
     signature = base64.b64encode(SIGNATURE).decode()
     assert parts[0] == {"text": "let me think", "thought": True, "thoughtSignature": signature}
@@ -124,8 +142,9 @@ def test_content_validates_from_genai_json() -> None:
 
 def test_request_with_full_config_round_trips() -> None:
     request = _full_request()
-    text = request.model_dump_json(exclude_none=True)
+    text = request.to_json()
     assert LlmRequest.model_validate_json(text) == request
+    assert LlmRequest.model_validate_json(request.model_dump_json()) == request
     config = json.loads(text)["config"]
     assert config["systemInstruction"]["parts"] == [{"text": "Be brief."}]
     assert config["maxOutputTokens"] == 256
@@ -285,14 +304,23 @@ def test_finish_reason_value_is_genai_name(reason: FinishReason) -> None:
 def test_finish_reason_json() -> None:
     response = LlmResponse.model_validate_json('{"finishReason": "MAX_TOKENS"}')
     assert response.finish_reason is FinishReason.MAX_TOKENS
-    assert json.loads(response.model_dump_json(exclude_none=True)) == {"finishReason": "MAX_TOKENS"}
+    assert json.loads(response.to_json()) == {"finishReason": "MAX_TOKENS"}
+
+
+def test_unknown_finish_reasons_and_error_codes_are_kept_as_genai_keeps_them() -> None:
+    response = LlmResponse.model_validate_json('{"finishReason": "A_NEWER_REASON", "errorCode": "rate_limit"}')
+    assert isinstance(response.finish_reason, FinishReason) and response.finish_reason == "A_NEWER_REASON"
+    assert isinstance(response.error_code, FinishReason) and response.error_code == "rate_limit"
+    assert json.loads(response.to_json()) == {"finishReason": "A_NEWER_REASON", "errorCode": "rate_limit"}
+    assert LlmResponse(error_code=FinishReason.MAX_TOKENS).error_code is FinishReason.MAX_TOKENS
+    assert LlmResponse.model_validate({"errorCode": "MAX_TOKENS"}).error_code is FinishReason.MAX_TOKENS
     with pytest.raises(ValidationError):
-        LlmResponse.model_validate_json('{"finishReason": "NOT_A_REASON"}')
+        LlmResponse.model_validate({"finishReason": 3})
 
 
 def test_usage_metadata_uses_genai_names() -> None:
     usage = UsageMetadata(prompt_token_count=3, candidates_token_count=4, total_token_count=7, thoughts_token_count=1)
-    assert usage.model_dump(mode="json", exclude_none=True) == {
+    assert usage.model_dump(mode="json", by_alias=True, exclude_none=True) == {
         "promptTokenCount": 3,
         "candidatesTokenCount": 4,
         "totalTokenCount": 7,

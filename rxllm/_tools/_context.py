@@ -211,7 +211,7 @@ class ToolContext(CallbackContext):
     def __init__(self, invocation: InvocationView, state: State, function_call_id: str | None) -> None:
         super().__init__(invocation, state)
         self.function_call_id = function_call_id
-        self.actions = ToolActions()
+        self.actions: ToolActions = ToolActions()
 
     def save_artifact(self, filename: str, artifact: Part) -> AwaitableObservable[int]:
         """Save an artifact version, recorded in ``actions.artifact_delta``; see ``CallbackContext.save_artifact``."""

@@ -90,16 +90,16 @@ class InvocationContext:
         memory_service: BaseMemoryService | None = None,
         plugins: Sequence[BasePlugin] = (),
     ) -> None:
-        self.invocation_id = invocation_id or new_invocation_id()
+        self.invocation_id: str = invocation_id or new_invocation_id()
         self.artifact_service = artifact_service
         self.memory_service = memory_service
         self.agent = agent
         self.session = session
         self.session_service = session_service
-        self.run_config = run_config or RunConfig()
+        self.run_config: RunConfig = run_config or RunConfig()
         self.user_content = user_content
         self.branch = branch
-        self.tool_runtime = tool_runtime or ToolRuntime()
+        self.tool_runtime: ToolRuntime = tool_runtime or ToolRuntime()
         self.plugins: tuple[BasePlugin, ...] = tuple(plugins)
         self.end_invocation = False
         self._shared = _Shared()

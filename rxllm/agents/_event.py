@@ -74,7 +74,7 @@ class Event(_Model):
     long_running_tool_ids: tuple[str, ...] | None = None
     partial: bool | None = None
     turn_complete: bool | None = None
-    error_code: str | None = None
+    error_code: FinishReason | None = None
     error_message: str | None = None
     finish_reason: FinishReason | None = None
     usage_metadata: UsageMetadata | None = None
@@ -125,8 +125,9 @@ class Event(_Model):
         return self.content.function_responses() if self.content is not None else []
 
     def has_trailing_code_execution_result(self) -> bool:
-        """Whether the last part is a code-execution result. rxllm's ``Part`` has no such part: always False."""
-        return False
+        """Whether the content's last part is a code-execution result (ADK's definition)."""
+        parts = self.content.parts if self.content is not None else ()
+        return bool(parts) and parts[-1].code_execution_result is not None
 
     def is_final_response(self) -> bool:
         """Whether this event ends the agent's turn, exactly as ADK defines it.

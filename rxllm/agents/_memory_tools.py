@@ -41,5 +41,5 @@ class LoadMemoryTool(FunctionTool):
         super().__init__(_load_memory, name="load_memory", description=_DESCRIPTION)
 
 
-load_memory = LoadMemoryTool()
+load_memory: LoadMemoryTool = LoadMemoryTool()
 """The ``load_memory`` tool: give it to an agent (``LlmAgent(..., tools=[load_memory])``)."""

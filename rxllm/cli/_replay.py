@@ -49,7 +49,7 @@ def run_replay(path: str, protocol: str, *, as_json: bool = False, out: TextIO, 
         verdict_out.write(f"contract: BROKEN — malformed stream: {exc}\n")
         return 1
     if as_json:
-        out.write(json.dumps(responses[-1].model_dump(mode="json", exclude_none=True), indent=2,
+        out.write(json.dumps(responses[-1].model_dump(mode="json", by_alias=True, exclude_none=True), indent=2,
                              ensure_ascii=False) + "\n")
     else:
         _print_partials(responses[:-1], out, style)

@@ -34,6 +34,7 @@ from .._chunk import Chunk, InBandError, ToolCallFragment
 from .._errors import ConfigurationError, ProtocolError
 from .._provider import HttpRequest
 from .._sse import SseEvent
+from .._structured import output_schema
 from .._types import (
     Content,
     FinishReason,
@@ -439,8 +440,6 @@ class AnthropicRequestMapper(JsonRequestMapper):
         config = llm_request.config
         if config.candidate_count is not None and config.candidate_count > 1:
             raise ConfigurationError("Anthropic returns one candidate per request", provider=PROVIDER)
-        if config.response_schema is not None:
-            raise ConfigurationError("response_schema is not supported by the Anthropic mapper", provider=PROVIDER)
         body: dict[str, object] = {"model": model, "max_tokens": self._max_tokens_for(config)}
         system = system_text(llm_request)
         if system:
@@ -450,6 +449,9 @@ class AnthropicRequestMapper(JsonRequestMapper):
         if tools:
             body["tools"] = tools
         body.update(wire_config(config, _CONFIG_FIELDS))
+        if config.response_schema is not None:  # native structured output: the reply is JSON text
+            schema = output_schema(config.response_schema).strict_schema()
+            body["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
         budget = _thinking_budget(config)
         if budget:
             body["thinking"] = {"type": "enabled", "budget_tokens": budget}

@@ -67,6 +67,7 @@ from .._chunk import Chunk, InBandError, ToolCallFragment
 from .._errors import ConfigurationError, ProtocolError
 from .._provider import HttpRequest
 from .._sse import SseEvent
+from .._structured import output_schema
 from .._types import (
     FinishReason,
     FunctionCall,
@@ -720,12 +721,14 @@ _GENERATION_CONFIG_FIELDS: Final[tuple[tuple[ConfigField, str], ...]] = (
     ("candidate_count", "candidateCount"),
     ("seed", "seed"),
     ("response_mime_type", "responseMimeType"),
-    ("response_schema", "responseJsonSchema"),
 )
 
 
 def _generation_config(config: GenerateContentConfig) -> _WireGenerationConfig:
     wire = cast(_WireGenerationConfig, wire_config(config, _GENERATION_CONFIG_FIELDS))
+    if config.response_schema is not None:  # JSON Schema (not the OpenAPI subset of responseSchema)
+        wire["responseMimeType"] = "application/json"
+        wire["responseJsonSchema"] = output_schema(config.response_schema).object_schema()
     thinking = config.thinking_config
     if thinking is not None:
         thinking_wire: _WireThinkingConfig = {}

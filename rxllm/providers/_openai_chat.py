@@ -54,6 +54,7 @@ from .._errors import ConfigurationError, ProtocolError
 from .._json import loads
 from .._provider import HttpRequest
 from .._sse import SseEvent
+from .._structured import output_schema
 from .._types import FinishReason, FunctionDeclaration, GenerateContentConfig, LlmRequest, Part, UsageMetadata
 from ._wire import (
     CallIdPairing,
@@ -519,22 +520,22 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
             )
         )
         mime = config.response_mime_type
-        if mime == "application/json":
-            if config.response_schema is not None:
-                body["response_format"] = {
-                    "type": "json_schema",
-                    "json_schema": {"name": "response", "schema": config.response_schema},
-                }
-            else:
-                body["response_format"] = {"type": "json_object"}
+        if config.response_schema is not None:  # implies JSON: structured output, strict mode
+            if mime not in (None, "application/json"):
+                raise ConfigurationError(f"response_schema needs JSON output, not {mime!r}", provider=_PROVIDER)
+            schema = output_schema(config.response_schema)
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": schema.name, "schema": schema.strict_schema(), "strict": True},
+            }
+        elif mime == "application/json":
+            body["response_format"] = {"type": "json_object"}
         elif mime not in (None, "text/plain"):
             raise ConfigurationError(
                 f"response_mime_type {mime!r} is not supported by Chat Completions "
                 "(use 'application/json' or 'text/plain')",
                 provider=_PROVIDER,
             )
-        elif config.response_schema is not None:
-            raise ConfigurationError("response_schema needs response_mime_type='application/json'", provider=_PROVIDER)
 
 
 def _tool(declaration: FunctionDeclaration) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from .._chunk import Chunk, InBandError, ToolCallFragment
 from .._errors import ConfigurationError, ProtocolError
 from .._provider import HttpRequest
 from .._sse import SseEvent
+from .._structured import output_schema
 from .._types import (
     Content,
     FinishReason,
@@ -381,7 +382,8 @@ def _tool(declaration: FunctionDeclaration) -> dict[str, object]:
 
 def _text_format(config: GenerateContentConfig) -> dict[str, object] | None:
     if config.response_schema is not None:
-        return {"type": "json_schema", "name": "response", "schema": config.response_schema, "strict": False}
+        schema = output_schema(config.response_schema)
+        return {"type": "json_schema", "name": schema.name, "schema": schema.strict_schema(), "strict": True}
     if config.response_mime_type == "application/json":
         return {"type": "json_object"}
     return None

@@ -37,6 +37,7 @@ from reactivex.disposable import CompositeDisposable, Disposable, SingleAssignme
 from .. import _model_stream as model_stream
 from .._base_llm import model_stream_events
 from .._errors import GuardrailError, LimitExceededError, ProtocolError, RxLlmError
+from .._structured_stream import StructuredStream
 from .._telemetry import TracedScope, add_usage, traced, within
 from .._tools import request_config
 from .._types import (
@@ -181,6 +182,8 @@ class _Interaction:
     def _request(self) -> LlmRequest:
         service = self._service
         config = request_config(GenerateContentConfig(), service.system_message, service.tool_declarations)
+        if service.output_type is not None:
+            config = config.model_copy(update={"response_schema": service.output_type})
         return LlmRequest(contents=tuple(self._contents), config=config)
 
     def _start_round(self) -> None:
@@ -227,7 +230,9 @@ class _Interaction:
             round_.reported += 1
             self._start_tool(round_, event.call, _key(event.call, position))
         elif isinstance(event, model_stream.ResponseCompleteEvent):
-            round_.response = event.response
+            output_type = self._service.output_type
+            round_.response = (event.response if output_type is None
+                               else StructuredStream(output_type).finish(event.response))
 
     def _on_model_completed(self, round_: _Round) -> None:
         if self._stopped:

@@ -9,6 +9,7 @@ from reactivex import abc as rx_abc
 from .._aio import AwaitableObservable, awaitable
 from .._base_llm import BaseLlm
 from .._errors import ConfigurationError
+from .._structured import ResponseSchema, output_schema
 from .._tools import BaseTool, ToolLike, check_timeout, tool_declarations, tools_by_name
 from .._types import Content, Part, Tool
 from ._events import AiServiceStreamingEvent
@@ -62,6 +63,10 @@ class AiService:
         max_rounds: the most model calls one interaction makes. When round ``max_rounds`` still
             asks for tools, its tools run and then, instead of another model call, the stream
             fails with :class:`~rxllm.LimitExceededError`.
+        output_type: structured output (a pydantic model class, a type such as ``list[X]``, or a
+            JSON schema dict): every model call asks for it (``response_schema``), and the final
+            response carries the validated object in ``response.parsed`` (a reply that does not
+            validate is an error final, ``error_code="INVALID_STRUCTURED_OUTPUT"``).
 
     Raises:
         ConfigurationError: a model that is not a ``BaseLlm``, duplicate tool names, a
@@ -100,6 +105,7 @@ class AiService:
         tool_scheduler: rx_abc.SchedulerBase | None = None,
         max_rounds: int = DEFAULT_MAX_ROUNDS,
         tool_timeout: float | None = None,
+        output_type: ResponseSchema | None = None,
     ) -> None:
         if not isinstance(model, BaseLlm):
             raise ConfigurationError(f"AiService needs a BaseLlm model, got {type(model).__name__}")
@@ -119,10 +125,18 @@ class AiService:
         self._tool_scheduler = tool_scheduler
         check_timeout(tool_timeout, "tool_timeout")
         self._tool_timeout = tool_timeout
+        self._output_type = output_type
+        if output_type is not None:
+            output_schema(output_type)  # fails here, naming the type, rather than on the first call
 
     def __repr__(self) -> str:
         tools = [tool.name for tool in self._tools]
         return f"AiService(model={self._model!r}, tools={tools!r}, guardrails={len(self._output_guardrails)})"
+
+    @property
+    def output_type(self) -> ResponseSchema | None:
+        """The structured output asked for, or ``None``."""
+        return self._output_type
 
     @property
     def tool_timeout(self) -> float | None:

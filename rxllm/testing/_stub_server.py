@@ -345,7 +345,7 @@ class ConnectionRecord:
     def __init__(self, id: int, opened_at: float) -> None:
         self.id = id
         self.opened_at = opened_at
-        self.closed_by_client = threading.Event()
+        self.closed_by_client: threading.Event = threading.Event()
         self._closed_at: float | None = None
         self._requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
@@ -706,7 +706,7 @@ class StubServer:
         self._listener = socket.create_server(("127.0.0.1", 0), backlog=1024)
         self._listener.setblocking(False)
         self._wake_r, self._wake_w = socket.socketpair()
-        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self.url: str = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
         self._accept_thread = threading.Thread(target=self._accept_loop, name="rxllm-stub-accept", daemon=True)
 
     def __enter__(self) -> StubServer:

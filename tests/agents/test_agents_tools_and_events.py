@@ -204,8 +204,9 @@ def test_event_helpers_and_is_final_response() -> None:
 
 def test_event_json_is_camel_case_and_round_trips() -> None:
     event = Event(author="a", invocation_id="e-1", partial=True, actions=EventActions(state_delta={"k": 1}))
-    dumped = event.model_dump(mode="json", exclude_none=True)
+    dumped = event.model_dump(mode="json", by_alias=True, exclude_none=True)
     assert dumped["invocationId"] == "e-1" and dumped["actions"]["stateDelta"] == {"k": 1}
+    assert Event.model_validate_json(event.model_dump_json(by_alias=True)) == event
     assert Event.model_validate_json(event.model_dump_json()) == event
     with pytest.raises(Exception, match="frozen"):
         event.partial = False  # type: ignore[misc]

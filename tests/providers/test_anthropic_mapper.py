@@ -287,8 +287,8 @@ def test_thinking_budget_and_max_tokens() -> None:
 
 @pytest.mark.parametrize(
     "config",
-    [{"candidate_count": 2}, {"response_schema": {"type": "object"}}],
-    ids=["candidates", "response-schema"],
+    [{"candidate_count": 2}],
+    ids=["candidates"],
 )
 def test_requests_anthropic_cannot_express_are_refused(config: dict[str, Any]) -> None:
     with pytest.raises(ConfigurationError):

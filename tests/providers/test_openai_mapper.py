@@ -182,7 +182,9 @@ def test_config_maps_to_body_fields(mapper: OpenAiChatRequestMapper) -> None:
         "stop": ["END", "STOP"],
         "seed": 7,
         "n": 2,
-        "response_format": {"type": "json_schema", "json_schema": {"name": "response", "schema": schema}},
+        "response_format": {"type": "json_schema", "json_schema": {"name": "response", "strict": True, "schema": {
+            "type": "object", "properties": {"city": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+            "required": ["city"], "additionalProperties": False}}},  # strict: all required, optionals nullable
     }
 
 
@@ -202,7 +204,7 @@ def test_max_completion_tokens_and_json_object() -> None:
     "config",
     [
         GenerateContentConfig(response_mime_type="text/x.enum"),
-        GenerateContentConfig(response_schema={"type": "object"}),
+        GenerateContentConfig(response_mime_type="text/x.enum", response_schema={"type": "object"}),
     ],
 )
 def test_unsupported_response_formats_are_configuration_errors(

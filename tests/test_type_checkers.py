@@ -1,0 +1,103 @@
+"""What a user's type checker says about rxllm.
+
+* ``pyright --verifytypes rxllm --ignoreexternal`` scores at least 95 % (every public symbol's type
+  known to a checker).
+* The code users copy -- every page's ```python blocks (one file per page, as the page runs) and
+  the README's, and ``examples/`` -- passes ``mypy --strict`` **without** the pydantic plugin (what
+  a user has by default) and ``pyright --strict``.
+
+The checkers run on this checkout (``PYTHONPATH`` / ``extraPaths`` point at it), in a temporary
+directory, with their own config, so the repository's mypy settings (plugin included) do not apply.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_docs import PAGES, blocks_of
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+SCORE_GATE = 0.95
+TIMEOUT = 300
+
+
+def _tool(name: str) -> str:
+    path = BIN / name
+    assert path.exists(), f"{name} is in the dev extra: pip install -e '.[dev]'"
+    return str(path)
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    # pyright --verifytypes resolves packages through the `python` on PATH (it ignores --pythonpath):
+    # put this interpreter's directory first, or reactivex's classes read as "unknown" bases.
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT, check=False, cwd=cwd, env=env)
+
+
+# Pages and examples that landed before this gate and are not type-clean yet (their authors' to
+# fix; the lead tracks it). A new page or example is checked from the start.
+NOT_YET_CHECKED = {"docs/asyncio.md", "docs/observability.md", "docs/sessions.md", "docs/testing-pipelines.md",
+                   "examples/fastapi_sse.py"}
+
+
+def user_code(into: Path) -> list[Path]:
+    """Write the docs' and README's python blocks, one module per page, into ``into``."""
+    written = []
+    for page in [*PAGES, ROOT / "README.md"]:
+        if str(page.relative_to(ROOT)) in NOT_YET_CHECKED:
+            continue
+        code = [block.code for block in blocks_of(page) if block.info == "python"]
+        if not code:
+            continue
+        stem = str(page.relative_to(ROOT).with_suffix("")).replace("/", "_").replace("-", "_")
+        path = into / f"{stem}.py"
+        path.write_text("\n".join(code), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def _examples() -> list[Path]:
+    return [p for p in sorted((ROOT / "examples").glob("*.py")) if str(p.relative_to(ROOT)) not in NOT_YET_CHECKED]
+
+
+def test_the_not_yet_checked_list_names_existing_files() -> None:
+    assert all((ROOT / name).is_file() for name in NOT_YET_CHECKED)
+
+
+@pytest.fixture(scope="module")
+def checked_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("user_code")
+    assert user_code(directory), "no python blocks found in the docs"
+    return directory
+
+
+def test_verifytypes_score(tmp_path: Path) -> None:
+    result = _run([_tool("pyright"), "--pythonpath", sys.executable, "--outputjson",
+                   "--verifytypes", "rxllm", "--ignoreexternal"], cwd=tmp_path)
+    report = json.loads(result.stdout)
+    score = report["typeCompleteness"]["completenessScore"]
+    problems = [(symbol["name"], diagnostic["message"]) for symbol in report["typeCompleteness"]["symbols"]
+                for diagnostic in symbol.get("diagnostics", []) if diagnostic["severity"] == "error"][:20]
+    assert score >= SCORE_GATE, f"verifytypes: {score:.1%} < {SCORE_GATE:.0%}; first problems: {problems}"
+
+
+def test_docs_and_examples_pass_mypy_strict_without_the_pydantic_plugin(checked_dir: Path) -> None:
+    config = checked_dir / "mypy.ini"
+    config.write_text("[mypy]\nstrict = True\npython_version = 3.11\n", encoding="utf-8")
+    result = _run([_tool("mypy"), "--config-file", str(config), "--cache-dir", str(checked_dir / ".mypy_cache"),
+                   "--python-executable", sys.executable, ".", *map(str, _examples())], cwd=checked_dir)
+    assert result.returncode == 0, f"mypy --strict (no plugin) on the docs' code and examples/:\n{result.stdout}"
+
+
+def test_docs_and_examples_pass_pyright_strict(checked_dir: Path) -> None:
+    config = {"typeCheckingMode": "strict", "pythonVersion": "3.11", "extraPaths": [str(ROOT)],
+              "include": [".", *map(str, _examples())]}
+    (checked_dir / "pyrightconfig.json").write_text(json.dumps(config), encoding="utf-8")
+    result = _run([_tool("pyright"), "--pythonpath", sys.executable, "--project", str(checked_dir)], cwd=checked_dir)
+    assert result.returncode == 0, f"pyright --strict on the docs' code and examples/:\n{result.stdout}"
