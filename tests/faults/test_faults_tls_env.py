@@ -70,7 +70,10 @@ class TlsFront:
         upstream.close()
 
     def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread (close alone does not)
         self._listener.close()
+        self._thread.join(5)
 
 
 @pytest.fixture
