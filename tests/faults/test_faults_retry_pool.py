@@ -35,14 +35,14 @@ def test_an_async_retry_is_sent_at_its_timer_while_100_pooled_connections_are_bu
         if request.path.startswith("/warm"):
             return StubResponse(before_headers=[Hold(idle_gate, timeout=TIMEOUT)], body=OPENAI.stream("warm"))
         if request.path.startswith("/held"):
-            return StubResponse(body=[*events[:2], Hold(release, timeout=30.0), *events[2:]])
+            return StubResponse(body=[*events[:2], Hold(release, timeout=120.0), *events[2:]])
         failure = next(failures, None)
         if failure is not None:
             return failure
         retried.set()
         return OPENAI.response("after", " retry")
 
-    transport = AsyncHttpTransport(read_timeout=TIMEOUT)  # the default size: 10,000 connections
+    transport = AsyncHttpTransport(read_timeout=120.0)  # the default size: 10,000 connections; held bodies wait
     clock = VirtualClock()
     try:
         with StubServer(responder=responder) as server:
@@ -80,7 +80,7 @@ def test_an_async_retry_is_sent_at_its_timer_while_100_pooled_connections_are_bu
             # The retry goes out now, with every held stream still holding its connection.
             assert retried.wait(TIMEOUT), "the retry did not reach the server while the pool was busy"
             recorder.wait("the retried call")
-            assert not release.is_set() and all(not r.done.is_set() for r in held)
+            assert all(not r.done.is_set() for r in held), [r.errors for r in held if r.done.is_set()][:3]
             assert recorder.errors == [] and recorder.items[-1].text() == "after retry"
             release.set()
             for stream in held:
