@@ -76,7 +76,9 @@ def _agent_step(
             def store_first(answers: list[Content]) -> reactivex.Observable[Event]:
                 return store(answers[0] if answers else None)
 
-            answers = callback_chain(kind, f"agent {agent.name!r}", calls, _content_answer(kind))
+            answers = callback_chain(
+                kind, f"agent {agent.name!r}", calls, _content_answer(kind), loop=ctx.tool_runtime.loop
+            )
             return answers.pipe(ops.to_list(), ops.flat_map(store_first))
 
         return ctx.session_now().pipe(ops.flat_map(with_session))

@@ -11,24 +11,26 @@ A callback (or a plugin hook) returns one of:
 Exceptions raised by a callback (or an Observable's error) fail the step with an
 :class:`~rxllm.RxLlmError` that names the callback; an ``RxLlmError`` is passed through as is.
 
-Plugins run before an agent's own callbacks (``callback_chain`` takes them first), as in ADK's
-``PluginManager``.
+``async def`` callbacks run where ``async def`` tools run: on the loop the run was subscribed
+from, else on rxllm's tool loop. Plugins run before an agent's own callbacks (``callback_chain``
+takes them first), as in ADK's ``PluginManager``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, cast
 
 import reactivex
 from reactivex import abc as rx_abc
+from reactivex import operators as ops
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
 from .._errors import ConfigurationError, RxLlmError
 from .._tools import default_tool_scheduler, running_loop
+from .._tools._loops import coroutine_observable, tool_loop
 from ._rx import emit_now, nothing_now
 
 __all__ = ["as_callbacks", "callback_chain", "resolve_answer"]
@@ -52,61 +54,29 @@ def as_callbacks(value: Callable[..., Any] | Sequence[Callable[..., Any]] | None
     return callbacks
 
 
-class _Loop:
-    """One background asyncio loop for ``async def`` callbacks called from Rx threads."""
+def _from_awaitable(
+    awaitable: Awaitable[object], loop: asyncio.AbstractEventLoop | None
+) -> reactivex.Observable[object]:
+    async def run() -> object:
+        return await awaitable
 
-    _lock = threading.Lock()
-    _loop: asyncio.AbstractEventLoop | None = None
+    def drop_none(value: object) -> reactivex.Observable[object]:
+        return nothing_now() if value is None else emit_now(value)
 
-    @classmethod
-    def get(cls) -> asyncio.AbstractEventLoop:
-        with cls._lock:
-            if cls._loop is None:
-                loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, name="rxllm-callbacks", daemon=True).start()
-                cls._loop = loop
-            return cls._loop
+    return coroutine_observable(run(), loop if loop is not None else tool_loop()).pipe(ops.flat_map(drop_none))
 
 
-def _from_awaitable(awaitable: Awaitable[object]) -> reactivex.Observable[object]:
-    def subscribe(
-        observer: rx_abc.ObserverBase[object], scheduler: rx_abc.SchedulerBase | None = None
-    ) -> rx_abc.DisposableBase:
-        async def run() -> object:
-            return await awaitable
+def resolve_answer(result: object, loop: asyncio.AbstractEventLoop | None = None) -> reactivex.Observable[object]:
+    """A callback's return value as an Observable of zero or one answer (see the module docstring).
 
-        future = asyncio.run_coroutine_threadsafe(run(), _Loop.get())
-
-        def done(f: Any) -> None:
-            if f.cancelled():
-                return
-            error = f.exception()
-            if error is not None:
-                observer.on_error(error)
-                return
-            result = f.result()
-            if result is not None:
-                observer.on_next(result)
-            observer.on_completed()
-
-        future.add_done_callback(done)
-
-        def cancel() -> None:
-            future.cancel()
-
-        return Disposable(cancel)
-
-    return reactivex.create(subscribe)
-
-
-def resolve_answer(result: object) -> reactivex.Observable[object]:
-    """A callback's return value as an Observable of zero or one answer (see the module docstring)."""
+    An awaitable runs on ``loop`` (the loop the run was subscribed from, ``ToolRuntime.loop``),
+    else on rxllm's own tool loop, as ``async def`` tools do (``rxllm._tools._loops``)."""
     if result is None:
         return nothing_now()
     if isinstance(result, reactivex.Observable):
         return cast(reactivex.Observable[object], result)
     if inspect.isawaitable(result):
-        return _from_awaitable(result)
+        return _from_awaitable(result, loop)
     return emit_now(result)
 
 
@@ -124,6 +94,8 @@ def callback_chain(
     owner: str,
     calls: Sequence[tuple[object, Call]],
     accept: Callable[[object], T | None],
+    *,
+    loop: asyncio.AbstractEventLoop | None = None,
 ) -> reactivex.Observable[T]:
     """Run ``calls`` in order until one answers; emit ``accept(answer)`` (if not None) and complete.
 
@@ -134,6 +106,7 @@ def callback_chain(
         accept: checks an answer and turns it into the chain's result; returning None means "not
             an answer, go on" (e.g. a before-model callback that replaced the request). Raise
             :class:`~rxllm.ConfigurationError` for an answer of the wrong type.
+        loop: where ``async def`` callbacks run (see :func:`resolve_answer`).
 
     Cold: subscribing calls the first callback; a callback is called only when the ones before it
     did not answer. Synchronous callbacks answer during ``subscribe``, unless the subscribing
@@ -164,7 +137,7 @@ def callback_chain(
                         index += 1
                         continue
                     return
-                subscribe_to(index, callback, resolve_answer(result))
+                subscribe_to(index, callback, resolve_answer(result, loop))
                 return
             if not state["disposed"]:
                 observer.on_completed()

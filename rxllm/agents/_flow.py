@@ -151,6 +151,7 @@ def run_llm_flow(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observabl
     }
     if agent.description:
         attributes["gen_ai.agent.description"] = agent.description
+
     def parent() -> object:  # the runner's (the subscriber's span) or, for a sub-agent, its parent agent's
         return ctx.telemetry_context
 
@@ -282,7 +283,7 @@ def _call_model(
 
     if not calls:
         return _model_call(agent, ctx, callback_ctx, request)
-    return callback_chain("before_model_callback", _owner(agent), calls, accept).pipe(
+    return callback_chain("before_model_callback", _owner(agent), calls, accept, loop=ctx.tool_runtime.loop).pipe(
         ops.to_list(), ops.flat_map(call_or_answer)
     )
 
@@ -311,7 +312,7 @@ def _model_call(
                 return emit_now(answers[0]) if answers else fail_now(error)
 
             kind = "on_model_error_callback"
-            return callback_chain(kind, _owner(agent), calls, _model_answer(kind)).pipe(
+            return callback_chain(kind, _owner(agent), calls, _model_answer(kind), loop=ctx.tool_runtime.loop).pipe(
                 ops.to_list(), ops.flat_map(answer_or_fail)
             )
 
@@ -327,7 +328,9 @@ def _model_call(
         def keep_partial_flag(answer: object) -> LlmResponse:
             return _model_answer(kind)(answer).model_copy(update={"partial": response.partial})
 
-        return callback_chain(kind, _owner(agent), calls, keep_partial_flag).pipe(ops.default_if_empty(response))
+        return callback_chain(kind, _owner(agent), calls, keep_partial_flag, loop=ctx.tool_runtime.loop).pipe(
+            ops.default_if_empty(response)
+        )
 
     return responses.pipe(ops.concat_map(apply_after))
 
@@ -561,9 +564,9 @@ def _run_call(
         def pick(answers: list[dict[str, Any]]) -> ToolCallOutcome:
             return answered(answers[0]) if answers else outcome
 
-        return callback_chain("on_tool_error_callback", owner, calls, _tool_answer("on_tool_error_callback")).pipe(
-            ops.to_list(), ops.map(pick)
-        )
+        return callback_chain(
+            "on_tool_error_callback", owner, calls, _tool_answer("on_tool_error_callback"), loop=ctx.tool_runtime.loop
+        ).pipe(ops.to_list(), ops.map(pick))
 
     def apply_after(outcome: ToolCallOutcome) -> reactivex.Observable[ToolCallOutcome]:
         if outcome.failed or not after:
@@ -574,14 +577,14 @@ def _run_call(
         def pick(answers: list[dict[str, Any]]) -> ToolCallOutcome:
             return answered(answers[0]) if answers else outcome
 
-        return callback_chain("after_tool_callback", owner, calls, _tool_answer("after_tool_callback")).pipe(
-            ops.to_list(), ops.map(pick)
-        )
+        return callback_chain(
+            "after_tool_callback", owner, calls, _tool_answer("after_tool_callback"), loop=ctx.tool_runtime.loop
+        ).pipe(ops.to_list(), ops.map(pick))
 
     before_calls: list[tuple[object, Call]] = [(cb, partial(cb, tool, args, tool_ctx)) for cb in before]
-    return callback_chain("before_tool_callback", owner, before_calls, _tool_answer("before_tool_callback")).pipe(
-        ops.to_list(), ops.flat_map(run_tool), ops.flat_map(apply_after), ops.flat_map(to_part)
-    )
+    return callback_chain(
+        "before_tool_callback", owner, before_calls, _tool_answer("before_tool_callback"), loop=ctx.tool_runtime.loop
+    ).pipe(ops.to_list(), ops.flat_map(run_tool), ops.flat_map(apply_after), ops.flat_map(to_part))
 
 
 def _tool_answer(kind: str) -> Callable[[object], dict[str, Any]]:

@@ -123,7 +123,7 @@ def on_user_message(ctx: InvocationContext, message: Content) -> reactivex.Obser
     calls: list[tuple[object, Call]] = [
         (p.on_user_message_callback, partial(p.on_user_message_callback, ctx, message)) for p in ctx.plugins
     ]
-    return callback_chain(kind, "the runner's plugins", calls, _content_answer(kind)).pipe(
+    return callback_chain(kind, "the runner's plugins", calls, _content_answer(kind), loop=ctx.tool_runtime.loop).pipe(
         ops.default_if_empty(message)
     )
 
@@ -139,7 +139,9 @@ def before_run(ctx: InvocationContext) -> reactivex.Observable[Event]:
     def to_event(content: Content) -> Event:
         return Event(invocation_id=ctx.invocation_id, author="model", content=content)
 
-    return callback_chain(kind, "the runner's plugins", calls, _content_answer(kind)).pipe(ops.map(to_event))
+    return callback_chain(kind, "the runner's plugins", calls, _content_answer(kind), loop=ctx.tool_runtime.loop).pipe(
+        ops.map(to_event)
+    )
 
 
 def on_event(ctx: InvocationContext, events: reactivex.Observable[Event]) -> reactivex.Observable[Event]:
@@ -157,7 +159,9 @@ def on_event(ctx: InvocationContext, events: reactivex.Observable[Event]) -> rea
         calls: list[tuple[object, Call]] = [
             (p.on_event_callback, partial(p.on_event_callback, ctx, event)) for p in ctx.plugins
         ]
-        return callback_chain(kind, "the runner's plugins", calls, accept).pipe(ops.default_if_empty(event))
+        return callback_chain(kind, "the runner's plugins", calls, accept, loop=ctx.tool_runtime.loop).pipe(
+            ops.default_if_empty(event)
+        )
 
     return events.pipe(ops.concat_map(replace))
 
@@ -172,6 +176,8 @@ def after_run(ctx: InvocationContext) -> reactivex.Observable[Event]:
     def runs() -> Iterator[reactivex.Observable[Event]]:
         for plugin in ctx.plugins:
             calls: list[tuple[object, Call]] = [(plugin.after_run_callback, partial(plugin.after_run_callback, ctx))]
-            yield callback_chain(kind, f"plugin {plugin.name!r}", calls, ignore).pipe(ops.ignore_elements())
+            yield callback_chain(kind, f"plugin {plugin.name!r}", calls, ignore, loop=ctx.tool_runtime.loop).pipe(
+                ops.ignore_elements()
+            )
 
     return reactivex.concat_with_iterable(runs())

@@ -155,8 +155,6 @@ class SessionLanes:
         return reactivex.create(subscribe)
 
 
-
-
 _registry_lock = threading.Lock()
 _registry: weakref.WeakKeyDictionary[object, SessionLanes] = weakref.WeakKeyDictionary()
 _by_id: dict[int, SessionLanes] = {}  # services that cannot be weakly referenced or hashed

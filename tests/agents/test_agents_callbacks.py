@@ -263,8 +263,11 @@ def test_before_agent_answer_in_a_sequence_skips_only_that_agent() -> None:
     ]
 
 
-def test_async_callbacks_work_when_the_caller_runs_an_event_loop() -> None:
+def test_async_callbacks_run_on_the_loop_the_run_was_subscribed_from() -> None:
+    loops: list[asyncio.AbstractEventLoop] = []
+
     async def before_model(ctx: CallbackContext, request: LlmRequest) -> LlmResponse:
+        loops.append(asyncio.get_running_loop())
         await asyncio.sleep(0)
         return response("from async")
 
@@ -272,19 +275,21 @@ def test_async_callbacks_work_when_the_caller_runs_an_event_loop() -> None:
     runner = InMemoryRunner(agent)
     runner.session_service.create_session(runner.app_name, "u1", session_id="s1").run()
 
-    async def main() -> list[str]:
-        done = asyncio.get_running_loop().create_future()
-        got: list[str] = []
+    async def main() -> tuple[list[str], asyncio.AbstractEventLoop]:
         loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        got: list[str] = []
         runner.run_async("u1", "s1", user_message("hi")).subscribe(
             lambda e: got.append(e.text()),
             lambda e: loop.call_soon_threadsafe(done.set_exception, e),
             lambda: loop.call_soon_threadsafe(done.set_result, None),
         )
         await asyncio.wait_for(done, 5)
-        return got
+        return got, loop
 
-    assert asyncio.run(main()) == ["from async"]
+    got, caller_loop = asyncio.run(main())
+    assert got == ["from async"]
+    assert loops == [caller_loop]
 
 
 # ---- plugins ----------------------------------------------------------------------------------
