@@ -514,3 +514,44 @@ def test_aggregation_cost_grows_linearly_with_the_number_of_tool_calls() -> None
     small = min(_cpu_seconds_for_calls(10_000) for _ in range(3))
     large = min(_cpu_seconds_for_calls(40_000) for _ in range(3))
     assert large / small < 9, (small, large)
+
+
+# --- partials are built without validation, and are indistinguishable from validated ones ---------
+
+
+@pytest.mark.parametrize(("text", "thought"), [("The order", None), (None, "hmm"), ("The order", "hmm")])
+def test_a_partial_is_exactly_what_validation_would_build(text: str | None, thought: str | None) -> None:
+    from rxllm import LlmResponse
+    from rxllm._aggregation import _DIRECT, build_partial
+
+    assert _DIRECT, "the direct partial builder was disabled (a default or validator on LlmResponse/Content/Part?)"
+    raw: list[dict[str, object]] = [{"text": thought, "thought": True}] if thought else []
+    if text:
+        raw.append({"text": text})
+    validated = LlmResponse.model_validate({"content": {"role": "model", "parts": raw}, "partial": True})
+    built = StreamAggregator().accept(Chunk(text_delta=text, thought_delta=thought))[0]
+    assert built == validated == build_partial(text, thought)
+    assert repr(built) == repr(validated) and hash(built) == hash(validated)
+    assert built.model_dump_json() == validated.model_dump_json()
+    for by_alias in (True, False):
+        assert built.model_dump(by_alias=by_alias, exclude_unset=True) == validated.model_dump(
+            by_alias=by_alias, exclude_unset=True
+        )
+    assert built.model_fields_set == validated.model_fields_set
+    assert built.content is not None and validated.content is not None
+    assert built.content.model_fields_set == validated.content.model_fields_set
+    assert [p.model_fields_set for p in built.content.parts] == [p.model_fields_set for p in validated.content.parts]
+    assert LlmResponse.model_validate_json(built.model_dump_json()) == built
+
+
+def test_changing_a_copy_of_a_partial_leaves_the_other_partials_alone() -> None:
+    aggregator = StreamAggregator()
+    first = aggregator.accept(Chunk(text_delta="a"))[0]
+    second = aggregator.accept(Chunk(text_delta="b"))[0]
+    changed = first.model_copy(update={"turn_complete": True})
+    assert "turn_complete" in changed.model_fields_set
+    assert "turn_complete" not in first.model_fields_set and "turn_complete" not in second.model_fields_set
+    assert second.model_dump(exclude_unset=True, by_alias=True) == {
+        "content": {"role": "model", "parts": ({"text": "b"},)},
+        "partial": True,
+    }

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -29,6 +30,7 @@ __all__ = [
     "running_loop",
     "tool_loop",
     "using_loop",
+    "wait_for_awaitable",
 ]
 
 T = TypeVar("T")
@@ -166,3 +168,28 @@ def using_loop(loop: asyncio.AbstractEventLoop | None) -> Iterator[None]:
         yield
     finally:
         _local.loop = previous
+
+
+def wait_for_awaitable(
+    value: Any, loop: asyncio.AbstractEventLoop | None, on_start: Callable[[Callable[[], None]], None]
+) -> Any:
+    """``value`` itself, or, when it is awaitable (an ``async def`` callback's coroutine), its result.
+
+    For a worker thread (never a loop's own thread): the awaitable runs on ``loop`` (else
+    :func:`tool_loop`) and this thread waits for it. ``on_start`` receives a function that
+    cancels the task, to be called when the caller is disposed; a cancelled wait raises
+    ``concurrent.futures.CancelledError``.
+    """
+    if not inspect.isawaitable(value):
+        return value
+
+    async def await_it() -> Any:
+        return await value
+
+    future = asyncio.run_coroutine_threadsafe(await_it(), loop if loop is not None else tool_loop())
+
+    def cancel() -> None:
+        future.cancel()
+
+    on_start(cancel)
+    return future.result()

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from .._errors import ConfigurationError, GuardrailError
 from .._types import Content, LlmResponse, Part
 
 __all__ = ["OutputGuardrail", "apply_output_guardrails", "check_guardrails", "with_answer_text"]
 
-OutputGuardrail = Callable[[LlmResponse], "LlmResponse | str | None"]
+OutputGuardrail = Callable[[LlmResponse], "LlmResponse | str | Awaitable[LlmResponse | str | None] | None"]
 """An output guardrail: called with the final response (after the guardrails before it).
 
 Return ``None`` to accept it, a ``str`` to rewrite the answer text (thought parts and everything
 else are kept), or an ``LlmResponse`` to replace it. Raise :class:`~rxllm.GuardrailError` to
-reject it; any other exception is a rejection too (wrapped in a ``GuardrailError``).
+reject it; any other exception is a rejection too (wrapped in a ``GuardrailError``). It may be
+``async def``: awaited on the loop the stream was subscribed from (else rxllm's tool loop).
 """
 
 
@@ -54,8 +55,15 @@ def with_answer_text(response: LlmResponse, text: str) -> LlmResponse:
     return response.model_copy(update={"content": content.model_copy(update={"parts": tuple(parts)})})
 
 
-def apply_output_guardrails(guardrails: Sequence[OutputGuardrail], response: LlmResponse) -> LlmResponse:
+def apply_output_guardrails(
+    guardrails: Sequence[OutputGuardrail],
+    response: LlmResponse,
+    resolve: Callable[[object], object] = lambda value: value,
+) -> LlmResponse:
     """Run the guardrails in order; each sees what the previous one let through.
+
+    ``resolve`` turns what a guardrail returned into its answer (the service waits there for an
+    ``async def`` guardrail's coroutine).
 
     Raises:
         GuardrailError: a guardrail rejected the answer (or raised, or returned something else).
@@ -63,7 +71,7 @@ def apply_output_guardrails(guardrails: Sequence[OutputGuardrail], response: Llm
     for guardrail in guardrails:
         name = getattr(guardrail, "__name__", None) or type(guardrail).__name__
         try:
-            result = guardrail(response)
+            result = resolve(guardrail(response))
         except GuardrailError:
             raise
         except Exception as exc:

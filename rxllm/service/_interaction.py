@@ -40,6 +40,7 @@ from .._errors import GuardrailError, LimitExceededError, ProtocolError, RxLlmEr
 from .._structured_stream import StructuredStream
 from .._telemetry import TracedScope, add_usage, traced, within
 from .._tools import request_config
+from .._tools._loops import wait_for_awaitable
 from .._types import (
     Content,
     FunctionCall,
@@ -157,6 +158,18 @@ class _Interaction:
 
         self._disposables.add(self._service.tool_scheduler.schedule(action))
 
+    def _resolve(self, value: Any) -> Any:
+        """``value``, or the result of an ``async def`` retriever's or guardrail's coroutine.
+
+        Called on the tool scheduler; the coroutine runs on the loop the stream was subscribed
+        from (else rxllm's tool loop) and is cancelled when the interaction is disposed.
+        """
+
+        def on_start(cancel: Callable[[], None]) -> None:
+            self._disposables.add(Disposable(cancel))
+
+        return wait_for_awaitable(value, self._tools.runtime.loop, on_start)
+
     # -- retrieval ------------------------------------------------------------------------------
 
     def _retrieve(self) -> None:
@@ -164,7 +177,7 @@ class _Interaction:
         assert retriever is not None
         query = self._user_content.text()
         try:
-            found = [str(item) for item in retriever(query)]
+            found = [str(item) for item in self._resolve(retriever(query))]
         except Exception as exc:
             self._fail(_mapped(exc, "the retriever"))
             return
@@ -335,7 +348,7 @@ class _Interaction:
     def _finish_guarded(self, response: LlmResponse) -> None:
         if self._guarded:
             try:
-                response = apply_output_guardrails(self._service.output_guardrails, response)
+                response = apply_output_guardrails(self._service.output_guardrails, response, self._resolve)
             except GuardrailError as exc:
                 self._fail(exc)
                 return

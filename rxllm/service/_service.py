@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from reactivex import abc as rx_abc
 
@@ -26,11 +26,13 @@ DEFAULT_BUFFER_SIZE = 16384
 DEFAULT_MAX_ROUNDS = 10
 """Default number of model calls one interaction may make."""
 
-Retriever = Callable[[str], Iterable[str]]
+Retriever = Callable[[str], Iterable[str] | Awaitable[Iterable[str]]]
 """Finds content for the user message's text (retrieval-augmented generation): returns snippets.
 
-It runs on the tool scheduler when the stream is subscribed; its snippets are emitted in a
-:class:`RetrievedContentsEvent` and appended to the user message.
+It runs on the tool scheduler when the stream is subscribed; it may be ``async def`` (awaited on
+the loop the stream was subscribed from, else rxllm's tool loop; cancelled when the stream is
+disposed). Its snippets are emitted in a :class:`RetrievedContentsEvent` and appended to the user
+message.
 """
 
 

@@ -149,7 +149,7 @@ def test_output_schema_asks_for_json_and_stores_the_validated_object() -> None:
     assert events[-1].actions.state_delta == {"verdict": {"ok": True, "reason": "short"}}
     config = model.requests[0][0].config
     assert config.response_mime_type == "application/json"
-    assert config.response_schema is not None and set(config.response_schema["properties"]) == {"ok", "reason"}
+    assert config.response_schema is Verdict
 
 
 def test_output_schema_reply_that_does_not_validate_is_logged_and_kept_raw(caplog: pytest.LogCaptureFixture) -> None:

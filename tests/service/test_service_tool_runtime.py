@@ -162,3 +162,55 @@ def test_guardrails_and_tools_never_run_on_the_transports_loop() -> None:
     assert events[-1].response.text() == "Done."
     assert [kind for kind, _ in where] == ["tool", "guardrail"]
     assert all(name.startswith("rxllm-tool_") for _, name in where), where
+
+
+def test_an_async_retriever_and_guardrail_are_awaited_on_the_subscribers_loop() -> None:
+    loops: list[tuple[str, asyncio.AbstractEventLoop]] = []
+
+    async def retrieve(query: str) -> list[str]:
+        loops.append(("retriever", asyncio.get_running_loop()))
+        return ["A17 shipped Tuesday"]
+
+    async def shout(response: LlmResponse) -> str:
+        loops.append(("guardrail", asyncio.get_running_loop()))
+        return response.text().upper()
+
+    model = ScriptedLlm([answer()])
+    service = AiService(model, retriever=retrieve, output_guardrails=[shout])
+
+    async def main() -> tuple[asyncio.AbstractEventLoop, list[Any]]:
+        loop = asyncio.get_running_loop()
+        finished = asyncio.Event()
+        events: list[Any] = []
+        service.stream("go").subscribe(
+            events.append,
+            lambda _: loop.call_soon_threadsafe(finished.set),
+            lambda: loop.call_soon_threadsafe(finished.set),
+        )
+        await asyncio.wait_for(finished.wait(), WAIT)
+        return loop, events
+
+    loop, events = asyncio.run(main())
+    assert loops == [("retriever", loop), ("guardrail", loop)]
+    assert events[-1].response.text() == "DONE."
+    assert "A17 shipped Tuesday" in model.requests[0][0].contents[-1].text()
+
+
+def test_disposing_the_stream_cancels_an_async_retriever() -> None:
+    started = threading.Event()
+    cancelled = threading.Event()
+
+    async def retrieve(query: str) -> list[str]:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return []
+
+    service = AiService(ScriptedLlm([answer()]), retriever=retrieve)
+    subscription = service.stream("go").subscribe(lambda _: None, lambda _: None)
+    assert started.wait(WAIT)
+    subscription.dispose()
+    assert cancelled.wait(WAIT)
