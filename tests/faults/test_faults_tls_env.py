@@ -1,0 +1,138 @@
+"""``SSL_CERT_FILE`` is honoured as httpx honours it (``trust_env``), on both default transports
+(issue 12, item 3): against a loopback HTTPS server whose certificate a private CA signed, a call
+completes when ``SSL_CERT_FILE`` names that CA's bundle, and fails with a :class:`TransportError`
+that says the certificate did not verify when it does not. httpx reads the variable when a client's
+SSL context is built, so it is set before the transport is built (``HttpTransport``) or used
+(``AsyncHttpTransport`` builds its pools on first use)."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import ssl
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from faults_support import REQUEST, TRANSPORT_KINDS, Recorder, make_transport
+from wire import OPENAI
+
+from rxllm import RetryPolicy, TransportError
+from rxllm.testing import StubServer
+
+trustme = pytest.importorskip("trustme")
+
+
+class TlsFront:
+    """A TLS terminator on loopback: accepts TLS with ``context``, relays the plain bytes to ``upstream``
+    (a :class:`StubServer`) both ways until either side closes. Counts the handshakes that succeeded."""
+
+    def __init__(self, context: ssl.SSLContext, upstream: tuple[str, int]) -> None:
+        self._context = context
+        self._upstream = upstream
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"https://127.0.0.1:{self._listener.getsockname()[1]}"
+        self.handshakes = 0
+        self._thread = threading.Thread(target=self._serve, name="tls-front", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(client,), daemon=True).start()
+
+    def _handle(self, raw: socket.socket) -> None:
+        try:
+            client = self._context.wrap_socket(raw, server_side=True)
+        except (OSError, ssl.SSLError):  # the client refused our certificate
+            raw.close()
+            return
+        self.handshakes += 1
+        upstream = socket.create_connection(self._upstream)
+
+        def pipe(source: socket.socket, sink: socket.socket) -> None:
+            try:
+                while data := source.recv(65536):
+                    sink.sendall(data)
+            except OSError:
+                pass
+            for sock in (source, sink):
+                with contextlib.suppress(OSError):
+                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+        threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
+        pipe(client, upstream)
+        client.close()
+        upstream.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread (close alone does not)
+        self._listener.close()
+        self._thread.join(5)
+
+
+@pytest.fixture
+def ca_bundle(tmp_path: Path) -> Iterator[tuple[Path, ssl.SSLContext]]:
+    ca = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_context)
+    bundle = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(bundle))
+    yield bundle, server_context
+
+
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("SSL_CERT_FILE", "SSL_CERT_DIR", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.parametrize("kind", TRANSPORT_KINDS)
+def test_ssl_cert_file_lets_a_private_ca_verify_on_both_transports(
+    kind: str, ca_bundle: tuple[Path, ssl.SSLContext], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bundle, server_context = ca_bundle
+    _clean_env(monkeypatch)
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    with StubServer([OPENAI.response("over", " TLS")]) as server:
+        front = TlsFront(server_context, ("127.0.0.1", int(server.url.rsplit(":", 1)[1])))
+        transport = make_transport(kind)
+        try:
+            recorder = Recorder()
+            model = OPENAI.model(front.url, transport=transport, retry_policy=RetryPolicy.never())
+            recorder.subscribe(model.generate_content(REQUEST, stream=True))
+            recorder.wait("a streamed call over TLS")
+        finally:
+            transport.close()
+            front.close()
+    assert recorder.errors == []
+    assert [(r.text(), r.partial) for r in recorder.items] == [("over", True), (" TLS", True), ("over TLS", None)]
+    assert front.handshakes == 1 and len(server.requests) == 1
+
+
+@pytest.mark.parametrize("kind", TRANSPORT_KINDS)
+def test_without_ssl_cert_file_the_private_ca_fails_verification(
+    kind: str, ca_bundle: tuple[Path, ssl.SSLContext], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, server_context = ca_bundle
+    _clean_env(monkeypatch)
+    with StubServer([OPENAI.response("never")]) as server:
+        front = TlsFront(server_context, ("127.0.0.1", int(server.url.rsplit(":", 1)[1])))
+        transport = make_transport(kind)
+        try:
+            recorder = Recorder()
+            model = OPENAI.model(front.url, transport=transport, retry_policy=RetryPolicy.never())
+            recorder.subscribe(model.generate_content(REQUEST, stream=True))
+            recorder.wait("a call to an untrusted certificate")
+        finally:
+            transport.close()
+            front.close()
+    assert recorder.items == []
+    (error,) = recorder.errors
+    assert isinstance(error, TransportError)
+    assert "CERTIFICATE_VERIFY_FAILED" in str(error) or "certificate verify failed" in str(error)
+    assert front.handshakes == 0 and server.requests == []
