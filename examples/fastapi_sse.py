@@ -33,6 +33,7 @@ import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
 
+import rxllm.aio
 from rxllm import AsyncHttpTransport, BaseLlm, Content, HttpTransport, LlmRequest, Part
 from rxllm.providers.openai import OpenAiChatModel
 from rxllm.testing import Hold, StubResponse, StubServer, sse_turn
@@ -56,7 +57,8 @@ def make_app(model: BaseLlm) -> FastAPI:
 async def relay(model: BaseLlm, request: LlmRequest) -> AsyncIterator[str]:
     """The SSE body. Leaving the ``async for`` early (the client hung up: the server cancels this
     generator) disposes the model call, which closes its connection."""
-    async for response in model.generate_content(request, stream=True):
+    # iterate(): any BaseLlm, including one whose generate_content returns a plain Observable
+    async for response in rxllm.aio.iterate(model.generate_content(request, stream=True)):
         if response.partial:
             yield f"data: {json.dumps({'text': response.text()})}\n\n"
         else:
@@ -81,7 +83,8 @@ async def check(app: FastAPI, stub: StubServer) -> bool:
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     serving = asyncio.ensure_future(server.serve(sockets=[listener]))
     try:
-        events = []  # (the socket already listens: a connection made before uvicorn accepts waits in its backlog)
+        # (the socket already listens: a connection made before uvicorn accepts waits in its backlog)
+        events: list[str] = []
         url = f"http://127.0.0.1:{port}/chat"
         async with httpx.AsyncClient(timeout=10) as client, client.stream("GET", url, params={"q": "A story"}) as r:
             async for line in r.aiter_lines():
