@@ -229,6 +229,7 @@ class StreamAggregator:
         "_provider",
         "_raw_finish_reason",
         "_refusal",
+        "_response_id",
         "_saw_end",
         "_text",
         "_text_signature",
@@ -251,6 +252,7 @@ class StreamAggregator:
         self._usage: UsageMetadata | None = None
         self._error: InBandError | None = None
         self._model_version: str | None = None
+        self._response_id: str | None = None
         self._has_emitted = False
         self._saw_end = False
 
@@ -279,7 +281,8 @@ class StreamAggregator:
         """Take one chunk; return the partial it yields (zero or one)."""
         # The hot path (one call per network event): unpack the NamedTuple once, test locals.
         (text, thought, fragments, finish_reason, usage, raw_finish_reason, error, refusal,
-         thought_signature, redacted_thought, text_signature, model_version, end_of_stream) = chunk
+         thought_signature, redacted_thought, text_signature, model_version, end_of_stream,
+         response_id) = chunk
         if fragments:
             calls = self._calls
             open_calls = self._open_calls
@@ -313,6 +316,8 @@ class StreamAggregator:
             self._usage = usage
         if model_version is not None:
             self._model_version = model_version
+        if response_id and self._response_id is None:  # the first one seen wins
+            self._response_id = response_id
         if refusal:
             self._refusal.append(refusal)
         if text_signature is not None:
@@ -384,6 +389,7 @@ class StreamAggregator:
             error_code=error_code,
             error_message=error_message,
             model_version=self._model_version,
+            response_id=self._response_id,
             custom_metadata=metadata,
         )
 

@@ -69,6 +69,8 @@ class Chunk(NamedTuple):
         model_version: the model that actually answered.
         end_of_stream: the provider said the stream is complete (``[DONE]``,
             ``message_stop``); nothing after it is read.
+        response_id: the provider's id of this response (OpenAI ``id``, Anthropic
+            ``message.id``, Gemini ``responseId``); the aggregator keeps the first one seen.
     """
 
     text_delta: str | None = None
@@ -84,3 +86,4 @@ class Chunk(NamedTuple):
     text_signature: bytes | None = None
     model_version: str | None = None
     end_of_stream: bool = False
+    response_id: str | None = None

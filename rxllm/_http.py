@@ -286,10 +286,23 @@ class _Pruner:
         cls._wake.set()
 
     @classmethod
+    def forget(cls, pool: httpcore.ConnectionPool) -> None:
+        """Stop watching ``pool`` (its transport closed); the thread ends with the last pool."""
+        with cls._lock:
+            cls._pools.pop(pool, None)
+            ending = cls._thread if not cls._pools else None
+        cls._wake.set()
+        if ending is not None and ending is not threading.current_thread():
+            ending.join(timeout=5.0)  # a closed transport leaves no thread behind
+
+    @classmethod
     def _run(cls) -> None:
         while True:
             with cls._lock:
                 pools = list(cls._pools.items())
+                if not pools:  # every watched transport closed (or was collected): no thread left behind
+                    cls._thread = None
+                    return
             interval = min((expiry for _, expiry in pools), default=5.0) / 2
             for pool, _ in pools:
                 prune(pool)
@@ -322,12 +335,8 @@ def make_cancellable(client: httpx.Client, *, watch_idle: bool = False) -> int:
     Returns:
         How many pools were made cancellable.
     """
-    transports = [getattr(client, "_transport", None), *getattr(client, "_mounts", {}).values()]
     wrapped = 0
-    for transport in transports:
-        if not isinstance(transport, httpx.HTTPTransport):
-            continue
-        pool = getattr(transport, "_pool", None)
+    for pool in _pools_of(client):
         backend = getattr(pool, "_network_backend", None)
         if pool is None or backend is None or getattr(pool, "_http2", False):
             continue
@@ -337,6 +346,16 @@ def make_cancellable(client: httpx.Client, *, watch_idle: bool = False) -> int:
             _Pruner.watch(pool, getattr(pool, "_keepalive_expiry", None) or 5.0)
         wrapped += 1
     return wrapped
+
+
+def _pools_of(client: httpx.Client) -> list[Any]:
+    """The httpcore pools of ``client``'s own httpx transports (the default one and each mount's)."""
+    transports = [getattr(client, "_transport", None), *getattr(client, "_mounts", {}).values()]
+    return [
+        pool
+        for transport in transports
+        if isinstance(transport, httpx.HTTPTransport) and (pool := getattr(transport, "_pool", None)) is not None
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -694,6 +713,8 @@ class HttpTransport:
     def close(self) -> None:
         """Close every pooled connection (of rxllm's own client; a client you passed stays open)."""
         if self._owns_client:
+            for pool in _pools_of(self._client):
+                _Pruner.forget(pool)
             self._client.close()
 
 

@@ -355,6 +355,8 @@ class AttemptTelemetry:
             if response.model_version:
                 span.set_attribute("gen_ai.response.model", response.model_version)
                 metric_attributes["gen_ai.response.model"] = response.model_version
+            if response.response_id:
+                span.set_attribute("gen_ai.response.id", response.response_id)
             finish_reason = _finish_reason(response)
             if finish_reason is not None:
                 span.set_attribute("gen_ai.response.finish_reasons", [finish_reason])

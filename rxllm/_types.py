@@ -322,6 +322,9 @@ class LlmResponse(_Model):
     ``parsed`` is set when the request had a ``response_schema``: on a partial, the object so far
     as plain JSON data (parsed leniently from the text so far); on the final, the validated
     object (an instance of the class given). ``None`` without a schema.
+
+    ``response_id`` is the provider's id of the response (genai's
+    ``GenerateContentResponse.response_id``), set on the final only, when the provider sent one.
     """
 
     content: Content | None = None
@@ -340,6 +343,7 @@ class LlmResponse(_Model):
     input_transcription: Transcription | None = None
     output_transcription: Transcription | None = None
     parsed: Any = None
+    response_id: str | None = None
 
     def is_partial(self) -> bool:
         """``partial`` as a bool (unset counts as final)."""

@@ -62,6 +62,7 @@ def _summary(final: LlmResponse) -> dict[str, Any]:
         "finish_reason": (final.custom_metadata or {}).get("finish_reason"),
         "usage": final.usage_metadata,
         "error_code": final.error_code,
+        "response_id": final.response_id,
     }
 
 

@@ -2,7 +2,8 @@
 
 Stream events (``/v1/messages`` with ``stream: true``) and what each becomes:
 
-- ``message_start`` → usage (``message.usage``) and ``model`` → ``model_version``.
+- ``message_start`` → usage (``message.usage``), ``model`` → ``model_version`` and ``id`` →
+  ``response_id``.
 - ``content_block_start``: ``tool_use`` → a :class:`~rxllm.ToolCallFragment` with id and name;
   ``redacted_thinking`` → ``Chunk(redacted_thought=data)``; ``text`` / ``thinking`` → their initial
   text, if any; other block types (server tools, search results) are tracked, their deltas ignored.
@@ -225,7 +226,12 @@ class AnthropicChunkParser:
         if not isinstance(content, list):
             raise _wire.wrong("response body.content", "an array", content)
         usage_obj = _wire.optional_object_at(message, "usage", "response body")
-        chunks = [Chunk(model_version=_wire.optional_string_at(message, "model", "response body"))]
+        chunks = [
+            Chunk(
+                model_version=_wire.optional_string_at(message, "model", "response body"),
+                response_id=_wire.optional_string_at(message, "id", "response body"),
+            )
+        ]
         for index, block in enumerate(content):
             where = f"content block {index}"
             if not isinstance(block, dict):
@@ -265,6 +271,7 @@ class AnthropicChunkParser:
         return Chunk(
             usage=map_anthropic_usage(self._usage),
             model_version=_wire.optional_string_at(message, "model", "message_start.message"),
+            response_id=_wire.optional_string_at(message, "id", "message_start.message"),
         )
 
     def _message_delta(self, payload: dict[str, object]) -> Chunk:

@@ -31,7 +31,8 @@ Parser rules (candidate 0 only; every part of one event goes into ONE chunk):
   :class:`~rxllm.MalformedFunctionCallError` after STOP).
 * ``usageMetadata`` is cumulative: it is emitted on every chunk that has it (the aggregator keeps
   the last). ``finishReason`` maps to :class:`~rxllm.FinishReason` by name (unknown: ``OTHER``)
-  and is kept raw in ``raw_finish_reason``. ``modelVersion`` becomes ``model_version``. A chunk
+  and is kept raw in ``raw_finish_reason``. ``modelVersion`` becomes ``model_version`` and
+  ``responseId`` ``response_id`` (a chunk with nothing else is still skipped). A chunk
   with a finish reason ends the turn, but ``end_of_stream`` stays ``False``: the body is read to
   EOF, and the aggregator's ``is_complete`` already knows the turn is over.
 * A blocked prompt (``promptFeedback.blockReason``, no candidates) becomes an
@@ -220,6 +221,7 @@ class GeminiChunkParser:
 
         usage = _usage(payload)
         model_version = _wire.optional_string_at(payload, "modelVersion", "GenerateContentResponse")
+        response_id = payload.get("responseId")
 
         if not (
             texts
@@ -244,6 +246,7 @@ class GeminiChunkParser:
             thought_signature=thought_signature,
             text_signature=text_signature,
             model_version=model_version or None,
+            response_id=response_id if type(response_id) is str else None,
         )
 
     def _function_call(self, call: object, signature: bytes | None) -> ToolCallFragment | None:

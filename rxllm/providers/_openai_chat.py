@@ -24,7 +24,7 @@ What the parser reads (everything else, e.g. ``obfuscation``, ``logprobs``, ``mo
     MAX_TOKENS, ``content_filter`` to SAFETY, anything else to OTHER; the raw value is kept.
 
 * ``usage`` in any chunk (also ``choices: []`` chunks, and chunks after them); ``"usage": null``
-  means none. ``model`` becomes ``model_version``.
+  means none. ``model`` becomes ``model_version``, ``id`` becomes ``response_id``.
 * An ``error`` object in a data chunk (OpenRouter) becomes an :class:`~rxllm.InBandError`; an SSE
   event of type ``error`` (Groq) too, and also ends the stream, since nothing follows it. Other
   event types (``ping``) carry nothing. ``retryable`` is true when the error's HTTP-like status
@@ -277,6 +277,8 @@ class OpenAiChatChunkParser:
         usage = _usage(payload.get("usage"))
         model = payload.get("model")
         model_version = model if isinstance(model, str) else None
+        response_id = payload.get("id")
+        response_id = response_id if isinstance(response_id, str) else None
         choice = _first_choice(payload)
         if choice is None:
             if error is None and usage is None:
@@ -287,6 +289,7 @@ class OpenAiChatChunkParser:
                     model_version=model_version,
                     error=_in_band_error(error) if error is not None else None,
                     end_of_stream=True,
+                    response_id=response_id,
                 )
             ]
         message = choice.get("message")
@@ -311,6 +314,7 @@ class OpenAiChatChunkParser:
                 refusal_delta=refusal or None,
                 model_version=model_version,
                 end_of_stream=True,
+                response_id=response_id,
             )
         ]
 
@@ -318,6 +322,7 @@ class OpenAiChatChunkParser:
     def _chunk(payload: dict[str, Any]) -> Chunk:
         # The hot path: one call per network event, so the common shapes are checked inline.
         model = payload.get("model")
+        response_id = payload.get("id")
         error = payload.get("error")
         usage = payload.get("usage")
         choices = payload.get("choices")
@@ -333,6 +338,7 @@ class OpenAiChatChunkParser:
                 usage=_usage(usage) if usage is not None else None,
                 error=_in_band_error(error) if error is not None else None,
                 model_version=model if isinstance(model, str) else None,
+                response_id=response_id if type(response_id) is str else None,
             )
         delta = choice.get("delta")
         if delta is None:
@@ -347,7 +353,11 @@ class OpenAiChatChunkParser:
             and usage is None
             and error is None
         ):  # the most common event by far: a plain text delta
-            return Chunk(text_delta=content or None, model_version=model if type(model) is str else None)
+            return Chunk(
+                text_delta=content or None,
+                model_version=model if type(model) is str else None,
+                response_id=response_id if type(response_id) is str else None,
+            )
         thought = delta.get("reasoning_content") or delta.get("reasoning")
         if thought is not None and type(thought) is not str:
             thought = _thought(delta, "delta")  # raises for the wrong type
@@ -376,6 +386,7 @@ class OpenAiChatChunkParser:
             error=_in_band_error(error) if error is not None else None,
             refusal_delta=refusal or None,
             model_version=model if type(model) is str else None,
+            response_id=response_id if type(response_id) is str else None,
         )
 
     @staticmethod

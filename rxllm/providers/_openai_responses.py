@@ -10,8 +10,8 @@ Stream events (``POST /v1/responses`` with ``stream: true``) and what each becom
 - ``response.function_call_arguments.done`` and ``response.output_item.done`` (function call) → a
   ``complete=True`` fragment that carries the arguments only when no delta did (never twice).
 - ``response.completed`` / ``response.incomplete`` → finish reason (raw: ``response.status``), usage,
-  model and ``end_of_stream``; ``response.failed`` and ``error`` → an :class:`~rxllm.InBandError`
-  and ``end_of_stream``.
+  model, ``response.id`` (→ ``response_id``) and ``end_of_stream``; ``response.failed`` and
+  ``error`` → an :class:`~rxllm.InBandError` and ``end_of_stream``.
 - ``response.created``, ``response.in_progress`` and any other event → nothing.
 
 Finish reasons: ``completed`` → STOP; ``incomplete`` → MAX_TOKENS for ``max_output_tokens``,
@@ -131,6 +131,7 @@ def _terminal_chunk(response: Mapping[str, object], where: str) -> Chunk:
         raw_finish_reason=status,
         usage=map_responses_usage(usage) if usage is not None else None,
         model_version=_wire.optional_string_at(response, "model", where),
+        response_id=_wire.optional_string_at(response, "id", where),
         error=error,
         end_of_stream=True,
     )

@@ -37,6 +37,33 @@ def test_an_idle_connection_is_closed_after_keepalive_expiry(kind: str) -> None:
         transport.close()
 
 
+
+def test_closing_the_last_threaded_transport_ends_the_idle_connection_pruner() -> None:
+    # In a fresh process: elsewhere in the suite the process-wide default transport keeps a pruner.
+    child = textwrap.dedent(
+        """
+        import threading
+        from rxllm import HttpTransport
+
+        def pruners():
+            return [t for t in threading.enumerate() if t.name == "rxllm-pruner"]
+
+        transports = [HttpTransport(max_concurrent_streams=1), HttpTransport(max_concurrent_streams=1)]
+        assert len(pruners()) == 1, "one pruner thread watches every threaded transport"
+        transports[0].close()
+        assert len(pruners()) == 1, "the pruner ended while a transport still needs it"
+        transports[1].close()
+        assert not pruners(), "a pruner thread outlived every transport"
+        HttpTransport(max_concurrent_streams=1).close()  # a later transport starts (and ends) its own
+        assert not pruners(), "the second pruner outlived its transport"
+        print("ok")
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60,
+                            cwd=ROOT, check=False)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+
+
 _CHILD = textwrap.dedent(
     """
     import resource, sys, time

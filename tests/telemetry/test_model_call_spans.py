@@ -104,6 +104,7 @@ def test_a_streamed_call_is_one_client_span_under_the_subscribers_span(
     assert attributes["server.address"] == "127.0.0.1"
     assert attributes["server.port"] == int(server.url.rsplit(":", 1)[1])
     assert attributes["gen_ai.response.finish_reasons"] == ("stop",)
+    assert attributes["gen_ai.response.id"] == "chatcmpl-stub"  # the wire's id
     assert attributes["gen_ai.usage.input_tokens"] == 5
     assert attributes["gen_ai.usage.output_tokens"] == 3
     assert attributes["rxllm.attempt"] == 1
@@ -132,6 +133,7 @@ def test_a_non_streamed_call_has_no_time_to_first_chunk(
     attributes = dict(chat.attributes or {})
     assert parent_of(chat) == parent
     assert attributes["rxllm.stream"] is False
+    assert attributes["gen_ai.response.id"] == "chatcmpl-stub"
     assert attributes["gen_ai.usage.input_tokens"] == 5
     assert "gen_ai.response.time_to_first_chunk" not in attributes
     assert "gen_ai.client.operation.time_to_first_chunk" not in telemetry.metrics()
