@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from faults_support import REQUEST, TRANSPORT_KINDS, Recorder, make_transport
 from wire import OPENAI
@@ -136,3 +137,29 @@ def test_without_ssl_cert_file_the_private_ca_fails_verification(
     assert isinstance(error, TransportError)
     assert "CERTIFICATE_VERIFY_FAILED" in str(error) or "certificate verify failed" in str(error)
     assert front.handshakes == 0 and server.requests == []
+
+
+def test_a_client_you_built_with_verify_and_http2_streams_over_tls(
+    ca_bundle: tuple[Path, ssl.SSLContext], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The CA is trusted only through the client's own ``verify=`` (no SSL_CERT_FILE); ``http2=True``
+    # needs h2 (a dev extra) and negotiates HTTP/1.1 here, as the loopback server offers no ALPN.
+    pytest.importorskip("h2")
+    bundle, server_context = ca_bundle
+    _clean_env(monkeypatch)
+    client = httpx.Client(verify=ssl.create_default_context(cafile=str(bundle)), http2=True)
+    with StubServer([OPENAI.response("your", " client")]) as server:
+        front = TlsFront(server_context, ("127.0.0.1", int(server.url.rsplit(":", 1)[1])))
+        model = OPENAI.model(front.url, http_client=client, retry_policy=RetryPolicy.never())
+        try:
+            recorder = Recorder()
+            recorder.subscribe(model.generate_content(REQUEST, stream=True))
+            recorder.wait("a streamed call over TLS on a client you built")
+        finally:
+            model._transport.close()  # type: ignore[union-attr]  # rxllm's side only: the client stays open
+            assert not client.is_closed
+            client.close()
+            front.close()
+    assert recorder.errors == []
+    assert [(r.text(), r.partial) for r in recorder.items] == [("your", True), (" client", True), ("your client", None)]
+    assert front.handshakes == 1 and len(server.requests) == 1
