@@ -122,5 +122,7 @@ def test_nothing_reaches_the_server_after_dispose_returns(kind: str) -> None:
             pool.shutdown()
         server.close()
     assert late == [], f"bytes written after dispose() returned (cycle, spins, bytes): {late[:10]}; {outcomes}"
-    # The dispose landed on both sides of the write, so the test covers the race it is about.
-    assert outcomes["nothing written"] > 0 and outcomes["written before dispose"] > 0, outcomes
+    # Disposals that landed before any byte was written are the ones that could write late: the test
+    # covers the race only if there were some. (Whether others landed after the write depends on the
+    # machine's speed, so it is reported, not required.)
+    assert outcomes["nothing written"] > 0, outcomes
