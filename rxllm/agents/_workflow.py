@@ -52,23 +52,6 @@ class SequentialAgent(BaseAgent):
     [('writer', 'Roses are red.'), ('reviewer', 'Lovely.')]
     """
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        sub_agents: Sequence[BaseAgent] = (),
-        description: str = "",
-        before_agent_callback: AgentCallback | Sequence[AgentCallback] | None = None,
-        after_agent_callback: AgentCallback | Sequence[AgentCallback] | None = None,
-    ) -> None:
-        super().__init__(
-            name,
-            description=description,
-            sub_agents=sub_agents,
-            before_agent_callback=before_agent_callback,
-            after_agent_callback=after_agent_callback,
-        )
-
     def _run_async_impl(self, ctx: InvocationContext) -> reactivex.Observable[Event]:
         def runs() -> Iterator[reactivex.Observable[Event]]:
             for agent in self.sub_agents:
@@ -167,23 +150,6 @@ class ParallelAgent(BaseAgent):
     >>> [agent.name for agent in fan.sub_agents]
     ['a', 'b']
     """
-
-    def __init__(
-        self,
-        name: str,
-        *,
-        sub_agents: Sequence[BaseAgent] = (),
-        description: str = "",
-        before_agent_callback: AgentCallback | Sequence[AgentCallback] | None = None,
-        after_agent_callback: AgentCallback | Sequence[AgentCallback] | None = None,
-    ) -> None:
-        super().__init__(
-            name,
-            description=description,
-            sub_agents=sub_agents,
-            before_agent_callback=before_agent_callback,
-            after_agent_callback=after_agent_callback,
-        )
 
     def _run_async_impl(self, ctx: InvocationContext) -> reactivex.Observable[Event]:
         if not self.sub_agents:
