@@ -97,7 +97,7 @@ class SqlCursor(Protocol):
 class SqlConnection(Protocol):
     """What the stores use of a connection: ``execute`` returning a cursor."""
 
-    def execute(self, query: str, params: Sequence[Any], /) -> SqlCursor: ...
+    def execute(self, query: str, params: Sequence[Any] = ..., /) -> SqlCursor: ...
 
 
 @dataclass(frozen=True)
@@ -232,8 +232,8 @@ class SqlSessionService(BaseSessionService):
     def _migrate(self, connection: SqlConnection) -> None:
         """Create the tables if missing and check the recorded schema version (in the caller's transaction)."""
         for statement in self._DIALECT.schema:
-            connection.execute(statement, ())
-        row = connection.execute(self._SQL.schema_version, ()).fetchone()
+            connection.execute(statement)
+        row = connection.execute(self._SQL.schema_version).fetchone()
         if row is None:
             connection.execute(self._SQL.record_schema_version, (str(SCHEMA_VERSION),))
         elif int(row[0]) > SCHEMA_VERSION:
