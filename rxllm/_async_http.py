@@ -29,6 +29,8 @@ from ._http import (
     DEFAULT_MAX_STREAM_BYTES,
     DEFAULT_READ_TIMEOUT,
     DEFAULT_TOTAL_TIMEOUT,
+    DRAIN_BYTES,
+    DRAIN_SECONDS,
     ErrorBody,
     HttpTransport,
     TransportLimits,
@@ -45,8 +47,6 @@ from ._redact import Redactor
 __all__ = ["AsyncHttpResponse", "AsyncHttpTransport", "total_timeout_error", "transport_for_client"]
 
 _POOL_SHARD = 256
-DRAIN_SECONDS = 0.05  # after the provider's end marker, how long to wait for the body's last bytes
-DRAIN_BYTES = 64 * 1024  # and how many of them to read at most, so the connection can be reused
 
 
 class AsyncHttpResponse:
@@ -86,9 +86,8 @@ class AsyncHttpResponse:
     async def adrain(self) -> None:
         """When the provider has ended the turn, read what is left of the body (at most
         ``DRAIN_BYTES``, for at most ``DRAIN_SECONDS``), so :meth:`aclose` returns the connection to
-        the pool instead of closing it: the next call skips a TCP and TLS handshake. (The threaded
-        transport cannot bound a blocking read without racing the connection's return to the pool,
-        so it closes the connection after the end marker.)"""
+        the pool instead of closing it: the next call skips a TCP and TLS handshake (as
+        :meth:`HttpResponse.release` on the threaded transport)."""
         if self._body is not None and self._ended:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(_drain(self._body), DRAIN_SECONDS)

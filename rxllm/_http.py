@@ -60,6 +60,8 @@ __all__ = [
     "DEFAULT_MAX_STREAM_BYTES",
     "DEFAULT_READ_TIMEOUT",
     "DEFAULT_TOTAL_TIMEOUT",
+    "DRAIN_BYTES",
+    "DRAIN_SECONDS",
     "MAX_ERROR_BODY",
     "CancelScope",
     "ErrorBody",
@@ -85,6 +87,8 @@ DEFAULT_READ_TIMEOUT = 300.0
 DEFAULT_TOTAL_TIMEOUT = 900.0
 DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 DEFAULT_MAX_STREAM_BYTES = 256 * 1024 * 1024
+DRAIN_SECONDS = 0.25  # after the provider's end marker, how long to wait for the body's last bytes
+DRAIN_BYTES = 64 * 1024  # and how many of them to read at most, so the connection can be reused
 _REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-goog-request-id", "cf-ray")
 
 
@@ -488,7 +492,7 @@ class HttpResponse(rx_abc.DisposableBase):
     The body is decoded here, bounded (:class:`~rxllm._decoding.BodyDecoder`), never by httpx.
     """
 
-    __slots__ = ("_body", "_cap", "_limits", "_provider", "_response", "_scope", "status_code")
+    __slots__ = ("_body", "_cap", "_ended", "_limits", "_provider", "_response", "_scope", "status_code")
 
     def __init__(
         self,
@@ -505,6 +509,7 @@ class HttpResponse(rx_abc.DisposableBase):
         self._cap = self._limits.body_cap(stream)
         self._provider = provider
         self._scope = scope
+        self._ended = False
         self.status_code: int = response.status_code
 
     def iter_bytes(self) -> Iterator[bytes]:
@@ -546,6 +551,40 @@ class HttpResponse(rx_abc.DisposableBase):
             close = getattr(raw_body, "close", None)
             if close is not None:
                 close()
+
+    def mark_ended(self) -> None:
+        """The provider said the turn is over: :meth:`release` may read the bytes that end the body."""
+        self._ended = True
+
+    def release(self) -> None:
+        """Give the connection back: when the provider has ended the turn, first read what is left
+        of the body (at most ``DRAIN_BYTES``, for at most ``DRAIN_SECONDS``), so the connection goes
+        back to the pool instead of being closed and the next call skips a TCP and TLS handshake.
+
+        Called on the working thread, inside its :class:`CancelScope`: the wait is bounded by the
+        scope's deadline (which every read of a cancellable socket is clamped to), and a
+        ``cancel()`` meanwhile shuts the socket down, so a cancelled stream's connection is closed,
+        never reused. A body that does not end in time is closed: the answer is never affected.
+        Only a socket rxllm can bound is waited on (another client's transport is closed at once).
+        """
+        body, scope = self._body, self._scope
+        if (
+            self._ended
+            and body is not None
+            and scope is not None
+            and scope.active
+            and isinstance(self._response.extensions.get("network_stream"), _CancellableStream)
+        ):
+            drain_until = time.monotonic() + DRAIN_SECONDS
+            if scope.deadline is None or scope.deadline > drain_until:
+                scope.deadline = drain_until
+            left = DRAIN_BYTES
+            with contextlib.suppress(RxLlmError):
+                for piece in body:
+                    left -= len(piece)
+                    if left < 0:
+                        break
+        self.close()
 
     def read(self) -> bytes:
         """The whole decoded body (at most ``max_response_bytes``; see :meth:`iter_bytes` for errors)."""
