@@ -309,7 +309,7 @@ class SseChatModel(BaseLlm):
         def subscribe(
             observer: rx_abc.ObserverBase[Any], _: rx_abc.SchedulerBase | None = None
         ) -> rx_abc.DisposableBase:
-            scope = CancelScope()  # no sockets to watch here: the task's cancellation closes the connection
+            scope = CancelScope()  # dispose shuts the attempt's sockets down at once, then cancels the task
             guarded = _ScopedObserver(observer, scope)
             traced = telemetry.attempt() if telemetry is not None else None
 
@@ -325,13 +325,13 @@ class SseChatModel(BaseLlm):
                         number = next(attempts) if attempts is not None else 1
                         if traced is None:
                             response = await transport.open(request, provider=provider, stream=stream,
-                                                            redactor=redactor, cancelled=lambda: scope.cancelled,
+                                                            redactor=redactor, scope=scope,
                                                             attempt=number)
                         else:
                             traced.start(redactor.url(request.url))
                             with traced.current():
                                 response = await transport.open(request, provider=provider, stream=stream,
-                                                                redactor=redactor, cancelled=lambda: scope.cancelled,
+                                                                redactor=redactor, scope=scope,
                                                                 attempt=number)
                         aggregator = StreamAggregator(provider=provider)
                         parser = self._parser_factory()
@@ -379,8 +379,7 @@ class SseChatModel(BaseLlm):
             def dispose() -> None:
                 if not scope.active:  # already ended (reactivex disposes on the terminal event): let the
                     return  # task release its connection; a cancel would interrupt that aclose() and leak it
-                scope.cancel()
-                future.cancel()
+                transport.cancel(future, scope)
 
             return Disposable(dispose)
 
