@@ -29,6 +29,7 @@ from pydantic import Field
 from reactivex import operators as ops
 
 from ._aio import AwaitableObservable, MaybeObservable, awaitable
+from ._tools._context import SessionKey
 from ._tools._rx import call_now
 from ._types import Content, _Model
 
@@ -50,17 +51,8 @@ class EventLike(Protocol):
     def timestamp(self) -> float: ...
 
 
-class SessionLike(Protocol):
+class SessionLike(SessionKey, Protocol):
     """What memory reads of a session (``rxllm.agents.Session`` is one)."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def app_name(self) -> str: ...
-
-    @property
-    def user_id(self) -> str: ...
 
     @property
     def events(self) -> Sequence[EventLike]: ...

@@ -33,6 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -41,6 +42,7 @@ from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
 from ._errors import HttpStatusError, ToolError
+from ._rx import Direct, defer_now
 from ._types import Content, FunctionCall, FunctionResponse, LlmRequest, LlmResponse, UsageMetadata
 
 __all__ = [
@@ -474,7 +476,7 @@ def traced(
     """
     hooks = otel()
     if hooks is None:
-        return reactivex.defer(lambda _: source_of(None))
+        return defer_now(partial(source_of, None))
 
     def subscribe(
         observer: rx_abc.ObserverBase[_T], scheduler: rx_abc.SchedulerBase | None = None
@@ -514,7 +516,7 @@ def traced(
 
         return Disposable(dispose)
 
-    return reactivex.create(subscribe)
+    return Direct(subscribe)
 
 
 def current_context() -> Any:
@@ -542,7 +544,7 @@ def within(context: Any, source: reactivex.Observable[_T]) -> reactivex.Observab
         finally:
             hooks.context.detach(token)
 
-    return reactivex.create(subscribe)
+    return Direct(subscribe)
 
 
 def tool_attributes(call: FunctionCall, description: str | None) -> dict[str, Any]:

@@ -19,6 +19,7 @@ LAYER = {
     "_errors": 0,
     "_redact": 0,
     "_aio": 1,
+    "_rx": 1,
     "aio": 1,
     "_types": 0,
     "_genai_types": 0,

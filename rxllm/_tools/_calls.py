@@ -33,7 +33,8 @@ from typing import Any
 
 import reactivex
 from pydantic import ValidationError
-from reactivex import operators as ops
+from reactivex import abc as rx_abc
+from reactivex.disposable import Disposable
 
 from .._errors import ToolError
 from .._telemetry import TracedScope, otel, record_tool_result, tool_attributes, traced
@@ -41,7 +42,7 @@ from .._types import FunctionCall, FunctionResponse
 from ._context import ToolContext
 from ._execution import ToolRuntime, execute_tool
 from ._json_safe import jsonable
-from ._rx import emit_now
+from ._rx import Direct, emit_now, tap_next
 from ._tool import BaseTool, ToolResult
 
 __all__ = ["ExecuteTool", "ToolCallOutcome", "call_tool"]
@@ -130,7 +131,7 @@ def call_tool(
             if scope is not None:
                 record_tool_result(scope, outcome.response, outcome.error_message, outcome.error)
 
-        return _call(tool, tools_by_name, call, tool_context, execute).pipe(ops.do_action(on_next=record))
+        return tap_next(_call(tool, tools_by_name, call, tool_context, execute), record)
 
     description = tool.description if tool is not None else None
     return traced(in_span, f"execute_tool {call.name}", tool_attributes(call, description))
@@ -148,9 +149,6 @@ def _call(
         return emit_now(_failure(call, f"tool {call.name!r} is not available (available tools: {known})", None))
     name = tool.name
 
-    def start(_: object) -> reactivex.Observable[Any]:
-        return execute(tool, dict(call.args), tool_context)
-
     def outcome_of(results: list[Any]) -> ToolCallOutcome:
         if not results:
             return _failure(call, f"tool {name!r} completed without a result", None)
@@ -165,9 +163,35 @@ def _call(
         except ValidationError as exc:  # cannot happen for a checked value; never let it escape
             return _failure(call, f"tool {name!r} returned a value that is not JSON: {exc}", exc)
 
-    def recover(error: Exception, _: reactivex.Observable[ToolCallOutcome]) -> reactivex.Observable[ToolCallOutcome]:
+    def recover(error: Exception) -> ToolCallOutcome:
         if isinstance(error, ToolError):
-            return emit_now(_failure(call, str(error), error))
-        return emit_now(_failure(call, f"tool {name!r} failed with {type(error).__name__}: {error}", error))
+            return _failure(call, str(error), error)
+        return _failure(call, f"tool {name!r} failed with {type(error).__name__}: {error}", error)
 
-    return reactivex.defer(start).pipe(ops.to_list(), ops.map(outcome_of), ops.catch(recover))
+    def subscribe(
+        observer: rx_abc.ObserverBase[ToolCallOutcome], scheduler: rx_abc.SchedulerBase | None = None
+    ) -> rx_abc.DisposableBase:
+        results: list[Any] = []
+
+        def emit(outcome: ToolCallOutcome) -> None:
+            observer.on_next(outcome)
+            observer.on_completed()
+
+        def on_error(error: Exception) -> None:
+            emit(recover(error))
+
+        def on_completed() -> None:
+            try:
+                outcome = outcome_of(results)
+            except Exception as exc:
+                outcome = recover(exc)
+            emit(outcome)
+
+        try:
+            source = execute(tool, dict(call.args), tool_context)
+            return source.subscribe(results.append, on_error, on_completed, scheduler=scheduler)
+        except Exception as exc:
+            on_error(exc)
+            return Disposable()
+
+    return Direct(subscribe)

@@ -29,6 +29,7 @@ __all__ = [
     "CallbackContext",
     "InvocationView",
     "ReadonlyContext",
+    "SessionKey",
     "SessionView",
     "ToolActions",
     "ToolContext",
@@ -41,8 +42,8 @@ def new_invocation_id() -> str:
     return "e-" + str(uuid.uuid4())
 
 
-class SessionView(Protocol):
-    """What a context shows of the session (``rxllm.agents.Session`` is one)."""
+class SessionKey(Protocol):
+    """Which session: its id, app and user (``rxllm.agents.Session`` is one)."""
 
     @property
     def id(self) -> str: ...
@@ -52,6 +53,10 @@ class SessionView(Protocol):
 
     @property
     def user_id(self) -> str: ...
+
+
+class SessionView(SessionKey, Protocol):
+    """What a context shows of the session (``rxllm.agents.Session`` is one)."""
 
     @property
     def state(self) -> dict[str, JsonValue]: ...

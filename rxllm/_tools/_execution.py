@@ -34,6 +34,7 @@ from reactivex.scheduler import TimeoutScheduler
 
 from .._errors import ToolError, ToolTimeoutError
 from ._loops import check_timeout, default_tool_scheduler, running_loop, using_loop
+from ._rx import Direct
 from ._tool import BaseTool, ToolResult
 
 __all__ = ["ToolRuntime", "execute_tool"]
@@ -143,7 +144,7 @@ def execute_tool(
 
         return Disposable(dispose)
 
-    return reactivex.create(subscribe)
+    return Direct(subscribe)
 
 
 def _as_tool_error(tool: BaseTool, error: BaseException) -> ToolError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 
 import reactivex
 from pydantic import BaseModel
@@ -28,6 +29,7 @@ from ._flow import (
     run_llm_flow,
 )
 from ._registry import LlmRegistry
+from ._rx import defer_now
 
 __all__ = ["AgentCallback", "BaseAgent", "InstructionProvider", "LlmAgent"]
 
@@ -162,7 +164,7 @@ class BaseAgent(Named, abc.ABC):
         branch = f"{parent_context.branch}.{self.name}" if parent_context.branch else parent_context.branch
         ctx = parent_context.for_agent(self, branch=branch)
         if not (self._before_agent or self._after_agent or ctx.plugins):
-            return awaitable(reactivex.defer(lambda _: self._run_async_impl(ctx)))
+            return awaitable(defer_now(partial(self._run_async_impl, ctx)))
         return awaitable(run_with_agent_callbacks(self, ctx, self._run_async_impl))
 
     @abc.abstractmethod

@@ -47,7 +47,7 @@ from ._event import Event, EventActions
 from ._instructions import ArtifactLoader, artifact_loader, inject_session_state
 from ._output_schema import output_schema_config, validate_output
 from ._run_config import StreamingMode
-from ._rx import emit_now, fail_now, nothing_now, then_now
+from ._rx import collect_then, concat_map_now, concat_now, emit_now, fail_now, nothing_now, tap_next, then_now
 from ._sessions import Session
 from ._state import State
 from ._transfer import TRANSFER_TOOL, transfer_instruction, transfer_targets
@@ -133,7 +133,7 @@ def run_llm_flow(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observabl
     def start(scope: TracedScope | None) -> reactivex.Observable[Event]:
         if scope is not None:  # what this run's model calls, tools and transfers nest under
             ctx.telemetry_context = scope.context
-        return reactivex.concat_with_iterable(steps())
+        return concat_now(steps())
 
     def on_end(scope: TracedScope) -> None:
         usage = ctx.total_usage_metadata
@@ -196,18 +196,22 @@ def _should_continue(agent: LlmAgent, ctx: InvocationContext, step: _Step) -> bo
     return not last.is_final_response()
 
 
+def _session_now_failed(ctx: InvocationContext) -> reactivex.Observable[T]:
+    return fail_now(
+        ConfigurationError(
+            f"session {ctx.session.id!r} (app {ctx.session.app_name!r}, user {ctx.session.user_id!r}) "
+            "no longer exists"
+        )
+    )
+
+
 def _session_now(ctx: InvocationContext) -> reactivex.Observable[Session]:
     def pick(sessions: list[Session]) -> reactivex.Observable[Session]:
         if sessions:
             return emit_now(sessions[-1])
-        return fail_now(
-            ConfigurationError(
-                f"session {ctx.session.id!r} (app {ctx.session.app_name!r}, user {ctx.session.user_id!r}) "
-                "no longer exists"
-            )
-        )
+        return _session_now_failed(ctx)
 
-    return ctx.current_session().pipe(ops.to_list(), ops.flat_map(pick))
+    return collect_then(ctx.current_session(), pick)
 
 
 def _one_step(agent: LlmAgent, ctx: InvocationContext, step: _Step) -> reactivex.Observable[Event]:
@@ -219,15 +223,17 @@ def _one_step(agent: LlmAgent, ctx: InvocationContext, step: _Step) -> reactivex
         request = build_request(agent, ctx, session, ReadonlyContext(ctx, step.state))
         responses = within(ctx.telemetry_context, _call_model(agent, ctx, callback_ctx, request))
 
-        def to_event(response: LlmResponse) -> Event:
-            return _to_event(agent, ctx, step, response)
+        def handle_response(response: LlmResponse) -> reactivex.Observable[Event]:
+            return _handle_event(agent, ctx, step, _to_event(agent, ctx, step, response))
 
-        def handle(event: Event) -> reactivex.Observable[Event]:
-            return _handle_event(agent, ctx, step, event)
+        return concat_map_now(responses, handle_response)
 
-        return responses.pipe(ops.map(to_event), ops.concat_map(handle))
+    def with_session(sessions: list[Session]) -> reactivex.Observable[Event]:
+        if sessions:
+            return model_step(sessions[-1])
+        return _session_now_failed(ctx)
 
-    return _session_now(ctx).pipe(ops.flat_map(model_step))
+    return collect_then(ctx.current_session(), with_session)
 
 
 def _invoke(kind: str, agent: LlmAgent, callback: Callable[..., T], *args: Any) -> T:
@@ -283,8 +289,9 @@ def _call_model(
 
     if not calls:
         return _model_call(agent, ctx, callback_ctx, request)
-    return callback_chain("before_model_callback", _owner(agent), calls, accept, loop=ctx.tool_runtime.loop).pipe(
-        ops.to_list(), ops.flat_map(call_or_answer)
+    return collect_then(
+        callback_chain("before_model_callback", _owner(agent), calls, accept, loop=ctx.tool_runtime.loop),
+        call_or_answer,
     )
 
 
@@ -452,7 +459,7 @@ def _handle_event(agent: LlmAgent, ctx: InvocationContext, step: _Step, event: E
             return nothing_now()
         return _run_tools(agent, ctx, step, model_event)
 
-    return then_now(ctx.append_event(event).pipe(ops.do_action(on_next=stored)), then_tools)
+    return then_now(tap_next(ctx.append_event(event), stored), then_tools)
 
 
 def _output_delta(agent: LlmAgent, event: Event) -> dict[str, JsonValue]:
@@ -512,9 +519,9 @@ def _run_tools(agent: LlmAgent, ctx: InvocationContext, step: _Step, model_event
 
         if ctx.is_cancelled:
             return reactivex.never()
-        return ctx.append_event(event).pipe(ops.do_action(on_next=stored))
+        return tap_next(ctx.append_event(event), stored)
 
-    return reactivex.concat_with_iterable(responses()).pipe(ops.to_list(), ops.flat_map(store))
+    return collect_then(concat_now(responses()), store)
 
 
 def _run_call(
@@ -537,12 +544,17 @@ def _run_call(
             return nothing_now()
         return emit_now(Part(function_response=outcome.response))
 
+    def to_parts(outcomes: list[ToolCallOutcome]) -> reactivex.Observable[Part]:
+        if len(outcomes) == 1:
+            return to_part(outcomes[0])
+        return concat_now(map(to_part, outcomes))
+
     before = [p.before_tool_callback for p in ctx.plugins] + list(agent.before_tool_callbacks)
     on_error = [p.on_tool_error_callback for p in ctx.plugins] + list(agent.on_tool_error_callbacks)
     after = [p.after_tool_callback for p in ctx.plugins] + list(agent.after_tool_callbacks)
     if tool is None or not (before or on_error or after):
         outcome = call_tool(step.tools, call, tool_ctx, runtime=ctx.tool_runtime)
-        return within(ctx.telemetry_context, outcome).pipe(ops.flat_map(to_part))
+        return collect_then(within(ctx.telemetry_context, outcome), to_parts)
     args = dict(call.args)
     owner = _owner(agent)
 

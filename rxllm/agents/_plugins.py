@@ -27,7 +27,7 @@ from .._types import Content, LlmRequest, LlmResponse
 from ._callbacks import Call, callback_chain
 from ._context import CallbackContext, InvocationContext, ToolContext
 from ._event import Event
-from ._rx import emit_now
+from ._rx import concat_map_now, concat_now, emit_now
 
 if TYPE_CHECKING:
     from .._tools import BaseTool
@@ -163,7 +163,7 @@ def on_event(ctx: InvocationContext, events: reactivex.Observable[Event]) -> rea
             ops.default_if_empty(event)
         )
 
-    return events.pipe(ops.concat_map(replace))
+    return concat_map_now(events, replace)
 
 
 def after_run(ctx: InvocationContext) -> reactivex.Observable[Event]:
@@ -180,4 +180,4 @@ def after_run(ctx: InvocationContext) -> reactivex.Observable[Event]:
                 ops.ignore_elements()
             )
 
-    return reactivex.concat_with_iterable(runs())
+    return concat_now(runs())

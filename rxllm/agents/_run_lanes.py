@@ -22,6 +22,8 @@ import reactivex
 from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
+from .._rx import Direct
+
 __all__ = ["SessionKey", "SessionLanes", "session_lanes"]
 
 logger = logging.getLogger("rxllm.agents")
@@ -152,7 +154,7 @@ class SessionLanes:
 
             return Disposable(dispose)
 
-        return reactivex.create(subscribe)
+        return Direct(subscribe)
 
 
 _registry_lock = threading.Lock()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from functools import partial
 
 import reactivex
 from reactivex import abc as rx_abc
@@ -21,7 +22,7 @@ from ._context import InvocationContext
 from ._event import Event
 from ._plugins import BasePlugin, after_run, before_run, on_event, on_user_message
 from ._run_config import RunConfig
-from ._rx import emit_now, fail_now, on_dispose, then_now
+from ._rx import collect_then, defer_now, emit_now, fail_now, ignore_items, on_dispose, then_now
 from ._sessions import BaseSessionService, InMemorySessionService, Session
 from ._transfer import agent_to_run
 
@@ -54,11 +55,13 @@ def run_invocation(ctx: InvocationContext, message: Content, history: Sequence[E
                     return emit_now(answers[0])
                 return agent_to_run(root, (*history, user_event)).run_async(ctx)
 
-            events = before_run(ctx).pipe(ops.to_list(), ops.flat_map(agent_unless_answered))
+            events = collect_then(before_run(ctx), agent_unless_answered)
             return then_now(on_event(ctx, events), lambda: after_run(ctx))
 
-        return then_now(ctx.append_event(user_event).pipe(ops.ignore_elements()), run_agent)
+        return then_now(ignore_items(ctx.append_event(user_event)), run_agent)
 
+    if not ctx.plugins:
+        return store_and_run(message)
     return on_user_message(ctx, message).pipe(ops.flat_map(store_and_run))
 
 
@@ -217,7 +220,7 @@ class Runner:
             def run_on_session(sessions: list[Session]) -> reactivex.Observable[Event]:
                 return run_on(sessions, contexts, parent, runtime)
 
-            run = service.get_session(app_name, user_id, session_id).pipe(ops.to_list(), ops.flat_map(run_on_session))
+            run = collect_then(service.get_session(app_name, user_id, session_id), run_on_session)
             return on_dispose(run, cancel)
 
         def subscribe(
@@ -228,13 +231,10 @@ class Runner:
             parent = current_context()
             runtime = ToolRuntime.capture(scheduler=self._tool_scheduler, timeout=self._tool_timeout)
 
-            def begin(_: object) -> reactivex.Observable[Event]:
-                return start(parent, runtime)
-
             def on_error(error: Exception) -> None:
                 observer.on_error(_as_rxllm_error(error))
 
-            run = service.serialize_run(app_name, user_id, session_id, reactivex.defer(begin))
+            run = service.serialize_run(app_name, user_id, session_id, defer_now(partial(start, parent, runtime)))
             return run.subscribe(observer.on_next, on_error, observer.on_completed, scheduler=scheduler)
 
         return awaitable(reactivex.create(subscribe))

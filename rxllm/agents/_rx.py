@@ -1,7 +1,35 @@
-"""Small synchronous Rx building blocks for the agent runtime (defined in ``rxllm._tools._rx``)."""
+"""Small synchronous Rx building blocks for the agent runtime (defined in ``rxllm._rx``)."""
 
 from __future__ import annotations
 
-from .._tools._rx import call_now, emit_now, fail_now, nothing_now, on_dispose, then_now
+from .._rx import (
+    Direct,
+    call_now,
+    collect_then,
+    concat_map_now,
+    concat_now,
+    defer_now,
+    emit_now,
+    fail_now,
+    ignore_items,
+    nothing_now,
+    on_dispose,
+    tap_next,
+    then_now,
+)
 
-__all__ = ["call_now", "emit_now", "fail_now", "nothing_now", "on_dispose", "then_now"]
+__all__ = [
+    "Direct",
+    "call_now",
+    "collect_then",
+    "concat_map_now",
+    "concat_now",
+    "defer_now",
+    "emit_now",
+    "fail_now",
+    "ignore_items",
+    "nothing_now",
+    "on_dispose",
+    "tap_next",
+    "then_now",
+]

@@ -35,7 +35,7 @@ from .._errors import ConfigurationError
 from .._types import _Model
 from ._event import Event
 from ._run_lanes import session_lanes
-from ._rx import call_now, emit_now, nothing_now
+from ._rx import call_now, defer_now, emit_now, nothing_now
 from ._state import apply_state_delta, strip_temp_keys
 
 __all__ = ["BaseSessionService", "GetSessionConfig", "InMemorySessionService", "Session"]
@@ -233,13 +233,13 @@ class InMemorySessionService(BaseSessionService):
     ) -> MaybeObservable[Session]:
         """Emit a snapshot, or nothing; see :meth:`BaseSessionService.get_session`."""
 
-        def subscribe_factory(_: object) -> reactivex.Observable[Session]:
+        def subscribe_factory() -> reactivex.Observable[Session]:
             with self._lock:
                 stored = self._sessions.get((app_name, user_id, session_id))
                 snapshot = self._snapshot(stored, with_events=True, config=config) if stored is not None else None
             return emit_now(snapshot) if snapshot is not None else nothing_now()
 
-        return MaybeObservable(reactivex.defer(subscribe_factory))
+        return MaybeObservable(defer_now(subscribe_factory))
 
     def list_sessions(self, app_name: str, user_id: str) -> AwaitableObservable[list[Session]]:
         """Emit the user's sessions without events; see :meth:`BaseSessionService.list_sessions`."""
@@ -257,12 +257,12 @@ class InMemorySessionService(BaseSessionService):
     def delete_session(self, app_name: str, user_id: str, session_id: str) -> MaybeObservable[None]:
         """Delete; see :meth:`BaseSessionService.delete_session`."""
 
-        def factory(_: object) -> reactivex.Observable[None]:
+        def factory() -> reactivex.Observable[None]:
             with self._lock:
                 self._sessions.pop((app_name, user_id, session_id), None)
             return nothing_now()
 
-        return MaybeObservable(reactivex.defer(factory))
+        return MaybeObservable(defer_now(factory))
 
     def append_event(self, session: Session, event: Event) -> AwaitableObservable[Event]:
         """Store a non-partial event; see :meth:`BaseSessionService.append_event`."""

@@ -19,7 +19,7 @@ from .._errors import ConfigurationError
 from ._agent import AgentCallback, BaseAgent
 from ._context import InvocationContext
 from ._event import Event
-from ._rx import nothing_now
+from ._rx import concat_now, nothing_now
 
 __all__ = ["LoopAgent", "ParallelAgent", "SequentialAgent"]
 
@@ -59,7 +59,7 @@ class SequentialAgent(BaseAgent):
                     return
                 yield agent.run_async(ctx)
 
-        return reactivex.concat_with_iterable(runs())
+        return concat_now(runs())
 
 
 class LoopAgent(BaseAgent):
@@ -123,7 +123,7 @@ class LoopAgent(BaseAgent):
                     yield agent.run_async(ctx)
 
         def start(_: object) -> reactivex.Observable[Event]:
-            return reactivex.concat_with_iterable(runs()).pipe(
+            return concat_now(runs()).pipe(
                 ops.do_action(on_next=note), ops.take_while(_not_escalated, inclusive=True)
             )
 

@@ -8,9 +8,11 @@ non-ASCII as ``\\uXXXX``), so a cut can fall inside a multi-byte character.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
+import socket
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -288,3 +290,50 @@ def loop_idle(transport: AsyncHttpTransport, timeout: float = TIMEOUT) -> bool:
         return not pending
 
     return bool(asyncio.run_coroutine_threadsafe(others_done(), transport.loop).result(timeout + 1))
+
+
+class LoopbackRelay:
+    """A TCP listener on loopback whose accept thread hands each connection to :meth:`_handle` on a
+    thread of its own (a TLS front, a forward proxy). :meth:`close` ends the accept thread."""
+
+    def __init__(self, scheme: str, name: str) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"{scheme}://127.0.0.1:{self._listener.getsockname()[1]}"
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(client,), daemon=True).start()
+
+    def _handle(self, client: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread (close alone does not)
+        self._listener.close()
+        self._thread.join(5)
+
+
+def relay(client: socket.socket, upstream: socket.socket) -> None:
+    """Relay bytes both ways until either side closes, then close both sockets."""
+
+    def pipe(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        for sock in (source, sink):
+            with contextlib.suppress(OSError):
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's: an SSLSocket's drops its TLS state
+
+    threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
+    pipe(client, upstream)
+    client.close()
+    upstream.close()

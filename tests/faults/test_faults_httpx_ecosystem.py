@@ -6,7 +6,6 @@ are honoured like httpx does, and an ``AsyncHttpTransport`` can run on your own 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import socket
 import threading
@@ -16,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from faults_support import REQUEST, TIMEOUT, TRANSPORT_KINDS, Recorder, make_transport
+from faults_support import REQUEST, TIMEOUT, TRANSPORT_KINDS, LoopbackRelay, Recorder, make_transport, relay
 from wire import OPENAI
 
 from rxllm import AsyncHttpTransport, HttpTransport, LlmResponse, RetryPolicy
@@ -214,24 +213,13 @@ def test_a_wrong_http_client_is_a_configuration_error() -> None:
 # --- environment proxies ------------------------------------------------------------------------------
 
 
-class ForwardProxy:
+class ForwardProxy(LoopbackRelay):
     """A tiny HTTP forward proxy on loopback: reads one absolute-form request per connection, relays
     it (origin-form) to the upstream, then relays bytes both ways until either side closes."""
 
     def __init__(self) -> None:
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
         self.targets: list[str] = []
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._handle, args=(client,), daemon=True).start()
+        super().__init__("http", "forward-proxy")
 
     def _handle(self, client: socket.socket) -> None:
         head = b""
@@ -247,24 +235,7 @@ class ForwardProxy:
         url = httpx.URL(target.decode())
         upstream = socket.create_connection((url.host, url.port or 80))
         upstream.sendall(b" ".join([method, url.raw_path, version]) + b"\r\n" + rest)
-
-        def pipe(source: socket.socket, sink: socket.socket) -> None:
-            try:
-                while data := source.recv(65536):
-                    sink.sendall(data)
-            except OSError:
-                pass
-            for sock in (source, sink):
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-
-        threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
-        pipe(client, upstream)
-        client.close()
-        upstream.close()
-
-    def close(self) -> None:
-        self._listener.close()
+        relay(client, upstream)
 
 
 @pytest.fixture

@@ -7,16 +7,14 @@ SSL context is built, so it is set before the transport is built (``HttpTranspor
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import ssl
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from faults_support import REQUEST, TRANSPORT_KINDS, Recorder, make_transport
+from faults_support import REQUEST, TRANSPORT_KINDS, LoopbackRelay, Recorder, make_transport, relay
 from wire import OPENAI
 
 from rxllm import RetryPolicy, TransportError
@@ -25,26 +23,15 @@ from rxllm.testing import StubServer
 trustme = pytest.importorskip("trustme")
 
 
-class TlsFront:
+class TlsFront(LoopbackRelay):
     """A TLS terminator on loopback: accepts TLS with ``context``, relays the plain bytes to ``upstream``
     (a :class:`StubServer`) both ways until either side closes. Counts the handshakes that succeeded."""
 
     def __init__(self, context: ssl.SSLContext, upstream: tuple[str, int]) -> None:
         self._context = context
         self._upstream = upstream
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"https://127.0.0.1:{self._listener.getsockname()[1]}"
         self.handshakes = 0
-        self._thread = threading.Thread(target=self._serve, name="tls-front", daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._handle, args=(client,), daemon=True).start()
+        super().__init__("https", "tls-front")
 
     def _handle(self, raw: socket.socket) -> None:
         try:
@@ -53,28 +40,7 @@ class TlsFront:
             raw.close()
             return
         self.handshakes += 1
-        upstream = socket.create_connection(self._upstream)
-
-        def pipe(source: socket.socket, sink: socket.socket) -> None:
-            try:
-                while data := source.recv(65536):
-                    sink.sendall(data)
-            except OSError:
-                pass
-            for sock in (source, sink):
-                with contextlib.suppress(OSError):
-                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
-
-        threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
-        pipe(client, upstream)
-        client.close()
-        upstream.close()
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread (close alone does not)
-        self._listener.close()
-        self._thread.join(5)
+        relay(client, socket.create_connection(self._upstream))
 
 
 @pytest.fixture
@@ -92,6 +58,23 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
+def _stream_through_a_front(
+    kind: str, server_context: ssl.SSLContext, server: StubServer, what: str
+) -> tuple[Recorder, TlsFront]:
+    """One streamed call on a fresh transport of ``kind`` to a TLS front of ``server``; both closed after."""
+    front = TlsFront(server_context, ("127.0.0.1", int(server.url.rsplit(":", 1)[1])))
+    transport = make_transport(kind)
+    try:
+        recorder = Recorder()
+        model = OPENAI.model(front.url, transport=transport, retry_policy=RetryPolicy.never())
+        recorder.subscribe(model.generate_content(REQUEST, stream=True))
+        recorder.wait(what)
+    finally:
+        transport.close()
+        front.close()
+    return recorder, front
+
+
 @pytest.mark.parametrize("kind", TRANSPORT_KINDS)
 def test_ssl_cert_file_lets_a_private_ca_verify_on_both_transports(
     kind: str, ca_bundle: tuple[Path, ssl.SSLContext], monkeypatch: pytest.MonkeyPatch
@@ -100,16 +83,7 @@ def test_ssl_cert_file_lets_a_private_ca_verify_on_both_transports(
     _clean_env(monkeypatch)
     monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
     with StubServer([OPENAI.response("over", " TLS")]) as server:
-        front = TlsFront(server_context, ("127.0.0.1", int(server.url.rsplit(":", 1)[1])))
-        transport = make_transport(kind)
-        try:
-            recorder = Recorder()
-            model = OPENAI.model(front.url, transport=transport, retry_policy=RetryPolicy.never())
-            recorder.subscribe(model.generate_content(REQUEST, stream=True))
-            recorder.wait("a streamed call over TLS")
-        finally:
-            transport.close()
-            front.close()
+        recorder, front = _stream_through_a_front(kind, server_context, server, "a streamed call over TLS")
     assert recorder.errors == []
     assert [(r.text(), r.partial) for r in recorder.items] == [("over", True), (" TLS", True), ("over TLS", None)]
     assert front.handshakes == 1 and len(server.requests) == 1
@@ -122,16 +96,7 @@ def test_without_ssl_cert_file_the_private_ca_fails_verification(
     _, server_context = ca_bundle
     _clean_env(monkeypatch)
     with StubServer([OPENAI.response("never")]) as server:
-        front = TlsFront(server_context, ("127.0.0.1", int(server.url.rsplit(":", 1)[1])))
-        transport = make_transport(kind)
-        try:
-            recorder = Recorder()
-            model = OPENAI.model(front.url, transport=transport, retry_policy=RetryPolicy.never())
-            recorder.subscribe(model.generate_content(REQUEST, stream=True))
-            recorder.wait("a call to an untrusted certificate")
-        finally:
-            transport.close()
-            front.close()
+        recorder, front = _stream_through_a_front(kind, server_context, server, "a call to an untrusted certificate")
     assert recorder.items == []
     (error,) = recorder.errors
     assert isinstance(error, TransportError)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -18,6 +19,7 @@ from reactivex import operators as ops
 import rxllm
 from rxllm import Content, Part, StoreError
 from rxllm.agents import BaseSessionService, Event, EventActions, PostgresSessionService, Session, SqliteSessionService
+from rxllm.agents._sql_sessions import SCHEMA_VERSION
 
 from .conftest import reset_postgres
 
@@ -178,3 +180,33 @@ def test_sqlite_service_reports_an_unopenable_file_as_a_store_error(tmp_path: Pa
         StoreError, match="SQLite"
     ):
         service.list_sessions("app", "u").run()
+
+
+def _record_schema_version(kind: str, where: str, version: int) -> None:
+    if kind == "sqlite":
+        with sqlite3.connect(where) as connection:
+            connection.execute("UPDATE rxllm_meta SET value = ? WHERE key = 'schema_version'", (str(version),))
+        connection.close()
+    else:
+        with psycopg.connect(where, autocommit=True) as pg:
+            pg.execute("UPDATE rxllm_meta SET value = %s WHERE key = 'schema_version'", (str(version),))
+
+
+def test_a_database_written_by_a_newer_rxllm_is_refused(target: tuple[str, str]) -> None:
+    kind, where = target
+    first = open_service(kind, where)
+    first.create_session("app", "u", session_id="s").run()  # creates the tables, records SCHEMA_VERSION
+    first.close()  # type: ignore[attr-defined]
+    _record_schema_version(kind, where, SCHEMA_VERSION + 1)
+    try:
+        newer = open_service(kind, where)
+        try:
+            with pytest.raises(StoreError, match=f"schema version {SCHEMA_VERSION + 1}, newer than"):
+                newer.get_session("app", "u", "s").run()
+        finally:
+            newer.close()  # type: ignore[attr-defined]
+    finally:
+        _record_schema_version(kind, where, SCHEMA_VERSION)  # the PostgreSQL server outlives the test
+    reopened = open_service(kind, where)
+    assert reopened.get_session("app", "u", "s").pipe(ops.count()).run() == 1
+    reopened.close()  # type: ignore[attr-defined]

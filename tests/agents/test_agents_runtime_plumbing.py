@@ -1,0 +1,66 @@
+"""The runtime's plumbing: a run subscribed with a scheduler does not hop onto it (``Observable.run()``
+subscribes with a ``NewThreadScheduler``: a hop per step would start a thread per model call and tool)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from reactivex import abc as rx_abc
+from reactivex import operators as ops
+from reactivex.scheduler import ImmediateScheduler
+
+from rxllm import Chunk
+from rxllm.agents import InMemoryRunner, LlmAgent, RunConfig, SequentialAgent, StreamingMode
+from rxllm.testing import ScriptedLlm, scripted_turn
+
+from .support import ANSWER, APP, SESSION, USER, history, order_runner, question, worked_example_model
+
+
+class CountingScheduler(ImmediateScheduler):
+    """Runs what is scheduled at once on the calling thread, and counts it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scheduled = 0
+
+    def schedule(self, action: Any, state: Any = None) -> rx_abc.DisposableBase:
+        self.scheduled += 1
+        return super().schedule(action, state)
+
+
+def test_a_run_subscribed_with_a_scheduler_never_schedules_on_it() -> None:
+    model = worked_example_model()
+    model._scheduler = ImmediateScheduler()  # the model emits on the subscribing thread
+    runner, calls = order_runner(model)
+    subscriber_scheduler = CountingScheduler()
+    events: list[Any] = []
+    done = threading.Event()
+    runner.run_async(USER, SESSION, question(), RunConfig(streaming_mode=StreamingMode.SSE)).subscribe(
+        events.append, lambda e: done.set(), done.set, scheduler=subscriber_scheduler
+    )
+    assert done.wait(5)
+    assert events[-1].text() == ANSWER and calls == [{"order_id": "A17"}]
+    assert [e.partial for e in history(runner)] == [None, None, None, None]  # user, call, response, answer
+    assert subscriber_scheduler.scheduled == 0
+
+
+def test_run_with_observable_run_starts_no_thread_per_step() -> None:
+    model = ScriptedLlm(
+        [scripted_turn(Chunk(text_delta="one")), scripted_turn(Chunk(text_delta="two"))], scheduler=ImmediateScheduler()
+    )
+    pipeline = SequentialAgent("both", sub_agents=[LlmAgent("a", model), LlmAgent("b", model)])
+    runner = InMemoryRunner(pipeline, app_name=APP)
+    runner.session_service.create_session(APP, USER, session_id=SESSION).run()
+    threads: set[int] = set()
+
+    def note(_: object) -> None:
+        threads.add(threading.get_ident())
+
+    texts = (
+        runner.run_async(USER, SESSION, question())
+        .pipe(ops.do_action(on_next=note), ops.map(lambda e: e.text()), ops.to_list())
+        .run()  # subscribes with reactivex's NewThreadScheduler
+    )
+    assert texts == ["one", "two"]
+    assert len(threads) == 1  # both agents' events on one thread: no new thread per sub-agent
