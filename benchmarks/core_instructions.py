@@ -46,6 +46,7 @@ def _provider_events(provider: str, n: int, total: int) -> list[bytes]:
 def _run(mode: str, n: int, total: int, provider: str = "openai-chat") -> None:
     from rxllm import LlmResponse, StreamAggregator
     from rxllm._drive import drive_sse
+    from rxllm._sse_chat_model import _emit_partials, _on_chunk
     from rxllm.providers.anthropic import AnthropicChunkParser
     from rxllm.providers.gemini import GeminiChunkParser
     from rxllm.providers.openai import OpenAiChatChunkParser
@@ -57,12 +58,12 @@ def _run(mode: str, n: int, total: int, provider: str = "openai-chat") -> None:
         events = _provider_events(provider, n, total)
     kept: list[LlmResponse] = []
     aggregator = StreamAggregator()
-    accept = aggregator.accept
 
-    def on_chunk(chunk: object) -> None:
-        for partial in accept(chunk):  # type: ignore[arg-type]
-            if mode == "keep":
-                kept.append(partial)
+    def drop(partial: LlmResponse) -> None:
+        del partial
+
+    # The streams' own per-chunk step (aggregate, hand the partial over), to a subscriber that keeps or drops it.
+    on_chunk = _on_chunk(_emit_partials, aggregator, kept.append if mode == "keep" else drop, None)
 
     drive_sse(events, parser, on_chunk)
     aggregator.finish()

@@ -307,6 +307,11 @@ class StreamAggregator:
 
     def accept(self, chunk: Chunk) -> list[LlmResponse]:
         """Take one chunk; return the partial it yields (zero or one)."""
+        partial = self.accept_one(chunk)
+        return [] if partial is None else [partial]
+
+    def accept_one(self, chunk: Chunk) -> LlmResponse | None:
+        """:meth:`accept`, returning the partial itself or ``None`` (no list per chunk: the streams' hot path)."""
         # The hot path (one call per network event): unpack the NamedTuple once, test locals.
         (text, thought, fragments, finish_reason, usage, raw_finish_reason, error, refusal,
          thought_signature, redacted_thought, text_signature, model_version, end_of_stream,
@@ -368,9 +373,9 @@ class StreamAggregator:
         if text:
             self._text.append(text)
         elif not thought:
-            return []
+            return None
         self._has_emitted = True
-        return [build_partial(text, thought)]
+        return build_partial(text, thought)
 
     def take_completed_calls(self, *, all_remaining: bool = False) -> list[tuple[int, FunctionCall]]:
         """The tool calls that became complete since the last call, as ``(index, call)``, in index order.

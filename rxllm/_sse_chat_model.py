@@ -402,7 +402,8 @@ class _Emit(enum.Enum):
 
 
 def _emit_partials(chunk: Chunk, aggregator: StreamAggregator, on_next: Callable[[Any], None]) -> None:
-    for partial in aggregator.accept(chunk):
+    partial = aggregator.accept_one(chunk)
+    if partial is not None:
         on_next(partial)
 
 
@@ -501,22 +502,24 @@ def _on_chunk(
     """What each chunk goes through; traced, it also marks the first chunk (one slot read per chunk)."""
     if traced is None:
         if emit is _emit_partials:  # the hot path: one call less per chunk
-            accept = aggregator.accept
+            accept = aggregator.accept_one
 
             def emit_partials(chunk: Chunk) -> None:
-                for partial in accept(chunk):
+                partial = accept(chunk)
+                if partial is not None:
                     on_next(partial)
 
             return emit_partials
         return lambda chunk: emit(chunk, aggregator, on_next)
 
     if emit is _emit_partials:
-        accept = aggregator.accept
+        accept = aggregator.accept_one
 
         def traced_partials(chunk: Chunk) -> None:
             if traced.waiting:
                 traced.first_chunk()
-            for partial in accept(chunk):
+            partial = accept(chunk)
+            if partial is not None:
                 on_next(partial)
 
         return traced_partials

@@ -191,3 +191,59 @@ def test_openai_plain_text_event(data: str, expected: Chunk) -> None:
 def test_openai_event_that_is_not_an_object_is_a_protocol_error(data: str, message: str) -> None:
     with pytest.raises(ProtocolError, match=message):
         OpenAiChatChunkParser().parse(SseEvent(data=data))
+
+
+_OPENAI_TEXT: dict[str, Any] = {
+    "id": "c1", "object": "chat.completion.chunk", "model": "m",
+    "choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": None}],
+}
+
+
+def _openai_variants() -> list[Any]:
+    def changed(change: Callable[[dict[str, Any]], object]) -> dict[str, Any]:
+        payload = copy.deepcopy(_OPENAI_TEXT)
+        change(payload)
+        return payload
+
+    return [
+        _OPENAI_TEXT,
+        changed(lambda p: p["choices"][0].update(index=False)),  # a bool is not an index
+        changed(lambda p: p["choices"][0].update(index=0.0)),
+        changed(lambda p: p["choices"][0].update(index=1)),
+        changed(lambda p: p["choices"][0].pop("index")),
+        changed(lambda p: p["choices"][0].update(finish_reason="stop")),
+        changed(lambda p: p["choices"][0].update(delta={"content": "", "role": "assistant"})),
+        changed(lambda p: p["choices"][0].update(delta={"content": None})),
+        changed(lambda p: p["choices"][0].update(delta={"content": 3})),
+        changed(lambda p: p["choices"][0].update(delta={"content": "a", "reasoning_content": "b"})),
+        changed(lambda p: p["choices"][0].update(delta=None)),
+        changed(lambda p: p["choices"][0].update(delta="x")),
+        changed(lambda p: p["choices"].append({"index": 1, "delta": {"content": "other"}})),
+        changed(lambda p: p.update(choices=["x"])),
+        changed(lambda p: p.update(choices=[])),
+        changed(lambda p: p.update(usage={"prompt_tokens": 1, "completion_tokens": 2})),
+        changed(lambda p: p.update(error={"message": "boom"})),
+        changed(lambda p: p.update(model=3, id=None)),
+    ]
+
+
+@pytest.mark.parametrize("payload", _openai_variants())
+def test_openai_fast_path_matches_the_general_path(payload: Any) -> None:
+    data = json.dumps(payload)
+    fast = _outcome(lambda: OpenAiChatChunkParser().parse(SseEvent(data=data)))
+    assert fast == _outcome(lambda: OpenAiChatChunkParser._chunk(json.loads(data)))
+
+
+# --- the aggregator's one-partial step -------------------------------------------------------------------------------
+
+
+def test_accept_one_is_accept_without_the_list() -> None:
+    from rxllm import StreamAggregator
+
+    chunks = [Chunk(text_delta="a"), Chunk(), Chunk(thought_delta="t"), Chunk(finish_reason=None, usage=None),
+              Chunk(text_delta="b", thought_delta="u"), Chunk(end_of_stream=True)]
+    listed, single = StreamAggregator(), StreamAggregator()
+    for chunk in chunks:
+        partial = single.accept_one(chunk)
+        assert listed.accept(chunk) == ([] if partial is None else [partial])
+    assert listed.finish() == single.finish()

@@ -262,6 +262,19 @@ class OpenAiChatChunkParser:
                 payload = None
             if type(payload) is not dict:
                 payload = _wire.decode_object(data, "chunk")  # raises the ProtocolError
+            choices = payload.get("choices")
+            if type(choices) is list and len(choices) == 1:  # the hot path, checked inline: a plain text delta
+                choice = choices[0]
+                index = choice.get("index", 0) if type(choice) is dict else None
+                if type(index) is int and index == 0 and choice.get("finish_reason") is None:
+                    delta = choice.get("delta")
+                    if type(delta) is dict and delta.keys() <= _PLAIN_TEXT_DELTA:
+                        content = delta.get("content")
+                        if type(content) is str and payload.get("usage") is None and payload.get("error") is None:
+                            model = payload.get("model")
+                            response_id = payload.get("id")
+                            return text_chunk(content or None, model if type(model) is str else None,
+                                              response_id if type(response_id) is str else None)
             return self._chunk(payload)
         if kind == "error":
             return Chunk(error=self._error_event(event.data), end_of_stream=True)
