@@ -329,3 +329,10 @@ def test_concat_map_now_projects_nothing_after_the_stream_failed() -> None:
     seen = Recorder()
     concat_map_now(reactivex.of(1, 2, 3), project).subscribe(seen)
     assert (projected, seen.errors) == ([1], [error])
+
+
+def test_a_direct_observable_has_the_lock_stock_operators_take_on_their_source() -> None:
+    source = emit_now(5)
+    with source.lock:  # made on first use, then the same one
+        assert source.lock is source.lock
+    assert emit_now(5).pipe(ops.delay(0.0), ops.to_list()).run() == [5]  # delay takes its source's lock
