@@ -25,6 +25,7 @@ sources (``concat_with_iterable`` does, and ``Observable.run()`` subscribes with
 from __future__ import annotations
 
 import threading
+import types
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar, cast
@@ -156,7 +157,24 @@ class _Slot(rx_abc.DisposableBase):
 
 
 NO_DISPOSAL: rx_abc.DisposableBase = _Nothing()
+_CALLBACK_TYPES = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, types.BuiltinMethodType)
 _LOCK_OF_LOCKS = threading.Lock()
+
+
+def _get_lock(self: Any) -> threading.RLock:
+    lock: threading.RLock | None = self.__dict__.get("_lazy_lock")
+    if lock is None:
+        with _LOCK_OF_LOCKS:
+            lock = self.__dict__.setdefault("_lazy_lock", threading.RLock())
+    return lock
+
+
+def _set_lock(self: Any, value: threading.RLock) -> None:
+    self.__dict__["_lazy_lock"] = value
+
+
+lazy_lock: Any = property(_get_lock, _set_lock, doc="The lock stock operators take on a source (made on first use).")
+"""``lock = lazy_lock`` in an Observable subclass that skips ``Observable.__init__`` (it makes one per Observable)."""
 
 
 class Direct(reactivex.Observable[T]):
@@ -165,22 +183,8 @@ class Direct(reactivex.Observable[T]):
     def __init__(self, subscribe_fn: Subscribe[T]) -> None:  # no Observable.__init__: no lock per Observable
         self._fn = subscribe_fn
         self._subscribe = subscribe_fn
-        self._own_lock: threading.RLock | None = None
 
-    @property
-    def lock(self) -> threading.RLock:
-        """The lock some stock operators take on their source (made on first use)."""
-        lock = self._own_lock
-        if lock is None:
-            with _LOCK_OF_LOCKS:
-                lock = self._own_lock
-                if lock is None:
-                    lock = self._own_lock = threading.RLock()
-        return lock
-
-    @lock.setter
-    def lock(self, value: threading.RLock) -> None:
-        self._own_lock = value
+    lock = lazy_lock
 
     def subscribe(
         self,
@@ -191,11 +195,19 @@ class Direct(reactivex.Observable[T]):
         scheduler: rx_abc.SchedulerBase | None = None,
     ) -> rx_abc.DisposableBase:
         """Subscribe an observer (or callbacks) and run the subscribe function now."""
-        if isinstance(on_next, rx_abc.ObserverBase) or callable(getattr(on_next, "on_next", None)):
+        kind = type(on_next)
+        if kind is _Sink or (
+            kind not in _CALLBACK_TYPES
+            and (isinstance(on_next, rx_abc.ObserverBase) or callable(getattr(on_next, "on_next", None)))
+        ):
             observer = cast(rx_abc.ObserverBase[T], on_next)
             sink: _Sink[T] = _Sink(observer.on_next, observer.on_error, observer.on_completed)
         else:
-            sink = _Sink(_ignore if on_next is None else on_next, on_error or _raise, on_completed or _ignore)
+            sink = _Sink(
+                _ignore if on_next is None else cast(Callable[[T], None], on_next),
+                on_error or _raise,
+                on_completed or _ignore,
+            )
         try:
             inner = self._fn(sink, scheduler)
         except Exception as exc:
