@@ -11,13 +11,15 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import functools
 import ssl
 import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterable
 from typing import Any
 
+import httpcore
 import httpx
 from reactivex import abc as rx_abc
 
@@ -29,6 +31,9 @@ from ._http import (
     DEFAULT_MAX_STREAM_BYTES,
     DEFAULT_READ_TIMEOUT,
     DEFAULT_TOTAL_TIMEOUT,
+    DRAIN_BYTES,
+    DRAIN_SECONDS,
+    CancelScope,
     ErrorBody,
     HttpTransport,
     TransportLimits,
@@ -42,11 +47,108 @@ from ._http import (
 from ._provider import HttpRequest
 from ._redact import Redactor
 
-__all__ = ["AsyncHttpResponse", "AsyncHttpTransport", "total_timeout_error", "transport_for_client"]
+__all__ = [
+    "AsyncHttpResponse",
+    "AsyncHttpTransport",
+    "make_async_cancellable",
+    "total_timeout_error",
+    "transport_for_client",
+]
 
 _POOL_SHARD = 256
-DRAIN_SECONDS = 0.05  # after the provider's end marker, how long to wait for the body's last bytes
-DRAIN_BYTES = 64 * 1024  # and how many of them to read at most, so the connection can be reused
+
+
+_attempt_scope: contextvars.ContextVar[CancelScope | None] = contextvars.ContextVar("rxllm_attempt_scope", default=None)
+
+
+class _CancellableAsyncStream(httpcore.AsyncNetworkStream):
+    """A pool's network stream whose socket is attached to the :class:`~rxllm._http.CancelScope` of
+    the attempt using it (the context's ``_attempt_scope``), at connect and on every read and write,
+    so a reused keep-alive connection is covered too. Attaching to a scope already cancelled shuts
+    the socket down at once: the next write fails instead of reaching the server."""
+
+    __slots__ = ("_inner", "owner", "sock")
+
+    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
+        self._inner = inner
+        self.sock: Any = inner.get_extra_info("socket")  # asyncio's TransportSocket
+        self.owner: CancelScope | None = None  # the scope that used the socket last
+
+    def attach(self) -> None:
+        scope = _attempt_scope.get()
+        if scope is not self.owner and scope is not None and self.sock is not None:
+            scope.watch(self)
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        self.attach()
+        return await self._inner.read(max_bytes, timeout)
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.attach()
+        await self._inner.write(buffer, timeout)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.AsyncNetworkStream:
+        return _CancellableAsyncStream(await self._inner.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _CancellableAsyncBackend(httpcore.AsyncNetworkBackend):
+    """Wraps an async pool's network backend: every stream it opens is a :class:`_CancellableAsyncStream`."""
+
+    def __init__(self, inner: httpcore.AsyncNetworkBackend) -> None:
+        self._inner = inner
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        stream = _CancellableAsyncStream(
+            await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        )
+        stream.attach()  # a cancel that raced the connect shuts the new socket down before any byte
+        return stream
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.AsyncNetworkStream:
+        stream = _CancellableAsyncStream(await self._inner.connect_unix_socket(path, timeout, socket_options))
+        stream.attach()
+        return stream
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+def make_async_cancellable(client: httpx.AsyncClient) -> int:
+    """:func:`~rxllm._http.make_cancellable` for an ``httpx.AsyncClient``: wrap the network backend of
+    each of its own HTTP/1.1 pools (the default transport's and each mount's; HTTP/2 pools share one
+    socket between streams and are left alone, as is a transport that is not httpx's own).
+
+    Returns:
+        How many pools were made cancellable.
+    """
+    wrapped = 0
+    transports = [getattr(client, "_transport", None), *getattr(client, "_mounts", {}).values()]
+    for transport in transports:
+        pool = getattr(transport, "_pool", None) if isinstance(transport, httpx.AsyncHTTPTransport) else None
+        backend = getattr(pool, "_network_backend", None)
+        if pool is None or backend is None or getattr(pool, "_http2", False):
+            continue
+        if not isinstance(backend, _CancellableAsyncBackend):
+            pool._network_backend = _CancellableAsyncBackend(backend)
+        wrapped += 1
+    return wrapped
 
 
 class AsyncHttpResponse:
@@ -86,9 +188,8 @@ class AsyncHttpResponse:
     async def adrain(self) -> None:
         """When the provider has ended the turn, read what is left of the body (at most
         ``DRAIN_BYTES``, for at most ``DRAIN_SECONDS``), so :meth:`aclose` returns the connection to
-        the pool instead of closing it: the next call skips a TCP and TLS handshake. (The threaded
-        transport cannot bound a blocking read without racing the connection's return to the pool,
-        so it closes the connection after the end marker.)"""
+        the pool instead of closing it: the next call skips a TCP and TLS handshake (as
+        :meth:`HttpResponse.release` on the threaded transport)."""
         if self._body is not None and self._ended:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(_drain(self._body), DRAIN_SECONDS)
@@ -124,16 +225,18 @@ class AsyncHttpResponse:
     async def aclose(self) -> None:
         """Release the connection (closes it when the body was not read to the end).
 
-        The close runs shielded: a cancellation that interrupted httpx's ``aclose()`` would leave
-        the connection ACTIVE in the pool for good.
+        The whole close runs shielded, in a task of its own: a cancellation that interrupted it
+        (a dispose's task cancellation arriving while the close is under way, after the socket
+        shutdown already ended the read) would leave the connection ACTIVE in the pool, and its
+        permit taken, for good.
         """
         release, self._release = self._release, None
         body, self._body = self._body, None
-        if isinstance(body, AsyncGenerator):  # closed here, not by the collector (it is in a cycle with us)
+        if release is not None:
+            await asyncio.shield(_keep(_aclose_then(self._response, release, body)))
+        elif isinstance(body, AsyncGenerator):
             with contextlib.suppress(Exception):
                 await body.aclose()
-        if release is not None:
-            await asyncio.shield(_keep(_aclose_then(self._response, release)))
 
 
 class AsyncHttpTransport:
@@ -270,6 +373,29 @@ class AsyncHttpTransport:
         future.add_done_callback(self._tasks.discard)
         return future
 
+    def cancel(self, task: concurrent.futures.Future[None], scope: CancelScope) -> None:
+        """Cancel one attempt from any thread: its sockets are shut down before this returns (nothing
+        more of its request reaches the server), and its task ends.
+
+        A task whose exchange already has a socket attached to ``scope`` is not cancelled: the
+        shutdown ends its read or write at once with an error, and httpcore then cleans up after
+        itself. A cancellation landing in the middle of that cleanup would leave the connection
+        ACTIVE in the pool for good (measured: 8 of 8 slots lost within 3,000 subscribe/dispose
+        cycles). A task with no socket yet (waiting for a permit, connecting) is cancelled; the
+        decision is taken on the loop, where sockets are attached, so the two cannot race.
+        """
+        scope.cancel()
+
+        def cancel_unless_attached() -> None:
+            if not scope.attached:
+                task.cancel()
+
+        loop = self._loop
+        if loop is None:  # the transport closed: its tasks were cancelled with it
+            return
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the task is gone with it
+            loop.call_soon_threadsafe(cancel_unless_attached)
+
     def _take_shard(self) -> int:
         """The first pool with a free slot (so keep-alive connections get reused), else the least busy.
 
@@ -293,12 +419,14 @@ class AsyncHttpTransport:
         client = clients[shard]
         if client is None and self._user_client is not None:
             client = clients[shard] = self._user_client
+            make_async_cancellable(client)
         if client is None:
             if self._ssl_context is None:
                 self._ssl_context = httpx.create_ssl_context()
             client = clients[shard] = httpx.AsyncClient(
                 timeout=self._timeout, limits=self._limits, follow_redirects=False, verify=self._ssl_context
             )
+            make_async_cancellable(client)
             if self._prune_handle is None:
                 self._schedule_prune()
         return client
@@ -336,10 +464,16 @@ class AsyncHttpTransport:
         provider: str,
         stream: bool,
         redactor: Redactor | None = None,
-        cancelled: Callable[[], bool] | None = None,
+        scope: CancelScope | None = None,
         attempt: int = 1,
     ) -> AsyncHttpResponse:
         """Send ``request`` and await the response headers (on the loop).
+
+        ``scope`` is the attempt's :class:`~rxllm._http.CancelScope`: every socket the exchange
+        touches (connecting, writing the request, reading the body) is attached to it, so a
+        ``cancel()`` from any thread shuts the socket down before it returns and nothing of the
+        request is written after a ``dispose()`` returned (the task's own cancellation reaches
+        the loop a little later, and then closes the connection).
 
         Raises:
             HttpStatusError: for a non-2xx status (its body read, bounded, for the message).
@@ -369,9 +503,11 @@ class AsyncHttpTransport:
         except BaseException:
             release()
             raise
+        if scope is not None:  # this task and the send task it starts carry the attempt's scope
+            _attempt_scope.set(scope)
         try:
             # releases on failure
-            response = await _send_cancel_safely(client, http_request, release, cancelled)
+            response = await _send_cancel_safely(client, http_request, release, scope)
         except httpx.InvalidURL as exc:
             raise ConfigurationError(f"invalid URL {redactor.url(request.url)!r}: {exc}", provider=provider) from exc
         except httpx.TimeoutException as exc:
@@ -482,31 +618,35 @@ async def _send_cancel_safely(
     client: httpx.AsyncClient,
     request: httpx.Request,
     release: Callable[[], None],
-    cancelled: Callable[[], bool] | None = None,
+    scope: CancelScope | None = None,
 ) -> httpx.Response:
     """``client.send(request, stream=True)``, which a cancellation can never make leak a pool slot.
 
-    httpcore 1.0.9 leaks a slot of its pool when a request is cancelled after the pool assigned it
-    a new connection but before that connection began to connect (encode/httpcore#1093): the
-    connection stays CONNECTING forever, and once every slot is gone every request fails with
-    ``PoolTimeout``. (3,000 subscribe-then-dispose cycles left all 8 slots of a pool CONNECTING.)
-    So the send runs in a task of its own, shielded, and a cancellation reaches it only where
-    httpcore cleans up after itself: at once if httpcore already reported work on a connection
-    (the public ``trace`` extension), else at its first report. A response that arrives anyway is
-    closed. ``release`` is called when the exchange failed or, when cancelled, once the abandoned
-    send is over (on success the caller owns it). ``cancelled`` is asked at httpcore's first report
-    (the one place where stopping is known to be safe: raising at later reports leaked pool slots
-    under 1,000s of cycles): a subscription disposed from another thread is flagged at once,
-    while the task's own cancellation reaches the loop a little later, so a request disposed
-    before httpcore began is never written.
+    httpcore cleans up after an exception anywhere in an exchange, but not after a *second* one
+    landing inside that cleanup, and not when cancelled after the pool assigned the request a new
+    connection but before it began to connect (encode/httpcore#1093): either way a connection
+    stays CONNECTING or ACTIVE in the pool for good, and once every slot is gone every request
+    fails with ``PoolTimeout`` (3,000 subscribe/dispose cycles lost all 8 slots of a pool). So the
+    send runs in a task of its own, shielded, and is stopped by exactly one signal, where httpcore
+    handles it:
+
+    * before httpcore's first report (the public ``trace`` extension): by raising at that report
+      (also when ``scope`` was cancelled from another thread before it: a request disposed before
+      httpcore began is never written);
+    * once its socket is attached to ``scope``: by shutting the socket down (a blocked read or
+      write fails, and httpcore cleans up after the error), never by cancelling the task;
+    * in between (connecting): by cancelling the task.
+
+    A response that arrives anyway is closed. ``release`` is called when the exchange failed or,
+    when cancelled, once the abandoned send is over (on success the caller owns it).
     """
-    state = {"started": False, "cancel": False}
+    state = {"started": False, "cancel": False, "stopped": False}
 
     async def trace(event: str, info: dict[str, Any]) -> None:
         first = not state["started"]
         state["started"] = True
-        if state["cancel"] or (first and cancelled is not None and cancelled()):
-            state["cancel"] = False
+        if first and (state["cancel"] or (scope is not None and scope.cancelled)):
+            state["stopped"] = True
             raise asyncio.CancelledError
 
     request.extensions["trace"] = trace
@@ -514,10 +654,12 @@ async def _send_cancel_safely(
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
-        if state["started"]:
-            task.cancel()
-        else:
+        if not state["started"]:
             state["cancel"] = True
+        elif scope is not None and scope.attached:
+            scope.shutdown()
+        elif not state["stopped"]:
+            task.cancel()
         task.add_done_callback(functools.partial(_close_abandoned, release=release))
         raise
     except BaseException:
@@ -535,8 +677,13 @@ def _keep(coroutine: Coroutine[Any, Any, None]) -> asyncio.Future[None]:
     return closing
 
 
-async def _aclose_then(response: httpx.Response, release: Callable[[], None]) -> None:
+async def _aclose_then(
+    response: httpx.Response, release: Callable[[], None], body: AsyncIterator[bytes] | None = None
+) -> None:
     try:
+        if isinstance(body, AsyncGenerator):  # closed here, not by the collector (it is in a cycle with us)
+            with contextlib.suppress(Exception):
+                await body.aclose()
         with contextlib.suppress(Exception):
             await response.aclose()
     finally:

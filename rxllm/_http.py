@@ -60,6 +60,8 @@ __all__ = [
     "DEFAULT_MAX_STREAM_BYTES",
     "DEFAULT_READ_TIMEOUT",
     "DEFAULT_TOTAL_TIMEOUT",
+    "DRAIN_BYTES",
+    "DRAIN_SECONDS",
     "MAX_ERROR_BODY",
     "CancelScope",
     "ErrorBody",
@@ -85,27 +87,35 @@ DEFAULT_READ_TIMEOUT = 300.0
 DEFAULT_TOTAL_TIMEOUT = 900.0
 DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 DEFAULT_MAX_STREAM_BYTES = 256 * 1024 * 1024
+DRAIN_SECONDS = 0.25  # after the provider's end marker, how long to wait for the body's last bytes
+DRAIN_BYTES = 64 * 1024  # and how many of them to read at most, so the connection can be reused
 _REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-goog-request-id", "cf-ray")
+
+
+_owners = threading.Lock()  # guards every scope's streams and every stream's owner (rarely taken)
 
 
 class CancelScope:
     """The cancellation handle of one request's blocking work.
 
     ``cancel()`` may be called from any thread, any number of times: it marks the scope
-    cancelled and shuts down every socket the scope's thread has used, waking a blocked read
-    at once. ``close()`` (by the working thread when it is done) detaches the sockets so a
-    late ``cancel()`` cannot touch a connection that went back to the pool. ``finish()`` marks
+    cancelled and shuts down every socket the scope's work has used, waking a blocked read
+    at once (and failing any later write, so nothing more reaches the server). A socket belongs
+    to the last scope that used it: once a keep-alive connection went back to the pool and
+    another request's scope took it, a late ``cancel()`` of the first leaves it alone.
+    ``close()`` (by the working thread when it is done) detaches the sockets. ``finish()`` marks
     the work's terminal event: after it, or after ``cancel()``, the scope is no longer
     ``active`` and nothing more is delivered.
     """
 
-    __slots__ = ("_closed", "_finished", "_lock", "_sockets", "cancelled", "deadline")
+    __slots__ = ("_closed", "_finished", "_shut", "_streams", "attached", "cancelled", "deadline")
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._sockets: set[socket.socket] = set()
+        self._streams: list[Any] = []  # the wrapped network streams attached (each has .sock, .owner)
         self._closed = False
+        self._shut = False  # shutdown(): sockets attached from now on are shut down at once
         self._finished = False
+        self.attached = False  # a socket was attached at some point (then cancel() has shut it down)
         self.cancelled: bool = False
         self.deadline: float | None = None  # time.monotonic() when the attempt's total_timeout fires
 
@@ -127,36 +137,48 @@ class CancelScope:
 
     def finish(self) -> bool:
         """Mark the terminal event and detach the sockets; ``True`` if the scope was still active."""
-        with self._lock:
+        with _owners:
             was_active = not (self.cancelled or self._finished)
             self._finished = True
             self._closed = True
-            self._sockets.clear()
+            self._streams = []
         return was_active
 
-    def watch(self, sock: socket.socket) -> None:
-        """Attach a socket (called by the transport on the working thread)."""
-        with self._lock:
+    def watch(self, stream: Any) -> None:
+        """Make this scope the owner of ``stream``'s socket (a wrapped network stream with ``sock``
+        and ``owner``); called by the transport on the working thread, or on the loop. Attaching
+        to a cancelled scope shuts the socket down at once."""
+        with _owners:
+            stream.owner = self
             if self._closed:
                 return
-            if self.cancelled:
-                _shutdown(sock)
+            self.attached = True
+            if self._shut:
+                _shutdown(stream.sock)
                 return
-            self._sockets.add(sock)
+            self._streams.append(stream)
 
     def cancel(self) -> None:
-        """Cancel: shut down every attached socket now. Thread-safe and idempotent."""
-        with self._lock:
+        """Cancel: shut down every socket this scope still owns, now. Thread-safe and idempotent."""
+        with _owners:
             self.cancelled = True
-            sockets, self._sockets = self._sockets, set()
-        for sock in sockets:
-            _shutdown(sock)
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        """Shut down every socket this scope still owns, and any it attaches later, without marking
+        it cancelled (its work then ends with an error it may still deliver, e.g. a timeout)."""
+        with _owners:
+            self._shut = True
+            streams, self._streams = self._streams, []
+            for stream in streams:
+                if stream.owner is self:
+                    _shutdown(stream.sock)
 
     def close(self) -> None:
         """Detach from the sockets (the work is over)."""
-        with self._lock:
+        with _owners:
             self._closed = True
-            self._sockets.clear()
+            self._streams = []
 
     @contextlib.contextmanager
     def entered(self) -> Iterator[CancelScope]:
@@ -175,11 +197,16 @@ def current_scope() -> CancelScope | None:
     return getattr(_local, "scope", None)
 
 
-def _shutdown(sock: socket.socket) -> None:
+def _shutdown(sock: Any) -> None:
     # The base-class method: on an SSLSocket, SSLSocket.shutdown would also drop the TLS
-    # object under the reader's feet; shutting the OS socket down is all we want.
+    # object under the reader's feet; shutting the OS socket down is all we want. An asyncio
+    # transport's socket (``asyncio.trsock.TransportSocket``) is the plain OS socket behind its
+    # public ``shutdown`` (asyncio does TLS in memory).
     with contextlib.suppress(OSError):
-        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        if isinstance(sock, socket.socket):
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        else:
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 def _clamp(timeout: float | None, scope: CancelScope, error: type[Exception]) -> float:
@@ -192,18 +219,17 @@ def _clamp(timeout: float | None, scope: CancelScope, error: type[Exception]) ->
 
 
 class _CancellableStream(httpcore.NetworkStream):
-    __slots__ = ("_inner", "_scope", "_sock")
+    __slots__ = ("_inner", "owner", "sock")
 
     def __init__(self, inner: httpcore.NetworkStream) -> None:
         self._inner = inner
-        self._sock: socket.socket | None = inner.get_extra_info("socket")
-        self._scope: CancelScope | None = None
+        self.sock: socket.socket | None = inner.get_extra_info("socket")
+        self.owner: CancelScope | None = None  # the scope that used the socket last
 
     def _attach(self) -> CancelScope | None:
         scope: CancelScope | None = getattr(_local, "scope", None)
-        if scope is not self._scope and scope is not None and self._sock is not None:
-            self._scope = scope
-            scope.watch(self._sock)
+        if scope is not self.owner and scope is not None and self.sock is not None:
+            scope.watch(self)
         return scope
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
@@ -488,7 +514,7 @@ class HttpResponse(rx_abc.DisposableBase):
     The body is decoded here, bounded (:class:`~rxllm._decoding.BodyDecoder`), never by httpx.
     """
 
-    __slots__ = ("_body", "_cap", "_limits", "_provider", "_response", "_scope", "status_code")
+    __slots__ = ("_body", "_cap", "_ended", "_limits", "_provider", "_response", "_scope", "status_code")
 
     def __init__(
         self,
@@ -505,6 +531,7 @@ class HttpResponse(rx_abc.DisposableBase):
         self._cap = self._limits.body_cap(stream)
         self._provider = provider
         self._scope = scope
+        self._ended = False
         self.status_code: int = response.status_code
 
     def iter_bytes(self) -> Iterator[bytes]:
@@ -546,6 +573,40 @@ class HttpResponse(rx_abc.DisposableBase):
             close = getattr(raw_body, "close", None)
             if close is not None:
                 close()
+
+    def mark_ended(self) -> None:
+        """The provider said the turn is over: :meth:`release` may read the bytes that end the body."""
+        self._ended = True
+
+    def release(self) -> None:
+        """Give the connection back: when the provider has ended the turn, first read what is left
+        of the body (at most ``DRAIN_BYTES``, for at most ``DRAIN_SECONDS``), so the connection goes
+        back to the pool instead of being closed and the next call skips a TCP and TLS handshake.
+
+        Called on the working thread, inside its :class:`CancelScope`: the wait is bounded by the
+        scope's deadline (which every read of a cancellable socket is clamped to), and a
+        ``cancel()`` meanwhile shuts the socket down, so a cancelled stream's connection is closed,
+        never reused. A body that does not end in time is closed: the answer is never affected.
+        Only a socket rxllm can bound is waited on (another client's transport is closed at once).
+        """
+        body, scope = self._body, self._scope
+        if (
+            self._ended
+            and body is not None
+            and scope is not None
+            and scope.active
+            and isinstance(self._response.extensions.get("network_stream"), _CancellableStream)
+        ):
+            drain_until = time.monotonic() + DRAIN_SECONDS
+            if scope.deadline is None or scope.deadline > drain_until:
+                scope.deadline = drain_until
+            left = DRAIN_BYTES
+            with contextlib.suppress(RxLlmError):
+                for piece in body:
+                    left -= len(piece)
+                    if left < 0:
+                        break
+        self.close()
 
     def read(self) -> bytes:
         """The whole decoded body (at most ``max_response_bytes``; see :meth:`iter_bytes` for errors)."""

@@ -265,7 +265,13 @@ class SseChatModel(BaseLlm):
                         traced.response(_response_of(items[-1]))
                     return reactivex.from_iterable(items)
 
-                return reactivex.concat(body, reactivex.defer(final_items))
+                def release(_: Any) -> reactivex.Observable[Any]:
+                    # After the final, before completion: the subscriber has its answer at once, and
+                    # a next call made on completion finds the connection back in the pool.
+                    response.release()
+                    return reactivex.empty()
+
+                return reactivex.concat(body, reactivex.defer(final_items), reactivex.defer(release))
 
             return reactivex.defer(fresh)
 
@@ -303,7 +309,7 @@ class SseChatModel(BaseLlm):
         def subscribe(
             observer: rx_abc.ObserverBase[Any], _: rx_abc.SchedulerBase | None = None
         ) -> rx_abc.DisposableBase:
-            scope = CancelScope()  # no sockets to watch here: the task's cancellation closes the connection
+            scope = CancelScope()  # dispose shuts the attempt's sockets down at once, then cancels the task
             guarded = _ScopedObserver(observer, scope)
             traced = telemetry.attempt() if telemetry is not None else None
 
@@ -319,13 +325,13 @@ class SseChatModel(BaseLlm):
                         number = next(attempts) if attempts is not None else 1
                         if traced is None:
                             response = await transport.open(request, provider=provider, stream=stream,
-                                                            redactor=redactor, cancelled=lambda: scope.cancelled,
+                                                            redactor=redactor, scope=scope,
                                                             attempt=number)
                         else:
                             traced.start(redactor.url(request.url))
                             with traced.current():
                                 response = await transport.open(request, provider=provider, stream=stream,
-                                                                redactor=redactor, cancelled=lambda: scope.cancelled,
+                                                                redactor=redactor, scope=scope,
                                                                 attempt=number)
                         aggregator = StreamAggregator(provider=provider)
                         parser = self._parser_factory()
@@ -373,8 +379,7 @@ class SseChatModel(BaseLlm):
             def dispose() -> None:
                 if not scope.active:  # already ended (reactivex disposes on the terminal event): let the
                     return  # task release its connection; a cancel would interrupt that aclose() and leak it
-                scope.cancel()
-                future.cancel()
+                transport.cancel(future, scope)
 
             return Disposable(dispose)
 
@@ -454,7 +459,7 @@ def _body(
         on_next = observer.on_next
         on_chunk = _on_chunk(emit, aggregator, on_next, traced)
         try:
-            drive_sse(
+            ended = drive_sse(
                 response.iter_bytes(),
                 parser,
                 on_chunk,
@@ -466,9 +471,10 @@ def _body(
                 # now; an abandoned body would be finalized by the garbage collector on any thread,
                 # possibly one holding httpcore's (non-reentrant) pool lock.
                 raise _Cancelled
-            # The body is over: give the connection back before the final is emitted, so a
-            # subscriber that saw the final never races the release (``using`` closes it again: no-op).
-            response.close()
+            if ended:  # the bytes that end the body are read after the final (``HttpResponse.release``)
+                response.mark_ended()
+            else:  # the body ran out: the connection goes back now (``using`` closes it again: no-op)
+                response.close()
             _check_complete(aggregator, provider)
         except Exception as exc:
             observer.on_error(exc)

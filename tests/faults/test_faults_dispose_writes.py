@@ -74,16 +74,7 @@ class RawServer:
         self._listener.close()
 
 
-ASYNC_RACE = pytest.mark.xfail(
-    reason="issue 11 item 9, open: on AsyncHttpTransport the task's cancellation reaches the loop after "
-    "dispose() returned, so a request about to be written still goes out (~1 in 100 early disposals here). "
-    "Attaching the sockets to the attempt's CancelScope fixed this test but broke "
-    "tests/faults/test_faults_cycles.py (asyncio): not landed.",
-    strict=False,
-)
-
-
-@pytest.mark.parametrize("kind", [pytest.param(k, marks=ASYNC_RACE) if k == "asyncio" else k for k in TRANSPORT_KINDS])
+@pytest.mark.parametrize("kind", TRANSPORT_KINDS)
 def test_nothing_reaches_the_server_after_dispose_returns(kind: str) -> None:
     rng = random.Random(SEED)
     server = RawServer()
