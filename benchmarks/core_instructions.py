@@ -1,8 +1,9 @@
 """Instructions per chunk of rxllm's pure core, counted with callgrind (repeatable on a loaded machine).
 
 The pure core is what every stream runs per network read, minus the network and Rx: SSE decoding,
-the OpenAI chat parser, the aggregator, each partial handed to a subscriber that drops it or keeps
-it. The count per chunk is ``(Ir(N chunks) - Ir(0 chunks)) / N``, so start-up and imports cancel.
+the provider's parser (OpenAI chat, Anthropic, Gemini: ``--provider``, all three by default), the
+aggregator, each partial handed to a subscriber that drops it or keeps it. The count per chunk is
+``(Ir(N chunks) - Ir(0 chunks)) / N``, so start-up and imports cancel.
 
 Run (needs ``valgrind``)::
 
@@ -19,6 +20,8 @@ import re
 import subprocess
 import sys
 
+PROVIDERS = ["openai-chat", "anthropic", "gemini"]
+
 
 def _events(n: int) -> list[bytes]:
     events = []
@@ -29,12 +32,29 @@ def _events(n: int) -> list[bytes]:
     return events
 
 
-def _run(mode: str, n: int, total: int) -> None:
+def _provider_events(provider: str, n: int, total: int) -> list[bytes]:
+    """``n`` text events of ``provider``'s stream, between its usual head and tail events."""
+    from rxllm.testing import sse_turn
+
+    full = sse_turn(provider, text=[f"tok{i % 10} " for i in range(total)])  # the same events built in every run
+    one = sse_turn(provider, text=["x"])
+    head = next(i for i, event in enumerate(one) if b'"x"' in event)
+    tail = len(one) - head - 1
+    return [*full[:head], *full[head:head + n], *full[len(full) - tail:]]
+
+
+def _run(mode: str, n: int, total: int, provider: str = "openai-chat") -> None:
     from rxllm import LlmResponse, StreamAggregator
     from rxllm._drive import drive_sse
+    from rxllm.providers.anthropic import AnthropicChunkParser
+    from rxllm.providers.gemini import GeminiChunkParser
     from rxllm.providers.openai import OpenAiChatChunkParser
 
-    events = [*_events(total)[:n], b"data: [DONE]\n\n"]  # the same events built in every run
+    parser = {"anthropic": AnthropicChunkParser, "gemini": GeminiChunkParser}.get(provider, OpenAiChatChunkParser)()
+    if provider == "openai-chat":
+        events = [*_events(total)[:n], b"data: [DONE]\n\n"]  # the same events built in every run
+    else:
+        events = _provider_events(provider, n, total)
     kept: list[LlmResponse] = []
     aggregator = StreamAggregator()
     accept = aggregator.accept
@@ -44,14 +64,14 @@ def _run(mode: str, n: int, total: int) -> None:
             if mode == "keep":
                 kept.append(partial)
 
-    drive_sse(events, OpenAiChatChunkParser(), on_chunk)
+    drive_sse(events, parser, on_chunk)
     aggregator.finish()
 
 
-def _instructions(mode: str, n: int, total: int) -> int:
+def _instructions(mode: str, n: int, total: int, provider: str) -> int:
     out = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
-         "--run", mode, str(n), "--chunks", str(total)],
+         "--run", mode, str(n), "--chunks", str(total), "--provider", provider],
         capture_output=True, text=True, check=True,
     ).stderr
     match = re.search(r"Collected\s*:\s*(\d+)", out)
@@ -62,14 +82,18 @@ def _instructions(mode: str, n: int, total: int) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--chunks", type=int, default=10_000)
+    parser.add_argument("--provider", choices=PROVIDERS, action="append",
+                        help="openai-chat, anthropic or gemini (repeatable; default: all three)")
     parser.add_argument("--run", nargs=2, metavar=("MODE", "N"))
     args = parser.parse_args()
     if args.run:
-        _run(args.run[0], int(args.run[1]), args.chunks)
+        _run(args.run[0], int(args.run[1]), args.chunks, (args.provider or PROVIDERS)[0])
         return 0
-    for mode in ("drop", "keep"):
-        per_chunk = (_instructions(mode, args.chunks, args.chunks) - _instructions(mode, 0, args.chunks)) / args.chunks
-        print(f"partials {mode:4}: {per_chunk:,.0f} instructions per chunk")
+    for provider in args.provider or PROVIDERS:
+        for mode in ("drop", "keep"):
+            per_chunk = (_instructions(mode, args.chunks, args.chunks, provider)
+                         - _instructions(mode, 0, args.chunks, provider)) / args.chunks
+            print(f"{provider:11} partials {mode:4}: {per_chunk:,.0f} instructions per chunk", flush=True)
     return 0
 
 

@@ -14,6 +14,7 @@ import contextlib
 import contextvars
 import functools
 import ssl
+import sys
 import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterable
@@ -199,9 +200,12 @@ class AsyncHttpResponse:
                               provider=self._provider)
         try:
             if decoder.identity:
-                count = decoder.count
+                total = 0
+                most = sys.maxsize if cap is None else cap
                 async for raw in self._response.aiter_raw():
-                    count(len(raw))
+                    total += len(raw)
+                    if total > most:  # the cap is counted here, inline (once per HTTP chunk)
+                        decoder.count(total)  # raises ResponseTooLargeError
                     yield raw
             else:
                 async for raw in self._response.aiter_raw():

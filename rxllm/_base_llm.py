@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import abc
+import functools
+from typing import Any
 
 import reactivex
 
@@ -49,6 +51,22 @@ class BaseLlm(abc.ABC):
     (``partial=True``, only new text, no function calls, no usage), then exactly one final
     (``partial`` unset) with the whole turn. ``rxllm.testing.assert_stream_protocol`` checks it.
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass's own ``generate_content`` returns an :class:`~rxllm.aio.AwaitableObservable`
+        whatever Observable it builds, so ``await model.generate_content(request)`` works on every
+        model, yours too (no extra operator per item: the wrapper is the same Observable)."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("generate_content")
+        if own is None or getattr(own, "__isabstractmethod__", False) or getattr(own, "_rxllm_awaitable", False):
+            return
+
+        @functools.wraps(own)
+        def generate_content(self: BaseLlm, *args: Any, **kwargs: Any) -> AwaitableObservable[LlmResponse]:
+            return awaitable(own(self, *args, **kwargs))
+
+        generate_content._rxllm_awaitable = True  # type: ignore[attr-defined]
+        cls.generate_content = generate_content  # type: ignore[method-assign]
 
     def __init__(self, *, model: str) -> None:
         self._model = model

@@ -15,6 +15,8 @@ from ._sse import DEFAULT_MAX_LINE_BYTES, SseDecoder
 
 __all__ = ["SseReader", "drive_sse"]
 
+_END_OF_STREAM = Chunk._fields.index("end_of_stream")
+
 
 class SseReader:
     """Feeds bytes through a fresh SSE decoder and ``parser``, handing each chunk to ``on_chunk``."""
@@ -37,7 +39,7 @@ class SseReader:
             if chunk is None:
                 continue
             on_chunk(chunk)
-            if chunk.end_of_stream:
+            if chunk[_END_OF_STREAM]:  # by position: one field read per event, without the property
                 return True
         return False
 

@@ -29,6 +29,7 @@ import email.utils
 import logging
 import socket
 import ssl
+import sys
 import threading
 import time
 import weakref
@@ -552,9 +553,12 @@ class HttpResponse(rx_abc.DisposableBase):
         raw_body = self._response.iter_raw()
         try:
             if decoder.identity:  # every SSE stream seen so far: one generator frame less per read
-                count = decoder.count
+                total = 0
+                most = sys.maxsize if cap is None else cap
                 for raw in raw_body:
-                    count(len(raw))
+                    total += len(raw)
+                    if total > most:  # the cap is counted here, inline (once per HTTP chunk)
+                        decoder.count(total)  # raises ResponseTooLargeError
                     yield raw
             else:
                 for raw in raw_body:

@@ -42,6 +42,9 @@ class SseEvent(NamedTuple):
     retry: int | None = None
 
 
+_event = tuple.__new__  # builds an SseEvent from a full 4-tuple, skipping NamedTuple's keyword-handling __new__
+
+
 class SseDecoder:
     """Incremental decoder: bytes in, :class:`SseEvent` out. Pure; one per stream.
 
@@ -80,17 +83,24 @@ class SseDecoder:
         """
         if not data:
             return []
-        # Fast path: one whole ``data:`` event in one read, nothing carried over (the usual shape
-        # when a provider sends one HTTP chunk per event): no splitting, no field dispatch.
-        if (
-            data.startswith(b"data: ")
-            and data.endswith(b"\n\n")
-            and data.count(b"\n") == 2
-            and not (self._pending or self._data or self._event or self._at_start or self._skip_lf)
-            and b"\r" not in data
-            and len(data) <= self._max
-        ):
-            return [SseEvent("message", data[6:-2].decode("utf-8", "replace"), self._last_id, self._retry)]
+        # Fast paths: one whole event in one read, nothing carried over (the usual shape when a
+        # provider sends one HTTP chunk per event): no splitting, no field dispatch. The line ends
+        # must be the event's own (counted), so anything unusual takes the general path below.
+        if not (self._pending or self._data or self._event or self._at_start or self._skip_lf or len(data) > self._max):
+            if data.startswith(b"data: "):
+                if b"\r" not in data:
+                    if data.endswith(b"\n\n") and data.count(b"\n") == 2:  # ``data: ...\n\n`` (OpenAI)
+                        text = data[6:-2].decode("utf-8", "replace")
+                        return [_event(SseEvent, ("message", text, self._last_id, self._retry))]
+                elif data.endswith(b"\r\n\r\n") and data.count(b"\r") == 2 and data.count(b"\n") == 2:
+                    text = data[6:-4].decode("utf-8", "replace")  # ``data: ...\r\n\r\n`` (Gemini)
+                    return [_event(SseEvent, ("message", text, self._last_id, self._retry))]
+            elif data.startswith(b"event: ") and data.endswith(b"\n\n") and data.count(b"\n") == 3:
+                end = data.index(b"\n")  # ``event: name\ndata: ...\n\n`` (Anthropic)
+                if data.startswith(b"data: ", end + 1) and b"\r" not in data:
+                    name = data[7:end].decode("utf-8", "replace") or "message"
+                    text = data[end + 7 : -2].decode("utf-8", "replace")
+                    return [_event(SseEvent, (name, text, self._last_id, self._retry))]
         if self._at_start:
             if self._pending:
                 data = b"".join(self._pending) + data
@@ -140,7 +150,7 @@ class SseDecoder:
                 data_lines = self._data
                 if data_lines:
                     joined = data_lines[0] if len(data_lines) == 1 else "\n".join(data_lines)
-                    events.append(SseEvent(self._event or "message", joined, self._last_id, self._retry))
+                    events.append(_event(SseEvent, (self._event or "message", joined, self._last_id, self._retry)))
                     self._data = []
                 self._event = ""
                 continue

@@ -257,7 +257,10 @@ class SseChatModel(BaseLlm):
                         return reactivex.from_callable(lambda: traced.response(_single(response, parser, aggregator)))
                     return reactivex.from_callable(lambda: _single(response, parser, aggregator))
                 on_chunk = _EMITTERS[emit]
-                body = _body(response, parser, aggregator, on_chunk, self._max_line_bytes, provider, traced)
+                # Items reach the attempt's scoped observer straight from the body: between them sit
+                # only concat/defer/using, which forward items unchanged (one frame each per partial).
+                sink = observer.on_next if isinstance(observer, _ScopedObserver) else None
+                body = _body(response, parser, aggregator, on_chunk, self._max_line_bytes, provider, traced, sink)
 
                 def final_items(_: Any) -> reactivex.Observable[Any]:
                     items = _final_items(emit, aggregator)
@@ -445,18 +448,22 @@ def _body(
     max_line_bytes: int,
     provider: str,
     traced: AttemptTelemetry | None = None,
+    sink: Callable[[Any], None] | None = None,
 ) -> reactivex.Observable[Any]:
     """What one response body yields (``emit`` decides: partials or events), synchronously as bytes arrive.
 
     A synchronous loop, not ``concat_map`` over inner observables (which on a blocking source
     held every partial until the body ended), and no queue: a slow subscriber slows the reads.
+    Items go to ``sink`` when given (the attempt's :class:`_ScopedObserver`, past the operators
+    that only forward them), else to the subscribing observer; the terminal event always goes
+    to the subscribing observer, after every item.
     """
 
     def subscribe(
         observer: rx_abc.ObserverBase[Any], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
         scope = current_scope()
-        on_next = observer.on_next
+        on_next = sink or observer.on_next
         on_chunk = _on_chunk(emit, aggregator, on_next, traced)
         try:
             ended = drive_sse(
@@ -502,6 +509,17 @@ def _on_chunk(
 
             return emit_partials
         return lambda chunk: emit(chunk, aggregator, on_next)
+
+    if emit is _emit_partials:
+        accept = aggregator.accept
+
+        def traced_partials(chunk: Chunk) -> None:
+            if traced.waiting:
+                traced.first_chunk()
+            for partial in accept(chunk):
+                on_next(partial)
+
+        return traced_partials
 
     def on_chunk(chunk: Chunk) -> None:
         if traced.waiting:

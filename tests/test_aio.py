@@ -22,6 +22,7 @@ from wire import OPENAI
 import rxllm.aio
 from rxllm import (
     AsyncHttpTransport,
+    BaseLlm,
     BufferOverflowError,
     ConfigurationError,
     Content,
@@ -36,6 +37,7 @@ from rxllm import (
     TextDeltaEvent,
 )
 from rxllm.agents import InMemoryRunner, LlmAgent
+from rxllm.aio import AwaitableObservable
 from rxllm.providers.openai import OpenAiChatModel
 from rxllm.service import AiService, FinalResponseEvent, PartialResponseEvent
 from rxllm.testing import Hold, StubResponse, StubServer
@@ -545,3 +547,28 @@ def test_a_source_emitting_from_a_task_on_the_same_loop(debug: bool) -> None:
         return got, final
 
     assert run(main, debug=debug) == ([0, 1, 2, 3, 4], 4)
+
+
+class _EchoLlm(BaseLlm):
+    """A user's own model, built on plain reactivex: its Observables are awaitable all the same."""
+
+    def generate_content(self, llm_request: LlmRequest, stream: bool = False) -> reactivex.Observable[LlmResponse]:
+        text = llm_request.contents[-1].parts[0].text or ""
+        final = LlmResponse(content=Content(role="model", parts=(Part.from_text(text.upper()),)))
+        if not stream:
+            return reactivex.of(final)
+        partial = LlmResponse(content=Content(role="model", parts=(Part.from_text(text.upper()),)), partial=True)
+        return reactivex.of(partial, final)
+
+
+def test_a_model_you_wrote_returns_awaitable_observables() -> None:
+    model = _EchoLlm(model="echo")
+    request = LlmRequest(contents=(Content(role="user", parts=(Part.from_text("hi"),)),))
+
+    async def main() -> tuple[str, list[bool | None]]:
+        final = await model.generate_content(request)
+        seen = [response.partial async for response in model.generate_content(request, stream=True)]
+        return final.text(), seen
+
+    assert isinstance(model.generate_content(request), AwaitableObservable)
+    assert asyncio.run(main()) == ("HI", [True, None])

@@ -356,3 +356,84 @@ def test_transcript_whole_and_byte_by_byte_give_identical_events(path: Path) -> 
     assert whole == reference_parse(stream)
     expected = json.loads(path.with_name(path.stem + ".expected.json").read_text(encoding="utf-8"))
     assert len(whole) == expected["_info"]["sse_events"]
+
+
+# --- the one-event-per-read fast paths give what the general path gives --------------------------------------------
+
+_FAST_SHAPED = [
+    b'data: {"a":1}\n\n',  # OpenAI
+    b'data: {"a":1}\r\n\r\n',  # Gemini
+    b'event: content_block_delta\ndata: {"a":1}\n\n',  # Anthropic
+    b"data: \n\n",
+    b"data:\n\n",
+    b"data: x\r\n\n",  # mixed line ends: not the CRLF shape
+    b"data: x\n\r\n",
+    b"data: a\rb\n\n",  # a CR inside: two data lines
+    b"data: a\r\n\r\n\r\n",
+    b"data: a\nb\n\n",
+    b"data: x\n\ndata: y\n\n",  # two events in one read
+    b"data: x\r\n\r\ndata: y\r\n\r\n",
+    b"event: \ndata: x\n\n",  # an empty event name means "message"
+    b"event:ping\ndata: x\n\n",  # no space: the general path
+    b"event:  two spaces\ndata: x\n\n",
+    b"event: a\nid: 7\n\n",  # no data line
+    b"event: a\ndata:x\n\n",
+    b"event: a\r\ndata: x\r\n\r\n",
+    b"event: a\ndata: x\r\n\n",
+    b"event: a\ndata: x\n\ndata: y\n\n",
+    b"data: caf\xc3\xa9 \xff\n\n",  # UTF-8 and an invalid byte (replaced)
+    b"event: \xc3\xa9\xff\ndata: x\n\n",
+    b": comment\n\n",
+    b"id: 3\n\n",
+    b"retry: 5\n\n",
+    b"data: x",  # unterminated
+    b"data: x\n",
+    b"data: x\r\n\r",
+]
+
+
+@pytest.mark.parametrize("event", _FAST_SHAPED)
+def test_a_whole_event_per_read_decodes_as_byte_by_byte(event: bytes) -> None:
+    stream = b'data: {"first":1}\n\n' + event + b"id: 9\n\n" + event + b"data: end\n\n"
+    reads = [b'data: {"first":1}\n\n', event, b"id: 9\n\n", event, b"data: end\n\n"]
+    expected = reference_parse(stream)
+    assert decode(*bytewise(stream)) == expected
+    assert decode(*reads) == expected
+
+
+def test_the_fast_paths_wait_for_a_carried_line_or_event() -> None:
+    # Bytes carried over (a line, a data line, an event name, a CR, the start) must go through the general path.
+    for before in (b"data: a", b"data: a\n", b"event: e\n", b"data: a\r", b"\xef\xbb", b"id: 1\n"):
+        for event in (b"data: x\n\n", b"data: x\r\n\r\n", b"event: y\ndata: x\n\n"):
+            stream = b"data: 0\n\n" + before + event
+            assert decode(b"data: 0\n\n", before, event) == reference_parse(stream), (before, event)
+
+
+def test_a_whole_event_over_the_line_cap_still_raises() -> None:
+    for event in (b"data: " + b"x" * 20 + b"\n\n", b"data: " + b"x" * 20 + b"\r\n\r\n",
+                  b"event: e\ndata: " + b"x" * 20 + b"\n\n"):
+        decoder = SseDecoder(max_line_bytes=16)
+        decoder.feed(b"data: 0\n\n")
+        with pytest.raises(LineTooLongError):
+            decoder.feed(event)
+
+
+_LINES = [b"data: x", b"data:y", b"data: {\"k\":\"v\"}", b"event: e", b"event:", b"id: 4", b"retry: 9", b": c", b"data"]
+_ENDS = [b"\n", b"\r\n", b"\r"]
+
+
+@st.composite
+def _event_reads(draw: st.DrawFn) -> list[bytes]:
+    reads = []
+    for _ in range(draw(st.integers(min_value=1, max_value=8))):
+        lines = draw(st.lists(st.sampled_from(_LINES), min_size=1, max_size=3))
+        end = draw(st.sampled_from(_ENDS))
+        reads.append(b"".join(line + end for line in lines) + end)
+    return reads
+
+
+@settings(max_examples=300, deadline=None)
+@given(_event_reads())
+def test_events_one_per_read_match_the_reference(reads: list[bytes]) -> None:
+    stream = b"".join(reads)
+    assert decode(b"", *reads) == decode(*bytewise(stream)) == reference_parse(stream)

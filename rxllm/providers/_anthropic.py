@@ -31,8 +31,9 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 
-from .._chunk import Chunk, InBandError, ToolCallFragment
+from .._chunk import Chunk, InBandError, ToolCallFragment, text_chunk
 from .._errors import ConfigurationError, ProtocolError
+from .._json import loads
 from .._provider import HttpRequest
 from .._sse import SseEvent
 from .._structured import output_schema
@@ -187,14 +188,28 @@ class AnthropicChunkParser:
         Raises:
             ProtocolError: for bad JSON, a wrong shape, or a block index that is not open.
         """
-        name = event.event
+        name = event[0]
         try:
-            payload = _wire.decode_object(event.data, f"{name} event")
-        except ProtocolError:
-            if name != "error":
-                raise
-            return Chunk(error=InBandError(event.data[:500] or "the provider reported an error"), end_of_stream=True)
+            payload = loads(event[1])
+        except (ValueError, TypeError):
+            payload = None
+        if type(payload) is not dict:
+            try:
+                payload = _wire.decode_object(event.data, f"{name} event")  # raises the ProtocolError
+            except ProtocolError:
+                if name != "error":
+                    raise
+                message = event.data[:500] or "the provider reported an error"
+                return Chunk(error=InBandError(message), end_of_stream=True)
         kind = payload.get("type")
+        if kind == "content_block_delta" and name != "error":  # the hot path: a text delta, checked inline
+            delta = payload.get("delta")
+            if type(delta) is dict and delta.get("type") == "text_delta":
+                index = payload.get("index")
+                text = delta.get("text")
+                if type(index) is int and type(text) is str and self._blocks.get(index) == _TEXT:
+                    return text_chunk(text) if text else None
+            return self._delta(payload)
         if name == "error" or kind == "error":
             return Chunk(error=_in_band_error(payload), end_of_stream=True)
         if not isinstance(kind, str):

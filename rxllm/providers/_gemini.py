@@ -64,8 +64,9 @@ from typing import Any, Final, TypedDict, cast
 from urllib.parse import quote
 
 from .._aggregation import GENERATED_ID_PREFIX
-from .._chunk import Chunk, InBandError, ToolCallFragment
+from .._chunk import Chunk, InBandError, ToolCallFragment, text_chunk
 from .._errors import ConfigurationError, ProtocolError
+from .._json import loads
 from .._provider import HttpRequest
 from .._sse import SseEvent
 from .._structured import output_schema
@@ -90,6 +91,7 @@ _FINISH_REASONS: Final = {reason.value: reason for reason in FinishReason}
 _RETRYABLE_STATUSES: Final = frozenset({"RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED"})
 _RETRYABLE_CODES: Final = frozenset({408, 429, 500, 502, 503, 504})
 _MAX_PATH_SEGMENTS: Final = 64
+_TEXT_ONLY: Final = frozenset(("text",))  # the keys of a plain text part
 _MAX_LIST_INDEX: Final = 10_000
 
 
@@ -137,7 +139,32 @@ class GeminiChunkParser:
         Raises:
             ProtocolError: the data is not JSON, or not a ``GenerateContentResponse`` shape.
         """
-        return self._chunk(_wire.decode(event.data, "event"))
+        try:
+            payload = loads(event[1])
+        except (ValueError, TypeError):
+            return self._chunk(_wire.decode(event.data, "event"))  # raises the ProtocolError
+        if type(payload) is dict and "error" not in payload and "promptFeedback" not in payload:
+            # The hot path, checked inline: one candidate, no finish yet, one plain text part.
+            candidates = payload.get("candidates")
+            if type(candidates) is list and candidates:
+                candidate = candidates[0]
+                if type(candidate) is dict and candidate.get("finishReason") is None:
+                    content = candidate.get("content")
+                    parts = content.get("parts") if type(content) is dict else None
+                    if type(parts) is list and len(parts) == 1:
+                        part = parts[0]
+                        if type(part) is dict and part.keys() == _TEXT_ONLY:
+                            text = part["text"]
+                            model_version = payload.get("modelVersion")
+                            if type(text) is str and text and (model_version is None or type(model_version) is str):
+                                response_id = payload.get("responseId")
+                                return text_chunk(
+                                    text,
+                                    model_version or None,
+                                    response_id if type(response_id) is str else None,
+                                    _usage(payload) if "usageMetadata" in payload else None,
+                                )
+        return self._chunk(payload)
 
     def parse_response(self, body: bytes) -> Sequence[Chunk]:
         """The chunks of a non-streamed ``:generateContent`` body (one response object).

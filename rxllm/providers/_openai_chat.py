@@ -49,7 +49,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from .._chunk import Chunk, InBandError, ToolCallFragment
+from .._chunk import Chunk, InBandError, ToolCallFragment, text_chunk
 from .._errors import ConfigurationError, ProtocolError
 from .._json import loads
 from .._provider import HttpRequest
@@ -252,12 +252,17 @@ class OpenAiChatChunkParser:
         Raises:
             ProtocolError: for data that is not a JSON object of the Chat Completions chunk shape.
         """
-        kind = event.event
+        kind, data = event[0], event[1]
         if kind == "message":
-            data = event.data
             if data == "[DONE]" or (len(data) < 16 and data.strip() == "[DONE]"):
                 return Chunk(end_of_stream=True)
-            return self._chunk(_wire.decode_object(data, "chunk"))
+            try:  # _wire.decode_object, inline: once per streamed event
+                payload = loads(data)
+            except (ValueError, TypeError):
+                payload = None
+            if type(payload) is not dict:
+                payload = _wire.decode_object(data, "chunk")  # raises the ProtocolError
+            return self._chunk(payload)
         if kind == "error":
             return Chunk(error=self._error_event(event.data), end_of_stream=True)
         return None
@@ -353,10 +358,10 @@ class OpenAiChatChunkParser:
             and usage is None
             and error is None
         ):  # the most common event by far: a plain text delta
-            return Chunk(
-                text_delta=content or None,
-                model_version=model if type(model) is str else None,
-                response_id=response_id if type(response_id) is str else None,
+            return text_chunk(
+                content or None,
+                model if type(model) is str else None,
+                response_id if type(response_id) is str else None,
             )
         thought = delta.get("reasoning_content") or delta.get("reasoning")
         if thought is not None and type(thought) is not str:
