@@ -15,7 +15,9 @@ hands reactivex's ``NewThreadScheduler`` to the subscription). Tools run on a sc
 them at once on the calling thread, so the count does not depend on how threads interleave; the
 hop to the tool pool is measured in wall time by ``bench_stream.py``. The count per turn is
 ``(Ir(N turns) - Ir(0 turns)) / N``, so start-up and imports cancel out; the overhead per model
-call is ``(turn - bare) / 2``.
+call is ``(turn - bare) / 2``. The garbage collector is off while counting: its collections come in
+lumps (a full one every few hundred turns here) that a run of N turns may or may not include, which
+made counts of the same code differ by a million instructions per turn; ``--time`` runs with it on.
 
 Run (needs ``valgrind``)::
 
@@ -28,6 +30,7 @@ milliseconds per turn instead (no valgrind; noisy on a loaded machine).
 from __future__ import annotations
 
 import argparse
+import gc
 import re
 import subprocess
 import sys
@@ -118,6 +121,8 @@ def _contenders() -> dict[str, Callable[[], None]]:
 
 
 def _run(what: str, n: int) -> None:
+    gc.collect()
+    gc.disable()  # collections come in lumps that N turns may or may not include: count the runtime's own work
     run = _contenders()[what]
     prepare: Callable[[], None] | None = getattr(run, "prepare", None)
     for _ in range(WARMUP + n):  # every session exists before the counted turns (its creation is not the turn's)

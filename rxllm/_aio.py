@@ -44,6 +44,7 @@ from reactivex import abc as rx_abc
 from reactivex.disposable import SingleAssignmentDisposable
 
 from ._errors import BufferOverflowError, ConfigurationError, EmptyStreamError
+from ._rx import lazy_lock
 
 __all__ = [
     "AwaitableObservable",
@@ -389,8 +390,10 @@ class AwaitableObservable(reactivex.Observable[T_co]):
     ('final', ['partial', 'final'])
     """
 
+    lock = lazy_lock  # made on first use: Observable.__init__ (not called) makes one per Observable
+
     def __init__(self, source: rx_abc.ObservableBase[T_co]) -> None:
-        super().__init__()
+        self._subscribe = None
         self._source = source
 
     def subscribe(

@@ -25,13 +25,14 @@ sources (``concat_with_iterable`` does, and ``Observable.run()`` subscribes with
 from __future__ import annotations
 
 import threading
+import types
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar, cast
 
 import reactivex
 from reactivex import abc as rx_abc
-from reactivex.disposable import Disposable, SerialDisposable, SingleAssignmentDisposable
+from reactivex.disposable import SerialDisposable
 
 __all__ = [
     "Direct",
@@ -116,15 +117,74 @@ class _Nothing(rx_abc.DisposableBase):
         return None
 
 
+class _Action(rx_abc.DisposableBase):
+    """Runs ``action`` on the first ``dispose`` (``reactivex.disposable.Disposable`` without its lock)."""
+
+    __slots__ = ("_action",)
+
+    def __init__(self, action: Callable[[], None]) -> None:
+        self._action: Callable[[], None] | None = action
+
+    def dispose(self) -> None:
+        action, self._action = self._action, None
+        if action is not None:
+            action()
+
+
+class _Slot(rx_abc.DisposableBase):
+    """Holds one disposable, set once or more; disposing disposes it, and any set afterwards at once
+    (``SingleAssignmentDisposable`` without its lock; disposing a disposable twice is harmless)."""
+
+    __slots__ = ("_current", "disposed")
+
+    def __init__(self) -> None:
+        self._current: rx_abc.DisposableBase | None = None
+        self.disposed = False
+
+    def set(self, disposable: rx_abc.DisposableBase) -> None:
+        if self.disposed:
+            disposable.dispose()
+            return
+        self._current = disposable
+        if self.disposed:  # disposed on another thread meanwhile
+            disposable.dispose()
+
+    def dispose(self) -> None:
+        self.disposed = True
+        current, self._current = self._current, None
+        if current is not None:
+            current.dispose()
+
+
 NO_DISPOSAL: rx_abc.DisposableBase = _Nothing()
+_CALLBACK_TYPES = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, types.BuiltinMethodType)
+_LOCK_OF_LOCKS = threading.Lock()
+
+
+def _get_lock(self: Any) -> threading.RLock:
+    lock: threading.RLock | None = self.__dict__.get("_lazy_lock")
+    if lock is None:
+        with _LOCK_OF_LOCKS:
+            lock = self.__dict__.setdefault("_lazy_lock", threading.RLock())
+    return lock
+
+
+def _set_lock(self: Any, value: threading.RLock) -> None:
+    self.__dict__["_lazy_lock"] = value
+
+
+lazy_lock: Any = property(_get_lock, _set_lock, doc="The lock stock operators take on a source (made on first use).")
+"""``lock = lazy_lock`` in an Observable subclass that skips ``Observable.__init__`` (it makes one per Observable)."""
 
 
 class Direct(reactivex.Observable[T]):
     """An Observable whose ``subscribe`` calls ``subscribe_fn(observer, scheduler)`` at once (module docstring)."""
 
-    def __init__(self, subscribe_fn: Subscribe[T]) -> None:
-        super().__init__(subscribe_fn)
+    def __init__(self, subscribe_fn: Subscribe[T]) -> None:  # no Observable.__init__: no lock per Observable
         self._fn = subscribe_fn
+        self._subscribe = subscribe_fn
+
+    lock = lazy_lock
 
     def subscribe(
         self,
@@ -135,11 +195,19 @@ class Direct(reactivex.Observable[T]):
         scheduler: rx_abc.SchedulerBase | None = None,
     ) -> rx_abc.DisposableBase:
         """Subscribe an observer (or callbacks) and run the subscribe function now."""
-        if isinstance(on_next, rx_abc.ObserverBase) or callable(getattr(on_next, "on_next", None)):
+        kind = type(on_next)
+        if kind is _Sink or (
+            kind not in _CALLBACK_TYPES
+            and (isinstance(on_next, rx_abc.ObserverBase) or callable(getattr(on_next, "on_next", None)))
+        ):
             observer = cast(rx_abc.ObserverBase[T], on_next)
             sink: _Sink[T] = _Sink(observer.on_next, observer.on_error, observer.on_completed)
         else:
-            sink = _Sink(_ignore if on_next is None else on_next, on_error or _raise, on_completed or _ignore)
+            sink = _Sink(
+                _ignore if on_next is None else cast(Callable[[T], None], on_next),
+                on_error or _raise,
+                on_completed or _ignore,
+            )
         try:
             inner = self._fn(sink, scheduler)
         except Exception as exc:
@@ -251,8 +319,8 @@ def then_now(first: reactivex.Observable[T], second: Callable[[], reactivex.Obse
     def subscribe(
         observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
-        first_subscription = SingleAssignmentDisposable()
-        second_subscription = SingleAssignmentDisposable()
+        first_subscription = _Slot()
+        second_subscription = _Slot()
         state = {"disposed": False}
 
         def on_completed() -> None:
@@ -263,19 +331,17 @@ def then_now(first: reactivex.Observable[T], second: Callable[[], reactivex.Obse
             except Exception as exc:
                 observer.on_error(exc)
                 return
-            second_subscription.disposable = follow.subscribe(observer, scheduler=scheduler)
+            second_subscription.set(follow.subscribe(observer, scheduler=scheduler))
 
         # ``first`` may complete (and ``second`` start) before this assignment: separate slots.
-        first_subscription.disposable = first.subscribe(
-            observer.on_next, observer.on_error, on_completed, scheduler=scheduler
-        )
+        first_subscription.set(first.subscribe(observer.on_next, observer.on_error, on_completed, scheduler=scheduler))
 
         def dispose() -> None:
             state["disposed"] = True
             first_subscription.dispose()
             second_subscription.dispose()
 
-        return Disposable(dispose)
+        return _Action(dispose)
 
     return Direct(subscribe)
 
@@ -293,8 +359,8 @@ def collect_then(
         observer: rx_abc.ObserverBase[U], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
         items: list[T] = []
-        first_subscription = SingleAssignmentDisposable()
-        second_subscription = SingleAssignmentDisposable()
+        first_subscription = _Slot()
+        second_subscription = _Slot()
         state = {"disposed": False}
 
         def on_completed() -> None:
@@ -305,18 +371,16 @@ def collect_then(
             except Exception as exc:
                 observer.on_error(exc)
                 return
-            second_subscription.disposable = follow.subscribe(observer, scheduler=scheduler)
+            second_subscription.set(follow.subscribe(observer, scheduler=scheduler))
 
-        first_subscription.disposable = source.subscribe(
-            items.append, observer.on_error, on_completed, scheduler=scheduler
-        )
+        first_subscription.set(source.subscribe(items.append, observer.on_error, on_completed, scheduler=scheduler))
 
         def dispose() -> None:
             state["disposed"] = True
             first_subscription.dispose()
             second_subscription.dispose()
 
-        return Disposable(dispose)
+        return _Action(dispose)
 
     return Direct(subscribe)
 
@@ -472,7 +536,7 @@ def concat_now(sources: Iterable[reactivex.Observable[T]]) -> reactivex.Observab
     ) -> rx_abc.DisposableBase:
         serial = _Serial(observer, scheduler, iter(sources))
         serial.start()
-        return Disposable(serial.dispose)
+        return _Action(serial.dispose)
 
     return Direct(subscribe)
 
@@ -492,7 +556,7 @@ def concat_map_now(
         observer: rx_abc.ObserverBase[U], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
         serial = _Serial(observer, scheduler)
-        outer = SingleAssignmentDisposable()
+        outer = _Slot()
 
         def on_next(item: T) -> None:
             if getattr(observer, "stopped", False):  # failed or disposed: project nothing more
@@ -504,13 +568,13 @@ def concat_map_now(
                 return
             serial.push(projected)
 
-        outer.disposable = source.subscribe(on_next, observer.on_error, serial.end, scheduler=scheduler)
+        outer.set(source.subscribe(on_next, observer.on_error, serial.end, scheduler=scheduler))
 
         def dispose() -> None:
             outer.dispose()
             serial.dispose()
 
-        return Disposable(dispose)
+        return _Action(dispose)
 
     return Direct(subscribe)
 
@@ -524,7 +588,7 @@ def on_dispose(source: reactivex.Observable[T], action: Callable[[], None]) -> r
     def subscribe(
         observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
-        subscription = SingleAssignmentDisposable()
+        subscription = _Slot()
 
         def dispose() -> None:
             try:
@@ -532,7 +596,7 @@ def on_dispose(source: reactivex.Observable[T], action: Callable[[], None]) -> r
             finally:
                 subscription.dispose()
 
-        subscription.disposable = source.subscribe(observer, scheduler=scheduler)
-        return Disposable(dispose)
+        subscription.set(source.subscribe(observer, scheduler=scheduler))
+        return _Action(dispose)
 
     return Direct(subscribe)

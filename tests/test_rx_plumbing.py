@@ -12,7 +12,7 @@ from reactivex import abc as rx_abc
 from reactivex import operators as ops
 from reactivex.disposable import Disposable
 from reactivex.scheduler import ImmediateScheduler
-from reactivex.subject import Subject
+from reactivex.subject import ReplaySubject, Subject
 
 from rxllm._rx import (
     Direct,
@@ -298,11 +298,11 @@ def test_concat_map_now_dispose_disposes_the_source_and_the_active_inner() -> No
     assert outer_disposed.is_set() and inner_disposed.is_set()
 
 
-@pytest.mark.parametrize("runs", [50])
+@pytest.mark.parametrize("runs", [100])
 def test_concat_map_now_from_many_threads_completes_once_with_every_item(runs: int) -> None:
     for _ in range(runs):
         source: Subject[int] = Subject()
-        inners = [Subject[int]() for _ in range(4)]
+        inners = [ReplaySubject[int]() for _ in range(4)]  # an inner may end before its turn comes
         seen = Recorder()
         concat_map_now(source, inners.__getitem__).subscribe(seen)
         for i in range(4):
@@ -329,3 +329,10 @@ def test_concat_map_now_projects_nothing_after_the_stream_failed() -> None:
     seen = Recorder()
     concat_map_now(reactivex.of(1, 2, 3), project).subscribe(seen)
     assert (projected, seen.errors) == ([1], [error])
+
+
+def test_a_direct_observable_has_the_lock_stock_operators_take_on_their_source() -> None:
+    source = emit_now(5)
+    with source.lock:  # made on first use, then the same one
+        assert source.lock is source.lock
+    assert emit_now(5).pipe(ops.delay(0.0), ops.to_list()).run() == [5]  # delay takes its source's lock

@@ -8,9 +8,9 @@ They see the run only through :class:`InvocationView` and :class:`SessionView`, 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from random import getrandbits as _getrandbits
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import JsonValue
@@ -37,9 +37,28 @@ __all__ = [
 ]
 
 
+_VERSION_4 = (0x4 << 76) | (0x8 << 60)  # the version nibble (4) and the RFC 4122 variant bits (10)
+_NOT_VERSION_BITS = ~((0xF << 76) | (0xC << 60)) & ((1 << 128) - 1)
+
+
+def random_uuid4() -> str:
+    """A random UUID4 string, as ``str(uuid.uuid4())`` gives, in about a tenth of its time.
+
+    The bits come from :mod:`random` (seeded from the OS, reseeded in a forked child) instead of
+    ``os.urandom``: event and invocation ids are identifiers, not secrets.
+
+    >>> import uuid
+    >>> uuid.UUID(random_uuid4()).version
+    4
+    """
+    value = (_getrandbits(128) & _NOT_VERSION_BITS) | _VERSION_4
+    text = f"{value:032x}"
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
 def new_invocation_id() -> str:
     """A fresh invocation id (``e-`` + a UUID4, as ADK)."""
-    return "e-" + str(uuid.uuid4())
+    return "e-" + random_uuid4()
 
 
 class SessionKey(Protocol):

@@ -46,7 +46,7 @@ from .._types import FunctionDeclaration, Tool
 from ._context import ToolContext
 from ._loops import check_timeout, coroutine_observable
 from ._named import Named
-from ._rx import call_now, emit_now
+from ._rx import defer_now, emit_now
 
 __all__ = [
     "BaseTool",
@@ -300,8 +300,9 @@ class FunctionTool(BaseTool):
             except Exception as exc:
                 raise ToolError(f"tool {self.name!r} raised {type(exc).__name__}: {exc}") from exc
 
-        source = call_now(call) if self._scheduler is None else reactivex.from_callable(call, self._scheduler)
-        return source.pipe(ops.flat_map(self._result_of))
+        if self._scheduler is None:  # called during subscribe, its result (or its error) passed on at once
+            return defer_now(lambda: self._result_of(call()))
+        return reactivex.from_callable(call, self._scheduler).pipe(ops.flat_map(self._result_of))
 
     def _result_of(self, value: Any) -> reactivex.Observable[ToolResult]:
         if inspect.iscoroutine(value):

@@ -12,10 +12,10 @@ True
 from __future__ import annotations
 
 import time
-import uuid
 
 from pydantic import Field, JsonValue
 
+from .._tools._context import random_uuid4
 from .._types import Content, FinishReason, FunctionCall, FunctionResponse, UsageMetadata, _Model
 
 __all__ = ["Event", "EventActions"]
@@ -23,7 +23,7 @@ __all__ = ["Event", "EventActions"]
 
 def new_event_id() -> str:
     """A fresh event id (a UUID4 string, as ADK's ``Event.generateEventId``)."""
-    return str(uuid.uuid4())
+    return random_uuid4()
 
 
 class EventActions(_Model):

@@ -19,8 +19,8 @@ logged at WARNING, nothing of that turn is stored). Otherwise -- the last event 
 function-response event -- it starts the next step.
 
 Persist-before-next-step is ordering, not a barrier: the steps are a lazily pulled sequence
-concatenated with ``concat_with_iterable``, so step *n + 1* is created and subscribed only when
-step *n* completed, and step *n* completes only after its last store completed.
+concatenated with ``rxllm._rx.concat_now`` (no scheduler hop), so step *n + 1* is created and
+subscribed only when step *n* completed, and step *n* completes only after its last store completed.
 """
 
 from __future__ import annotations

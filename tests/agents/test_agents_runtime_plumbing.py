@@ -64,3 +64,17 @@ def test_run_with_observable_run_starts_no_thread_per_step() -> None:
     )
     assert texts == ["one", "two"]
     assert len(threads) == 1  # both agents' events on one thread: no new thread per sub-agent
+
+
+def test_event_and_invocation_ids_are_distinct_uuid4_strings() -> None:
+    import uuid
+
+    from rxllm._tools import new_invocation_id
+    from rxllm.agents import Event
+
+    ids = [Event(author="bot").id for _ in range(2000)] + [new_invocation_id()[2:] for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for value in ids[:50] + ids[-50:]:
+        parsed = uuid.UUID(value)
+        assert (parsed.version, parsed.variant, str(parsed)) == (4, uuid.RFC_4122, value)
+    assert new_invocation_id().startswith("e-")
