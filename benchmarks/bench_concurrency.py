@@ -170,7 +170,9 @@ def run_contender(name: str, url: str, streams: int, chunks: int) -> dict[str, A
 
 def open_streams(url: str, count: int) -> dict[str, Any]:
     """Hold ``count`` streams open at once on the asyncio transport; report memory per open stream."""
-    transport = AsyncHttpTransport(max_concurrent_streams=count, read_timeout=600)
+    # 10,000 connects at once keep the loop busy for seconds: on a loaded machine the default 10 s
+    # connect_timeout fired before the loop got back to the connects (thousands of ConnectTimeouts).
+    transport = AsyncHttpTransport(max_concurrent_streams=count, read_timeout=600, connect_timeout=300)
     model = OpenAiChatModel("bench", base_url=f"{url}/hold/1", transport=transport, retry_policy=RetryPolicy.never())
     before = _current_rss_mib()
     opened = [0]
@@ -199,6 +201,7 @@ def open_streams(url: str, count: int) -> dict[str, Any]:
         "open_streams": opened[0],
         "all_open": ok,
         "errors": len(errors),
+        "first_error": repr(errors[0]) if errors else None,
         "seconds_to_open": elapsed,
         "rss_growth_mib": during - before,
         "kib_per_open_stream": (during - before) * 1024 / max(opened[0], 1),
@@ -279,6 +282,8 @@ def main() -> int:
             f"+{capacity['rss_growth_mib']:.0f} MiB RSS, {capacity['kib_per_open_stream']:.1f} KiB per open stream, "
             f"peak threads {capacity['peak_threads']}"
         )
+        if capacity["errors"]:
+            print(f"  {capacity['errors']} streams failed, the first with {capacity['first_error']}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(
         json.dumps(

@@ -24,7 +24,8 @@ Then three call-level sections (see ``_turns.py``): ``--calls`` sequential calls
 (a throwaway CA from ``trustme``), connections the server accepted per session and the median
 latency per call; the time to first partial on a ``--small``-chunk stream against the floor's;
 and the order-A17 turn (2 model calls, 1 tool) through an agent and a service against the 2 bare
-model calls, the overhead per model call.
+model calls, the overhead per model call (its instructions, without the network and under any
+load: ``runtime_instructions.py``).
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ waiting for a pool slot, for the headers or for the next byte.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import contextvars
 import functools
@@ -51,6 +50,7 @@ from ._redact import Redactor
 __all__ = [
     "AsyncHttpResponse",
     "AsyncHttpTransport",
+    "Submitted",
     "make_async_cancellable",
     "total_timeout_error",
     "transport_for_client",
@@ -243,6 +243,40 @@ class AsyncHttpResponse:
                 await body.aclose()
 
 
+class Submitted:
+    """A coroutine handed to the transport's loop by :meth:`AsyncHttpTransport.submit`: ``cancel()``
+    (from any thread) cancels its task, or keeps it from ever starting.
+
+    What ``asyncio.run_coroutine_threadsafe`` returns, without its ``concurrent.futures.Future``
+    (a ``Condition``, its lock and a 760-byte deque, about 1.4 KiB) that nobody here waits on:
+    every open stream keeps one of these for its lifetime.
+    """
+
+    __slots__ = ("_loop", "_pending", "cancelled", "task")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, pending: set[Submitted]) -> None:
+        self._loop = loop
+        self._pending = pending  # the transport's: what close() cancels
+        self.task: asyncio.Task[None] | None = None  # set on the loop when the task starts
+        self.cancelled = False
+
+    def done(self, _task: asyncio.Task[None]) -> None:
+        """The task ended (its done callback, on the loop)."""
+        self._pending.discard(self)
+
+    def cancel(self) -> bool:
+        """Cancel the task (on the loop; from another thread, through ``call_soon_threadsafe``)."""
+        self.cancelled = True
+        task = self.task
+        if task is not None:
+            if _on_thread_of(self._loop):
+                task.cancel()
+            else:
+                with contextlib.suppress(RuntimeError):  # the loop is closed: the task is gone with it
+                    self._loop.call_soon_threadsafe(task.cancel)
+        return True
+
+
 class AsyncHttpTransport:
     """The asyncio transport: one event loop thread and an ``httpx.AsyncClient`` for every open stream.
 
@@ -326,7 +360,7 @@ class AsyncHttpTransport:
             self._shards, self._per_shard = 1, max_concurrent_streams
         self._bound = loop is not None
         self._loop = loop
-        self._tasks: set[concurrent.futures.Future[None]] = set()  # what submit() started, until done
+        self._tasks: set[Submitted] = set()  # what submit() started, until done
         self._thread: threading.Thread | None = None
         self._timer_scheduler: rx_abc.SchedulerBase | None = None
 
@@ -366,18 +400,31 @@ class AsyncHttpTransport:
                 self._timer_scheduler = AsyncIOThreadSafeScheduler(loop)
             return self._timer_scheduler
 
-    def submit(self, coroutine: Coroutine[Any, Any, None]) -> concurrent.futures.Future[None]:
-        """Run ``coroutine`` on the loop; cancelling the returned future cancels its task.
+    def submit(self, coroutine: Coroutine[Any, Any, None]) -> Submitted:
+        """Run ``coroutine`` on the loop (from any thread); cancelling the returned handle cancels its task.
 
         The task runs in a copy of the caller's ``contextvars`` context (as ``call_soon_threadsafe``
         takes it), so a span current when the user subscribed is the parent of the request's.
         """
-        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
-        self._tasks.add(future)
-        future.add_done_callback(self._tasks.discard)
-        return future
+        loop = self.loop
+        tasks = self._tasks
+        submitted = Submitted(loop, tasks)
+        tasks.add(submitted)  # close() cancels it, started or not
 
-    def cancel(self, task: concurrent.futures.Future[None], scope: CancelScope) -> None:
+        def start() -> None:
+            if submitted.cancelled:  # cancelled before it started: it never runs
+                coroutine.close()
+                tasks.discard(submitted)
+                return
+            task = submitted.task = loop.create_task(coroutine)
+            task.add_done_callback(submitted.done)
+            if submitted.cancelled:  # a cancel() that read ``task`` before it was set
+                task.cancel()
+
+        loop.call_soon_threadsafe(start)
+        return submitted
+
+    def cancel(self, task: Submitted, scope: CancelScope) -> None:
         """Cancel one attempt from any thread: its sockets are shut down before this returns (nothing
         more of its request reaches the server), and its task ends.
 
@@ -595,7 +642,7 @@ def _on_thread_of(loop: asyncio.AbstractEventLoop) -> bool:
 
 
 async def _close_bound(
-    tasks: list[concurrent.futures.Future[None]],
+    tasks: list[Submitted],
     clients: list[httpx.AsyncClient],
     prune: asyncio.TimerHandle | None,
 ) -> None:

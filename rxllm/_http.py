@@ -210,6 +210,9 @@ def _shutdown(sock: Any) -> None:
             sock.shutdown(socket.SHUT_RDWR)
 
 
+_monotonic = time.monotonic
+
+
 def _clamp(timeout: float | None, scope: CancelScope, error: type[Exception]) -> float:
     """A socket timeout that also ends at the scope's total deadline (a trickle cannot outlive it)."""
     remaining = scope.remaining()
@@ -234,9 +237,19 @@ class _CancellableStream(httpcore.NetworkStream):
         return scope
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        scope = self._attach()
-        if scope is not None and scope.deadline is not None:
-            timeout = _clamp(timeout, scope, httpcore.ReadTimeout)
+        # ``_attach`` and ``_clamp`` inlined: this runs once per network read, which on a stream
+        # trickling tokens is once per chunk.
+        scope: CancelScope | None = getattr(_local, "scope", None)
+        if scope is not None:
+            if scope is not self.owner and self.sock is not None:
+                scope.watch(self)
+            deadline = scope.deadline
+            if deadline is not None:
+                remaining = deadline - _monotonic()
+                if remaining <= 0:
+                    raise httpcore.ReadTimeout("the total deadline passed")
+                if timeout is None or remaining < timeout:
+                    timeout = remaining
         return self._inner.read(max_bytes, timeout)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:

@@ -14,11 +14,10 @@ import logging
 import random
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import reactivex
 from reactivex import abc as rx_abc
-from reactivex.disposable import Disposable, SerialDisposable, SingleAssignmentDisposable
 from reactivex.scheduler import TimeoutScheduler
 
 from ._errors import ConfigurationError, RxLlmError
@@ -103,7 +102,8 @@ def retry_before_first_item(
     """Resubscribe to the cold ``source`` after a failure, as ``policy`` says, until it emits.
 
     Once ``source`` has emitted an item, its errors pass straight through. Each retry is a new
-    subscription, so a ``defer``-built source starts from scratch.
+    subscription, so a ``defer``-built source starts from scratch. A policy that makes one attempt
+    (``RetryPolicy.never()``) can never retry: ``source`` itself is returned, with no layer.
 
     Args:
         source: a cold Observable (each subscription is one attempt).
@@ -114,51 +114,111 @@ def retry_before_first_item(
         An Observable: subscribing starts attempt 1; disposing cancels the attempt in flight
         or the pending timer.
     """
-    timers = scheduler or TimeoutScheduler.singleton()
+    if type(policy) is RetryPolicy and policy.max_attempts == 1:  # delay_for would always say "give up"
+        return source
+    return _RetryBeforeFirstItem(source, policy, scheduler or TimeoutScheduler.singleton())
 
-    def subscribe(
-        observer: rx_abc.ObserverBase[_T], subscribe_scheduler: rx_abc.SchedulerBase | None = None
+
+class _RetryBeforeFirstItem(reactivex.Observable[_T]):
+    """The operator: each subscription is one :class:`_Attempts` (one object holds its whole state:
+    an open stream keeps it for its lifetime, so it is kept small)."""
+
+    def __init__(self, source: reactivex.Observable[_T], policy: RetryPolicy, timers: rx_abc.SchedulerBase) -> None:
+        super().__init__()
+        self._source = source
+        self._policy = policy
+        self._timers = timers
+
+    def _subscribe_core(
+        self, observer: rx_abc.ObserverBase[_T], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
-        serial = SerialDisposable()
-        lock = threading.Lock()
-        context = contextvars.copy_context()  # retries start in the subscriber's context, not the timer's
-        state = {"attempt": 0, "emitted": False, "disposed": False}
+        attempts = _Attempts(self._source, self._policy, self._timers, observer, scheduler)
+        attempts.start()
+        return attempts
 
-        def start(*_: Any) -> None:
-            with lock:
-                if state["disposed"]:
-                    return
-                state["attempt"] += 1
-                slot = SingleAssignmentDisposable()
-                serial.disposable = slot
-            slot.disposable = source.subscribe(on_next, on_error, on_completed, scheduler=subscribe_scheduler)
 
-        def on_next(value: _T) -> None:
-            state["emitted"] = True
-            observer.on_next(value)
+class _Attempts(rx_abc.DisposableBase, Generic[_T]):
+    """One subscription of :func:`retry_before_first_item`: the attempt in flight (or the pending
+    backoff timer) and what decides the next one. Disposing cancels whichever is current."""
 
-        def on_error(error: Exception) -> None:
-            attempt = int(state["attempt"])
-            delay = None if state["emitted"] else policy.delay_for(error, attempt)
-            if delay is None:
-                observer.on_error(error)
+    __slots__ = ("_context", "_current", "_disposed", "_emitted", "_lock", "_number", "_observer", "_policy",
+                 "_scheduler", "_source", "_timers")
+
+    def __init__(
+        self,
+        source: reactivex.Observable[_T],
+        policy: RetryPolicy,
+        timers: rx_abc.SchedulerBase,
+        observer: rx_abc.ObserverBase[_T],
+        scheduler: rx_abc.SchedulerBase | None,
+    ) -> None:
+        self._source = source
+        self._policy = policy
+        self._timers = timers
+        self._observer = observer
+        self._scheduler = scheduler
+        self._lock = threading.Lock()
+        self._context = contextvars.copy_context()  # retries start in the subscriber's context, not the timer's
+        self._current: rx_abc.DisposableBase | None = None  # the attempt's subscription, or the backoff timer
+        self._number = 0  # attempts started
+        self._emitted = False
+        self._disposed = False
+
+    def start(self, *_: Any) -> None:
+        """Subscribe the next attempt (unless disposed)."""
+        with self._lock:
+            if self._disposed:
                 return
-            _log.warning("attempt %d failed before the first item (%s); retrying in %.3fs", attempt, error, delay)
-            with lock:
-                if state["disposed"]:
-                    return
-                serial.disposable = timers.schedule_relative(delay, lambda *_: context.copy().run(start))
+            self._number += 1
+            number = self._number
+            previous, self._current = self._current, None
+        if previous is not None:  # the backoff timer that fired
+            previous.dispose()
+        inner = self._source.subscribe(self._on_next, self._on_error, self._on_completed, scheduler=self._scheduler)
+        with self._lock:
+            # Disposed meanwhile, or the attempt already failed and its backoff timer is now current
+            # (or a later attempt started): the attempt is over, let it go.
+            keep = not self._disposed and self._number == number and self._current is None
+            if keep:
+                self._current = inner
+        if not keep:
+            inner.dispose()
 
-        def on_completed() -> None:
-            observer.on_completed()
+    def _retry(self, _scheduler: rx_abc.SchedulerBase, _state: Any = None) -> None:
+        self._context.copy().run(self.start)
 
-        def dispose() -> None:
-            with lock:
-                state["disposed"] = True
-            serial.dispose()
+    def _on_next(self, value: _T) -> None:
+        self._emitted = True
+        self._observer.on_next(value)
 
-        start()
-        return Disposable(dispose)
+    def _on_error(self, error: Exception) -> None:
+        number = self._number
+        delay = None if self._emitted else self._policy.delay_for(error, number)
+        if delay is None:
+            self._observer.on_error(error)
+            return
+        _log.warning("attempt %d failed before the first item (%s); retrying in %.3fs", number, error, delay)
+        if self._disposed:
+            return
+        timer = self._timers.schedule_relative(delay, self._retry)
+        with self._lock:
+            late = self._disposed or self._number != number  # disposed, or a synchronous timer already retried
+            previous = None
+            if not late:
+                previous, self._current = self._current, timer
+        if late:
+            if self._disposed:
+                timer.dispose()
+        elif previous is not None:  # the failed attempt's subscription
+            previous.dispose()
 
-    return reactivex.create(subscribe)
+    def _on_completed(self) -> None:
+        self._observer.on_completed()
 
+    def dispose(self) -> None:
+        """Cancel the attempt in flight or the pending timer; nothing more is started."""
+        with self._lock:
+            self._disposed = True
+            current, self._current = self._current, None
+        if current is not None:
+            current.dispose()
