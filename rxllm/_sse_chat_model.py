@@ -26,6 +26,7 @@ from typing import Any, cast
 import reactivex
 from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
+from reactivex.scheduler import ThreadPoolScheduler
 
 from ._aggregation import StreamAggregator
 from ._aio import AwaitableObservable, awaitable
@@ -627,12 +628,21 @@ def _blocking(
                 except Exception as exc:  # a bug below must still reach the subscriber
                     scoped.on_error(exc)
 
-        scheduled = scheduler.schedule(action)
+        if executor is not None:  # the transport's own pool: straight to its executor
+            submitted = executor.submit(action, scheduler)
+            cancel_scheduled: Callable[[], Any] = submitted.cancel
+        else:
+            cancel_scheduled = scheduler.schedule(action).dispose
 
         def dispose() -> None:
             scope.cancel()
-            scheduled.dispose()
+            cancel_scheduled()
 
         return Disposable(dispose)
 
+    # reactivex's ThreadPoolScheduler.schedule builds an EventLoopScheduler (a Condition, a queue,
+    # a scheduled item, datetime arithmetic) around every action it hands to its executor; a plain
+    # ThreadPoolScheduler's work goes to the executor directly (the same thread, the same
+    # cancellation of work not yet started).
+    executor = scheduler.executor if type(scheduler) is ThreadPoolScheduler else None
     return reactivex.create(subscribe)
