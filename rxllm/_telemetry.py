@@ -72,6 +72,7 @@ CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 _OFF = frozenset({"off", "0", "false", "no", "disabled"})
 _ON = frozenset({"on", "1", "true", "yes", "span_only", "span_and_event"})
 _SCOPE = "rxllm"
+_UNSET_METER_PROVIDERS = frozenset({"_ProxyMeterProvider", "NoOpMeterProvider"})
 _T = TypeVar("_T")
 
 _TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
@@ -93,10 +94,13 @@ class Otel:
 
     def __init__(self, settings: _Settings) -> None:
         from opentelemetry import context, metrics, trace
-        from opentelemetry.trace import SpanKind, Status, StatusCode
+        from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider, SpanKind, Status, StatusCode
 
         self.context = context
         self.trace = trace
+        self._metrics = metrics
+        self._explicit = settings.tracer_provider is not None or settings.meter_provider is not None
+        self._unset_tracer_providers = (ProxyTracerProvider, NoOpTracerProvider)
         self.client_kind = SpanKind.CLIENT
         self.internal_kind = SpanKind.INTERNAL
         self.error_status = Status(StatusCode.ERROR)
@@ -128,6 +132,19 @@ class Otel:
         if capture is None:
             capture = os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in _ON
         self.capture_content = capture
+
+    def recording(self) -> bool:
+        """Whether a span or a metric could be recorded now: a provider was given to
+        :func:`configure_telemetry`, or the application set a global tracer or meter provider
+        (checked on each call, so one set later is picked up). With the API installed and no
+        provider set, everything would be a no-op: rxllm then builds no telemetry object at all
+        (about 1.2 KiB per open stream)."""
+        if self._explicit:
+            return True
+        if not isinstance(self.trace.get_tracer_provider(), self._unset_tracer_providers):
+            return True
+        # The API's unset meter provider is a private proxy class; the no-op one is public.
+        return type(self._metrics.get_meter_provider()).__name__ not in _UNSET_METER_PROVIDERS
 
     def current(self) -> Any:
         """The OpenTelemetry context current on this thread (or task)."""
@@ -190,10 +207,13 @@ def configure_telemetry(
 
 
 def otel() -> Otel | None:
-    """The telemetry hooks, or ``None`` when OpenTelemetry is absent or switched off (then: do nothing)."""
+    """The telemetry hooks, or ``None`` when OpenTelemetry is absent, switched off, or has no
+    provider to record into (then: do nothing)."""
     resolved = _resolved
     if resolved is _UNRESOLVED:
         resolved = _resolve()
+    if resolved is None or not resolved.recording():
+        return None
     return resolved
 
 

@@ -106,3 +106,35 @@ print(len(exporter.get_finished_spans()))
     done = run(code, RXLLM_TELEMETRY="off")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "0"
+
+
+def test_with_no_provider_set_nothing_is_built_and_one_set_later_is_picked_up() -> None:
+    code = """
+from rxllm import _telemetry
+from rxllm._types import LlmRequest
+made = []
+real = _telemetry.ModelCallTelemetry
+class Counting(real):
+    def __init__(self, *args, **kwargs):
+        made.append(1)
+        super().__init__(*args, **kwargs)
+_telemetry.ModelCallTelemetry = Counting
+""" + SCENARIO + """
+assert made == [], "telemetry objects were built with no provider to record into"
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+""" + SCENARIO + """
+assert made, "a provider set later was not picked up"
+print(sorted({span.name for span in exporter.get_finished_spans()}))
+"""
+    done = run(code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        "['chat gpt-x', 'execute_tool get_order', 'invoke_agent AiService', 'invoke_agent support']"
+    )
