@@ -38,7 +38,7 @@ import reactivex
 from ._aio import AwaitableObservable, MaybeObservable, awaitable
 from ._errors import ConfigurationError, RxLlmError, StoreError
 from ._offthread import call_off_thread
-from ._tools._rx import call_now, emit_now, fail_now, nothing_now
+from ._rx import call_now, emit_now, fail_now, nothing_now
 from ._types import Blob, Part
 
 __all__ = ["BaseArtifactService", "FileArtifactService", "InMemoryArtifactService", "artifact_text"]

@@ -29,8 +29,8 @@ from pydantic import Field
 from reactivex import operators as ops
 
 from ._aio import AwaitableObservable, MaybeObservable, awaitable
+from ._rx import call_now
 from ._tools._context import SessionKey
-from ._tools._rx import call_now
 from ._types import Content, _Model
 
 __all__ = ["BaseMemoryService", "InMemoryMemoryService", "MemoryEntry", "SearchMemoryResponse"]

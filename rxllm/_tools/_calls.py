@@ -37,12 +37,12 @@ from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
 
 from .._errors import ToolError
+from .._rx import Direct, emit_now, tap_next
 from .._telemetry import TracedScope, otel, record_tool_result, tool_attributes, traced
 from .._types import FunctionCall, FunctionResponse
 from ._context import ToolContext
 from ._execution import ToolRuntime, execute_tool
 from ._json_safe import jsonable
-from ._rx import Direct, emit_now, tap_next
 from ._tool import BaseTool, ToolResult
 
 __all__ = ["ExecuteTool", "ToolCallOutcome", "call_tool"]

@@ -33,8 +33,8 @@ from reactivex.disposable import Disposable, SingleAssignmentDisposable
 from reactivex.scheduler import TimeoutScheduler
 
 from .._errors import ToolError, ToolTimeoutError
+from .._rx import Direct
 from ._loops import check_timeout, default_tool_scheduler, running_loop, using_loop
-from ._rx import Direct
 from ._tool import BaseTool, ToolResult
 
 __all__ = ["ToolRuntime", "execute_tool"]

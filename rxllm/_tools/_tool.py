@@ -42,11 +42,11 @@ from reactivex import abc as rx_abc
 from reactivex import operators as ops
 
 from .._errors import ConfigurationError, ToolError
+from .._rx import defer_now, emit_now
 from .._types import FunctionDeclaration, Tool
 from ._context import ToolContext
 from ._loops import check_timeout, coroutine_observable
 from ._named import Named
-from ._rx import defer_now, emit_now
 
 __all__ = [
     "BaseTool",

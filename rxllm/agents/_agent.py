@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from .._aio import AwaitableObservable, awaitable
 from .._base_llm import BaseLlm
 from .._errors import ConfigurationError
+from .._rx import defer_now
 from .._tools import BaseTool, Named, ToolLike, tools_by_name
 from .._types import GenerateContentConfig
 from ._agent_run import run_with_agent_callbacks
@@ -29,7 +30,6 @@ from ._flow import (
     run_llm_flow,
 )
 from ._registry import LlmRegistry
-from ._rx import defer_now
 
 __all__ = ["AgentCallback", "BaseAgent", "InstructionProvider", "LlmAgent"]
 

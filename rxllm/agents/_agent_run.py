@@ -21,11 +21,11 @@ import reactivex
 from reactivex import operators as ops
 
 from .._errors import ConfigurationError
+from .._rx import nothing_now, then_now
 from .._types import Content
 from ._callbacks import Call, callback_chain
 from ._context import CallbackContext, InvocationContext
 from ._event import Event, EventActions
-from ._rx import nothing_now, then_now
 from ._sessions import Session
 from ._state import State
 

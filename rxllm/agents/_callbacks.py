@@ -29,9 +29,9 @@ from reactivex import operators as ops
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
 from .._errors import ConfigurationError, RxLlmError
+from .._rx import emit_now, nothing_now
 from .._tools import default_tool_scheduler, running_loop
 from .._tools._loops import coroutine_observable, tool_loop
-from ._rx import emit_now, nothing_now
 
 __all__ = ["as_callbacks", "callback_chain", "resolve_answer"]
 

@@ -12,12 +12,12 @@ from reactivex import operators as ops
 
 from .._aio import AwaitableObservable, MaybeObservable, awaitable
 from .._errors import ConfigurationError, LimitExceededError
+from .._rx import emit_now, fail_now
 from .._telemetry import add_usage
 from .._tools import CallbackContext, ReadonlyContext, ToolActions, ToolContext, ToolRuntime, new_invocation_id
 from .._types import Content, UsageMetadata
 from ._event import Event
 from ._run_config import RunConfig
-from ._rx import emit_now, fail_now
 from ._sessions import BaseSessionService, Session
 
 if TYPE_CHECKING:

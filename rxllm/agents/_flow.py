@@ -37,6 +37,7 @@ from reactivex import operators as ops
 
 from .._aggregation import generate_function_call_id
 from .._errors import ConfigurationError, RxLlmError, ToolError, UnsupportedOperationError
+from .._rx import collect_then, concat_map_now, concat_now, emit_now, fail_now, nothing_now, tap_next, then_now
 from .._telemetry import TracedScope, traced, within
 from .._tools import BaseTool, ToolCallOutcome, call_tool, request_config, safe_content, tool_declarations
 from .._types import Content, FunctionCall, FunctionResponse, LlmRequest, LlmResponse, Part
@@ -47,7 +48,6 @@ from ._event import Event, EventActions
 from ._instructions import ArtifactLoader, artifact_loader, inject_session_state
 from ._output_schema import output_schema_config, validate_output
 from ._run_config import StreamingMode
-from ._rx import collect_then, concat_map_now, concat_now, emit_now, fail_now, nothing_now, tap_next, then_now
 from ._sessions import Session
 from ._state import State
 from ._transfer import TRANSFER_TOOL, transfer_instruction, transfer_targets

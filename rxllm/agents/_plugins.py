@@ -23,11 +23,11 @@ import reactivex
 from reactivex import operators as ops
 
 from .._errors import ConfigurationError
+from .._rx import concat_map_now, concat_now, emit_now
 from .._types import Content, LlmRequest, LlmResponse
 from ._callbacks import Call, callback_chain
 from ._context import CallbackContext, InvocationContext, ToolContext
 from ._event import Event
-from ._rx import concat_map_now, concat_now, emit_now
 
 if TYPE_CHECKING:
     from .._tools import BaseTool

@@ -14,6 +14,7 @@ from .._aio import AwaitableObservable, awaitable
 from .._artifacts import BaseArtifactService, InMemoryArtifactService
 from .._errors import ConfigurationError, RxLlmError
 from .._memory import BaseMemoryService, InMemoryMemoryService
+from .._rx import collect_then, defer_now, emit_now, fail_now, ignore_items, on_dispose, then_now
 from .._telemetry import current_context, within
 from .._tools import ToolRuntime, check_timeout
 from .._types import Content
@@ -22,7 +23,6 @@ from ._context import InvocationContext
 from ._event import Event
 from ._plugins import BasePlugin, after_run, before_run, on_event, on_user_message
 from ._run_config import RunConfig
-from ._rx import collect_then, defer_now, emit_now, fail_now, ignore_items, on_dispose, then_now
 from ._sessions import BaseSessionService, InMemorySessionService, Session
 from ._transfer import agent_to_run
 

@@ -32,10 +32,10 @@ from pydantic import Field, JsonValue
 
 from .._aio import AwaitableObservable, MaybeObservable, awaitable
 from .._errors import ConfigurationError
+from .._rx import call_now, defer_now, emit_now, nothing_now
 from .._types import _Model
 from ._event import Event
 from ._run_lanes import session_lanes
-from ._rx import call_now, defer_now, emit_now, nothing_now
 from ._state import apply_state_delta, strip_temp_keys
 
 __all__ = ["BaseSessionService", "GetSessionConfig", "InMemorySessionService", "Session"]

@@ -23,8 +23,8 @@ from pydantic import JsonValue, ValidationError
 from .._aio import AwaitableObservable, MaybeObservable, awaitable
 from .._errors import RxLlmError, StoreError
 from .._offthread import call_off_thread
+from .._rx import emit_now
 from ._event import Event
-from ._rx import emit_now
 from ._sessions import (
     BaseSessionService,
     GetSessionConfig,

@@ -16,10 +16,10 @@ from reactivex import operators as ops
 from reactivex.disposable import CompositeDisposable, Disposable, SingleAssignmentDisposable
 
 from .._errors import ConfigurationError
+from .._rx import concat_now, nothing_now
 from ._agent import AgentCallback, BaseAgent
 from ._context import InvocationContext
 from ._event import Event
-from ._rx import concat_now, nothing_now
 
 __all__ = ["LoopAgent", "ParallelAgent", "SequentialAgent"]
 
