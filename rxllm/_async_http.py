@@ -43,6 +43,7 @@ from ._http import (
     request_headers,
     status_error_of,
     timeout_error,
+    wrap_network_backends,
 )
 from ._provider import HttpRequest
 from ._redact import Redactor
@@ -132,24 +133,9 @@ class _CancellableAsyncBackend(httpcore.AsyncNetworkBackend):
 
 
 def make_async_cancellable(client: httpx.AsyncClient) -> int:
-    """:func:`~rxllm._http.make_cancellable` for an ``httpx.AsyncClient``: wrap the network backend of
-    each of its own HTTP/1.1 pools (the default transport's and each mount's; HTTP/2 pools share one
-    socket between streams and are left alone, as is a transport that is not httpx's own).
-
-    Returns:
-        How many pools were made cancellable.
-    """
-    wrapped = 0
-    transports = [getattr(client, "_transport", None), *getattr(client, "_mounts", {}).values()]
-    for transport in transports:
-        pool = getattr(transport, "_pool", None) if isinstance(transport, httpx.AsyncHTTPTransport) else None
-        backend = getattr(pool, "_network_backend", None)
-        if pool is None or backend is None or getattr(pool, "_http2", False):
-            continue
-        if not isinstance(backend, _CancellableAsyncBackend):
-            pool._network_backend = _CancellableAsyncBackend(backend)
-        wrapped += 1
-    return wrapped
+    """:func:`~rxllm._http.make_cancellable` for an ``httpx.AsyncClient`` (its HTTP/1.1 pools' sockets
+    attach to the attempt's scope); how many pools were made cancellable."""
+    return len(wrap_network_backends(client, _CancellableAsyncBackend))
 
 
 class AsyncHttpResponse:

@@ -74,6 +74,7 @@ __all__ = [
     "limit_of",
     "log_request",
     "make_cancellable",
+    "wrap_network_backends",
     "request_headers",
     "status_error_of",
     "timeout_error",
@@ -161,14 +162,17 @@ class CancelScope:
 
     def cancel(self) -> None:
         """Cancel: shut down every socket this scope still owns, now. Thread-safe and idempotent."""
-        with _owners:
-            self.cancelled = True
-        self.shutdown()
+        self._shut_down(cancel=True)
 
     def shutdown(self) -> None:
         """Shut down every socket this scope still owns, and any it attaches later, without marking
         it cancelled (its work then ends with an error it may still deliver, e.g. a timeout)."""
+        self._shut_down(cancel=False)
+
+    def _shut_down(self, *, cancel: bool) -> None:
         with _owners:
+            if cancel:
+                self.cancelled = True
             self._shut = True
             streams, self._streams = self._streams, []
             for stream in streams:
@@ -375,27 +379,41 @@ def make_cancellable(client: httpx.Client, *, watch_idle: bool = False) -> int:
     Returns:
         How many pools were made cancellable.
     """
-    wrapped = 0
+    pools = wrap_network_backends(client, _CancellableBackend)
+    if watch_idle:
+        for pool in pools:
+            _Pruner.watch(pool, getattr(pool, "_keepalive_expiry", None) or 5.0)
+    return len(pools)
+
+
+def wrap_network_backends(client: httpx.Client | httpx.AsyncClient, wrapper: type[Any]) -> list[Any]:
+    """Wrap the network backend of each HTTP/1.1 pool of ``client``'s own httpx transports in
+    ``wrapper`` (once: a backend already wrapped is left as it is); the pools, wrapped or already so.
+
+    Shared by both transports (see :func:`make_cancellable`): an HTTP/2 pool, or a transport that is
+    not httpx's own, is left alone.
+    """
+    wrapped = []
     for pool in _pools_of(client):
         backend = getattr(pool, "_network_backend", None)
-        if pool is None or backend is None or getattr(pool, "_http2", False):
+        if backend is None or getattr(pool, "_http2", False):
             continue
-        if not isinstance(backend, _CancellableBackend):
-            pool._network_backend = _CancellableBackend(backend)
-        if watch_idle:
-            _Pruner.watch(pool, getattr(pool, "_keepalive_expiry", None) or 5.0)
-        wrapped += 1
+        if not isinstance(backend, wrapper):
+            pool._network_backend = wrapper(backend)
+        wrapped.append(pool)
     return wrapped
 
 
-def _pools_of(client: httpx.Client) -> list[Any]:
+def _pools_of(client: httpx.Client | httpx.AsyncClient) -> list[Any]:
     """The httpcore pools of ``client``'s own httpx transports (the default one and each mount's)."""
+    own = httpx.HTTPTransport if isinstance(client, httpx.Client) else httpx.AsyncHTTPTransport
     transports = [getattr(client, "_transport", None), *getattr(client, "_mounts", {}).values()]
     return [
         pool
         for transport in transports
-        if isinstance(transport, httpx.HTTPTransport) and (pool := getattr(transport, "_pool", None)) is not None
+        if isinstance(transport, own) and (pool := getattr(transport, "_pool", None)) is not None
     ]
+
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ import json
 import os
 import random
 import socket
+import ssl
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -337,3 +338,23 @@ def relay(client: socket.socket, upstream: socket.socket) -> None:
     pipe(client, upstream)
     client.close()
     upstream.close()
+
+
+class TlsFront(LoopbackRelay):
+    """A TLS terminator on loopback: accepts TLS with ``context``, relays the plain bytes to ``upstream``
+    (a :class:`StubServer`) both ways until either side closes. Counts the handshakes that succeeded."""
+
+    def __init__(self, context: ssl.SSLContext, upstream: tuple[str, int]) -> None:
+        self._context = context
+        self._upstream = upstream
+        self.handshakes = 0
+        super().__init__("https", "tls-front")
+
+    def _handle(self, raw: socket.socket) -> None:
+        try:
+            client = self._context.wrap_socket(raw, server_side=True)
+        except (OSError, ssl.SSLError):  # the client refused our certificate
+            raw.close()
+            return
+        self.handshakes += 1
+        relay(client, socket.create_connection(self._upstream))

@@ -16,9 +16,8 @@ import threading
 import httpx
 import pytest
 import reactivex
-from faults_support import REQUEST, TIMEOUT, TRANSPORT_KINDS, Recorder, make_transport
+from faults_support import REQUEST, TIMEOUT, TRANSPORT_KINDS, Recorder, TlsFront, make_transport
 from reactivex import operators as ops
-from test_faults_tls_env import TlsFront
 from wire import OPENAI, WIRES, Wire
 
 from rxllm import AsyncHttpTransport, LlmResponse, RetryPolicy, SseChatModel

@@ -7,40 +7,19 @@ SSL context is built, so it is set before the transport is built (``HttpTranspor
 
 from __future__ import annotations
 
-import socket
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from faults_support import REQUEST, TRANSPORT_KINDS, LoopbackRelay, Recorder, make_transport, relay
+from faults_support import REQUEST, TRANSPORT_KINDS, Recorder, TlsFront, make_transport
 from wire import OPENAI
 
 from rxllm import RetryPolicy, TransportError
 from rxllm.testing import StubServer
 
 trustme = pytest.importorskip("trustme")
-
-
-class TlsFront(LoopbackRelay):
-    """A TLS terminator on loopback: accepts TLS with ``context``, relays the plain bytes to ``upstream``
-    (a :class:`StubServer`) both ways until either side closes. Counts the handshakes that succeeded."""
-
-    def __init__(self, context: ssl.SSLContext, upstream: tuple[str, int]) -> None:
-        self._context = context
-        self._upstream = upstream
-        self.handshakes = 0
-        super().__init__("https", "tls-front")
-
-    def _handle(self, raw: socket.socket) -> None:
-        try:
-            client = self._context.wrap_socket(raw, server_side=True)
-        except (OSError, ssl.SSLError):  # the client refused our certificate
-            raw.close()
-            return
-        self.handshakes += 1
-        relay(client, socket.create_connection(self._upstream))
 
 
 @pytest.fixture
