@@ -58,6 +58,7 @@ __all__ = [
 ]
 
 _POOL_SHARD = 256
+_STOP_SECONDS = 2.0  # close(): how long a stopped stream gets to end before it is cancelled
 
 
 _attempt_scope: contextvars.ContextVar[CancelScope | None] = contextvars.ContextVar("rxllm_attempt_scope", default=None)
@@ -238,17 +239,31 @@ class Submitted:
     every open stream keeps one of these for its lifetime.
     """
 
-    __slots__ = ("_loop", "_pending", "cancelled", "task")
+    __slots__ = ("_loop", "_pending", "cancelled", "scope", "task")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, pending: set[Submitted]) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, pending: set[Submitted], scope: CancelScope | None = None
+    ) -> None:
         self._loop = loop
-        self._pending = pending  # the transport's: what close() cancels
+        self._pending = pending  # the transport's: what close() stops
+        self.scope = scope  # the attempt's, when the coroutine is one: close() stops it as a dispose does
         self.task: asyncio.Task[None] | None = None  # set on the loop when the task starts
         self.cancelled = False
 
     def done(self, _task: asyncio.Task[None]) -> None:
         """The task ended (its done callback, on the loop)."""
         self._pending.discard(self)
+
+    def stop(self) -> None:
+        """On the loop: end the task with one signal, as :meth:`AsyncHttpTransport.cancel` does (its
+        scope's sockets shut down; the task itself cancelled only when no socket is attached)."""
+        scope = self.scope
+        if scope is None:
+            self.cancel()
+            return
+        scope.cancel()
+        if not scope.attached:
+            self.cancel()
 
     def cancel(self) -> bool:
         """Cancel the task (on the loop; from another thread, through ``call_soon_threadsafe``)."""
@@ -386,15 +401,16 @@ class AsyncHttpTransport:
                 self._timer_scheduler = AsyncIOThreadSafeScheduler(loop)
             return self._timer_scheduler
 
-    def submit(self, coroutine: Coroutine[Any, Any, None]) -> Submitted:
+    def submit(self, coroutine: Coroutine[Any, Any, None], scope: CancelScope | None = None) -> Submitted:
         """Run ``coroutine`` on the loop (from any thread); cancelling the returned handle cancels its task.
 
-        The task runs in a copy of the caller's ``contextvars`` context (as ``call_soon_threadsafe``
+        ``scope`` is the attempt's the coroutine runs (:meth:`close` then stops it as :meth:`cancel`
+        does). The task runs in a copy of the caller's ``contextvars`` context (as ``call_soon_threadsafe``
         takes it), so a span current when the user subscribed is the parent of the request's.
         """
         loop = self.loop
         tasks = self._tasks
-        submitted = Submitted(loop, tasks)
+        submitted = Submitted(loop, tasks, scope)
         tasks.add(submitted)  # close() cancels it, started or not
 
         def start() -> None:
@@ -422,16 +438,13 @@ class AsyncHttpTransport:
         decision is taken on the loop, where sockets are attached, so the two cannot race.
         """
         scope.cancel()
-
-        def cancel_unless_attached() -> None:
-            if not scope.attached:
-                task.cancel()
-
+        if task.scope is None:
+            task.scope = scope
         loop = self._loop
-        if loop is None:  # the transport closed: its tasks were cancelled with it
+        if loop is None:  # the transport closed: its tasks were stopped with it
             return
         with contextlib.suppress(RuntimeError):  # the loop is closed: the task is gone with it
-            loop.call_soon_threadsafe(cancel_unless_attached)
+            loop.call_soon_threadsafe(task.stop)
 
     def _take_shard(self) -> int:
         """The first pool with a free slot (so keep-alive connections get reused), else the least busy.
@@ -606,10 +619,10 @@ class AsyncHttpTransport:
                 with contextlib.suppress(Exception):
                     asyncio.run_coroutine_threadsafe(cleanup, loop).result(10)
             return
-        # Streams still open end first (cancelled: their connections close), so no task is left
+        # Streams still open end first (stopped: their connections close), so no task is left
         # suspended when the loop stops (the collector would then finalize it on any thread).
         with contextlib.suppress(Exception):
-            asyncio.run_coroutine_threadsafe(_cancel_others(), loop).result(10)
+            asyncio.run_coroutine_threadsafe(_stop_all(tasks), loop).result(10)
         if handle is not None:
             loop.call_soon_threadsafe(handle.cancel)
         for client in owned:
@@ -635,20 +648,48 @@ async def _close_bound(
     """A bound transport's cleanup, on its loop: only what the transport started is touched."""
     if prune is not None:
         prune.cancel()
-    for task in tasks:
-        task.cancel()
+    await _stop(tasks)
     for client in clients:
         with contextlib.suppress(Exception):
             await client.aclose()
 
 
-async def _cancel_others() -> None:
-    """Cancel every other task of the running loop and wait (bounded) for them to end."""
-    others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+async def _stop(tasks: list[Submitted]) -> None:
+    """Stop the transport's tasks as a dispose would (:meth:`Submitted.stop`) and wait (bounded) for
+    them and the connection closes they leave behind to end.
+
+    Cancelling a task that a dispose already stopped (its socket shut down, httpcore cleaning up
+    after the failed read) would land inside that cleanup and leave the connection ACTIVE in the
+    pool for good, its socket open: measured, one ``unclosed transport`` in ~50
+    dispose-then-close cycles on a client you passed (rxllm never closes that pool)."""
+    for submitted in tasks:
+        submitted.stop()
+    running = [s.task for s in tasks if s.task is not None and not s.task.done()]
+    if running:
+        _done, late = await asyncio.wait(running, timeout=_STOP_SECONDS)
+        for task in late:  # a task that ignored its socket's shutdown
+            task.cancel()
+    await _closes_done()
+
+
+async def _stop_all(tasks: list[Submitted]) -> None:
+    """:func:`_stop`, then cancel every other task of the transport's own loop (it is about to stop)."""
+    await _stop(tasks)
+    current = asyncio.current_task()
+    others = [task for task in asyncio.all_tasks() if task is not current and task not in _closing]
     for task in others:
         task.cancel()
     if others:
-        await asyncio.wait(others, timeout=5)
+        await asyncio.wait(others, timeout=_STOP_SECONDS)
+    await _closes_done()
+
+
+async def _closes_done() -> None:
+    """Wait (bounded) for the connection closes running in the background on this loop (:func:`_keep`)."""
+    loop = asyncio.get_running_loop()
+    closing = [future for future in _closing if future.get_loop() is loop]
+    if closing:
+        await asyncio.wait(closing, timeout=_STOP_SECONDS)
 
 
 async def _send_cancel_safely(

@@ -378,7 +378,7 @@ class SseChatModel(BaseLlm):
                     if response is not None:
                         await response.aclose()
 
-            future = transport.submit(run())
+            future = transport.submit(run(), scope)
 
             def dispose() -> None:
                 if not scope.active:  # already ended (reactivex disposes on the terminal event): let the
