@@ -28,7 +28,6 @@ import os
 import shutil
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import quote, unquote
@@ -39,6 +38,7 @@ from ._aio import AwaitableObservable, MaybeObservable, awaitable
 from ._errors import ConfigurationError, RxLlmError, StoreError
 from ._offthread import call_off_thread
 from ._rx import call_now, emit_now, fail_now, nothing_now
+from ._threads import thread_pool
 from ._types import Blob, Part
 
 __all__ = ["BaseArtifactService", "FileArtifactService", "InMemoryArtifactService", "artifact_text"]
@@ -256,7 +256,7 @@ class FileArtifactService(BaseArtifactService):
 
     def __init__(self, root: str | os.PathLike[str], *, max_workers: int = 4) -> None:
         self._root = Path(root)
-        self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rxllm-artifacts")
+        self._executor = thread_pool(max_workers, "rxllm-artifacts")
 
     @property
     def root(self) -> Path:

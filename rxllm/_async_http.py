@@ -23,6 +23,7 @@ import httpcore
 import httpx
 from reactivex import abc as rx_abc
 
+from ._coalesce import ChunkCoalescer
 from ._decoding import BodyDecoder
 from ._errors import ConfigurationError, HttpStatusError, StreamInterruptedError, StreamTimeoutError, TransportError
 from ._http import (
@@ -47,6 +48,7 @@ from ._http import (
 )
 from ._provider import HttpRequest
 from ._redact import Redactor
+from ._threads import daemon_thread
 
 __all__ = [
     "AsyncHttpResponse",
@@ -70,12 +72,13 @@ class _CancellableAsyncStream(httpcore.AsyncNetworkStream):
     so a reused keep-alive connection is covered too. Attaching to a scope already cancelled shuts
     the socket down at once: the next write fails instead of reaching the server."""
 
-    __slots__ = ("_inner", "owner", "sock")
+    __slots__ = ("_coalescer", "_inner", "owner", "sock")
 
     def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
         self._inner = inner
         self.sock: Any = inner.get_extra_info("socket")  # asyncio's TransportSocket
         self.owner: CancelScope | None = None  # the scope that used the socket last
+        self._coalescer = ChunkCoalescer()  # a chunked body reaches h11 one chunk per read
 
     def attach(self) -> None:
         scope = _attempt_scope.get()
@@ -84,10 +87,16 @@ class _CancellableAsyncStream(httpcore.AsyncNetworkStream):
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         self.attach()
-        return await self._inner.read(max_bytes, timeout)
+        received = self._coalescer.received
+        while True:
+            data = await self._inner.read(max_bytes, timeout)
+            coalesced = received(data)
+            if coalesced or not data:  # else the read completed nothing (half a chunk-size line)
+                return coalesced
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self.attach()
+        self._coalescer.sent(buffer)
         await self._inner.write(buffer, timeout)
 
     async def aclose(self) -> None:
@@ -384,8 +393,7 @@ class AsyncHttpTransport:
                     loop.call_soon(started.set)
                     loop.run_forever()
 
-                self._thread = threading.Thread(target=run, name="rxllm-asyncio", daemon=True)
-                self._thread.start()
+                self._thread = daemon_thread(run, "rxllm-asyncio")
                 started.wait()
                 self._loop = loop
             return self._loop

@@ -42,6 +42,7 @@ import httpx
 from reactivex import abc as rx_abc
 from reactivex.scheduler import ThreadPoolScheduler
 
+from ._coalesce import ChunkCoalescer
 from ._decoding import ACCEPT_ENCODING, BodyDecoder
 from ._errors import (
     ConfigurationError,
@@ -53,6 +54,7 @@ from ._errors import (
 )
 from ._provider import HttpRequest
 from ._redact import Redactor
+from ._threads import daemon_thread, thread_pool_scheduler
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -227,12 +229,17 @@ def _clamp(timeout: float | None, scope: CancelScope, error: type[Exception]) ->
 
 
 class _CancellableStream(httpcore.NetworkStream):
-    __slots__ = ("_inner", "owner", "sock")
+    """A pool's network stream: its socket attaches to the scope of the thread using it, reads are
+    clamped to the scope's deadline, and a chunked response body reaches h11 one chunk per read
+    (:class:`~rxllm._coalesce.ChunkCoalescer`)."""
+
+    __slots__ = ("_coalescer", "_inner", "owner", "sock")
 
     def __init__(self, inner: httpcore.NetworkStream) -> None:
         self._inner = inner
         self.sock: socket.socket | None = inner.get_extra_info("socket")
         self.owner: CancelScope | None = None  # the scope that used the socket last
+        self._coalescer = ChunkCoalescer()
 
     def _attach(self) -> CancelScope | None:
         scope: CancelScope | None = getattr(_local, "scope", None)
@@ -244,22 +251,29 @@ class _CancellableStream(httpcore.NetworkStream):
         # ``_attach`` and ``_clamp`` inlined: this runs once per network read, which on a stream
         # trickling tokens is once per chunk.
         scope: CancelScope | None = getattr(_local, "scope", None)
-        if scope is not None:
-            if scope is not self.owner and self.sock is not None:
-                scope.watch(self)
-            deadline = scope.deadline
-            if deadline is not None:
-                remaining = deadline - _monotonic()
-                if remaining <= 0:
-                    raise httpcore.ReadTimeout("the total deadline passed")
-                if timeout is None or remaining < timeout:
-                    timeout = remaining
-        return self._inner.read(max_bytes, timeout)
+        received = self._coalescer.received
+        while True:
+            wait = timeout
+            if scope is not None:
+                if scope is not self.owner and self.sock is not None:
+                    scope.watch(self)
+                deadline = scope.deadline
+                if deadline is not None:
+                    remaining = deadline - _monotonic()
+                    if remaining <= 0:
+                        raise httpcore.ReadTimeout("the total deadline passed")
+                    if wait is None or remaining < wait:
+                        wait = remaining
+            data = self._inner.read(max_bytes, wait)
+            coalesced = received(data)
+            if coalesced or not data:  # else the read completed nothing (half a chunk-size line)
+                return coalesced
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         scope = self._attach()
         if scope is not None and scope.deadline is not None:
             timeout = _clamp(timeout, scope, httpcore.WriteTimeout)
+        self._coalescer.sent(buffer)
         self._inner.write(buffer, timeout)
 
     def close(self) -> None:
@@ -325,8 +339,7 @@ class _Pruner:
         with cls._lock:
             cls._pools[pool] = keepalive_expiry
             if cls._thread is None:
-                cls._thread = threading.Thread(target=cls._run, name="rxllm-pruner", daemon=True)
-                cls._thread.start()
+                cls._thread = daemon_thread(cls._run, "rxllm-pruner")
         cls._wake.set()
 
     @classmethod
@@ -754,7 +767,7 @@ class HttpTransport:
         """The I/O pool (created on first use), one thread per concurrently open stream."""
         with self._lock:
             if self._scheduler is None:
-                self._scheduler = ThreadPoolScheduler(self.max_concurrent_streams)
+                self._scheduler = thread_pool_scheduler(self.max_concurrent_streams, "rxllm-io")
             return self._scheduler
 
     def open(

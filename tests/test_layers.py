@@ -28,6 +28,8 @@ LAYER = {
     "_version": 0,
     "_sse": 1,
     "_decoding": 1,
+    "_coalesce": 1,
+    "_threads": 0,
     "_chunk": 1,
     "_provider": 1,
     "_aggregation": 2,

@@ -11,7 +11,7 @@ import inspect
 import os
 import threading
 from collections.abc import Callable, Coroutine, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 import reactivex
@@ -20,6 +20,7 @@ from reactivex.disposable import Disposable
 from reactivex.scheduler import ThreadPoolScheduler
 
 from .._errors import ConfigurationError, ToolError
+from .._threads import daemon_thread, thread_pool_scheduler
 
 __all__ = [
     "DEFAULT_TOOL_WORKERS",
@@ -44,14 +45,6 @@ _loop: asyncio.AbstractEventLoop | None = None
 _local = threading.local()
 
 
-class _NamedThreadPoolScheduler(ThreadPoolScheduler):
-    """A ``ThreadPoolScheduler`` whose threads are named (``rxllm-tool_0``...), for thread dumps and logs."""
-
-    def __init__(self, max_workers: int, thread_name_prefix: str) -> None:
-        super().__init__(max_workers)
-        self.executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=thread_name_prefix)
-
-
 def _configured_workers() -> int:
     raw = os.environ.get("RXLLM_TOOL_WORKERS")
     if raw is None:
@@ -74,7 +67,7 @@ def default_tool_scheduler() -> ThreadPoolScheduler:
     global _default_scheduler
     with _lock:
         if _default_scheduler is None:
-            _default_scheduler = _NamedThreadPoolScheduler(_configured_workers(), "rxllm-tool")
+            _default_scheduler = thread_pool_scheduler(_configured_workers(), "rxllm-tool")
         return _default_scheduler
 
 
@@ -84,8 +77,7 @@ def tool_loop() -> asyncio.AbstractEventLoop:
     with _lock:
         if _loop is None or _loop.is_closed():
             loop = asyncio.new_event_loop()
-            thread = threading.Thread(target=loop.run_forever, name="rxllm-tool-loop", daemon=True)
-            thread.start()
+            daemon_thread(loop.run_forever, "rxllm-tool-loop")
             _loop = loop
         return _loop
 

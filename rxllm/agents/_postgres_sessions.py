@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import ConfigurationError, StoreError
+from .._threads import thread_pool
 from ._sql_sessions import SCHEMA_VERSION, Dialect, SqlConnection, SqlSessionService
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ class PostgresSessionService(SqlSessionService):
             kwargs={"autocommit": True},
             name="rxllm-sessions",
         )
-        self._executor = ThreadPoolExecutor(max_workers=max_size, thread_name_prefix="rxllm-postgres")
+        self._executor = thread_pool(max_size, "rxllm-postgres")
         self._ready_lock = threading.Lock()
         self._ready = False
         self._closed = False

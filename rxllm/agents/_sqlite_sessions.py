@@ -11,10 +11,10 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Literal, TypeVar
 
 from .._errors import ConfigurationError
+from .._threads import thread_pool
 from ._sql_sessions import SCHEMA_VERSION, Dialect, SqlConnection, SqlSessionService
 
 __all__ = ["SCHEMA_VERSION", "SqliteSessionService"]
@@ -86,7 +86,7 @@ class SqliteSessionService(SqlSessionService):
         self._path = os.fspath(path)
         self._synchronous = synchronous
         self._busy_timeout = busy_timeout
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rxllm-sqlite")
+        self._executor = thread_pool(1, "rxllm-sqlite")
         self._connection: sqlite3.Connection | None = None
         self._closed = threading.Event()
 

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -80,6 +81,26 @@ class Terminal:
     def text(self) -> str:
         return self.output.decode(errors="replace")
 
+    def wait_until_reading(self, timeout: float = 10.0) -> None:
+        """Wait until the chat's main thread sleeps in readline's ``select`` on the terminal.
+
+        Readline shows the prompt before it reaches its ``select``; a SIGINT landing in between
+        sets Python's flag but interrupts no call, so nothing checks it until the next key (a
+        CPython readline race, hit about 1 time in 4 on a busy machine when \\x03 is typed the
+        moment the prompt appears; a person is never that fast). The kernel's ``wchan`` says where
+        the thread sleeps."""
+        wchan = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/wchan")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                where = wchan.read_text()
+            except OSError:
+                return  # no /proc here: type at once
+            if "select" in where or "poll" in where:
+                return
+            time.sleep(0.005)  # polling the kernel's view of another process: there is no event to wait on
+        raise AssertionError(f"the chat never waited for input (its main thread sleeps in {where!r})")
+
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
@@ -145,6 +166,7 @@ def test_ctrl_c_at_the_prompt_exits_0(terminals: list[Terminal]) -> None:
         term = Terminal("chat", "--provider", "openai", "--model", "m", "--base-url", f"{server.url}/v1")
         terminals.append(term)
         term.expect(PROMPT)
+        term.wait_until_reading()
         term.type("\x03")
         assert term.proc.wait(10) == 0
         assert server.requests == []
