@@ -107,7 +107,7 @@ def main() -> None:
     print(f"{'contender':40s} {'CPU µs/chunk':>13s} {'vs floor':>9s}")
     for name, values in cpu.items():
         median = statistics.median(values)
-        print(f"{name:40s} {median:13.2f} {median / floor:8.2f}x")
+        print(f"{name:40s} {median:13.2f} {median / floor:8.2f}×")
 
 
 if __name__ == "__main__":
