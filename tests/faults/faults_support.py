@@ -293,6 +293,27 @@ def loop_idle(transport: AsyncHttpTransport, timeout: float = TIMEOUT) -> bool:
     return bool(asyncio.run_coroutine_threadsafe(others_done(), transport.loop).result(timeout + 1))
 
 
+def read_request(conn: socket.socket) -> bytes | None:
+    """Read one HTTP/1.1 request (head and ``content-length`` body) from ``conn``; return what was
+    read after it (``None`` when the peer closed first). Reading the whole request matters: a
+    server that closes with unread bytes resets the connection."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        piece = conn.recv(65536)
+        if not piece:
+            return None
+        received += piece
+    head, _, body = received.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), 0)
+    while len(body) < length:
+        piece = conn.recv(65536)
+        if not piece:
+            return None
+        body += piece
+    return body[length:]
+
+
 class LoopbackRelay:
     """A TCP listener on loopback whose accept thread hands each connection to :meth:`_handle` on a
     thread of its own (a TLS front, a forward proxy). :meth:`close` ends the accept thread."""

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import threading
 from collections.abc import Iterator
 
 import httpx
 import pytest
-from faults_support import TIMEOUT
+from faults_support import TIMEOUT, LoopbackRelay, read_request
 
 from rxllm import AsyncHttpTransport, HttpTransport
 from rxllm._http import CancelScope
@@ -24,42 +23,21 @@ from rxllm._provider import HttpRequest
 EVENTS = [b'data: {"n":%d,"pad":"%s"}\n\n' % (i, b"x" * 80) for i in range(300)]
 PAYLOAD = b"".join(EVENTS)
 BODY = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in EVENTS) + b"0\r\n\r\n"
+PATH = "/v1/chat/completions"
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 
 
-class BurstServer:
+class BurstServer(LoopbackRelay):
     """Answers every request on a connection with HEAD + BODY in one ``sendall``; counts connections."""
 
     def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1/chat/completions"
         self.connections = 0
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__("http", "burst")
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
+    def _handle(self, conn: socket.socket) -> None:
+        self.connections += 1
         with conn:
-            pending = b""
-            while True:
-                while b"\r\n\r\n" not in pending:
-                    data = conn.recv(65536)
-                    if not data:
-                        return
-                    pending += data
-                head, _, rest = pending.partition(b"\r\n\r\n")
-                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                              if line.lower().startswith(b"content-length:"))
-                while len(rest) < length:
-                    rest += conn.recv(65536)
-                pending = rest[length:]
+            while read_request(conn) is not None:
                 conn.sendall(HEAD + BODY)
 
 
@@ -67,15 +45,15 @@ class BurstServer:
 def server() -> Iterator[BurstServer]:
     burst = BurstServer()
     yield burst
-    burst.sock.close()
+    burst.close()
 
 
 def _request(server: BurstServer) -> HttpRequest:
-    return HttpRequest(url=server.url, body=b"{}", headers={"content-type": "application/json"})
+    return HttpRequest(url=f"{server.url}{PATH}", body=b"{}", headers={"content-type": "application/json"})
 
 
 def test_plain_httpx_yields_one_piece_per_chunk(server: BurstServer) -> None:
-    with httpx.Client() as client, client.stream("POST", server.url, content=b"{}") as response:
+    with httpx.Client() as client, client.stream("POST", f"{server.url}{PATH}", content=b"{}") as response:
         pieces = list(response.iter_raw())
     assert b"".join(pieces) == PAYLOAD and len(pieces) >= len(EVENTS)
 

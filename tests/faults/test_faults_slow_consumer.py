@@ -22,7 +22,7 @@ import tracemalloc
 from collections.abc import Iterator
 
 import pytest
-from faults_support import REQUEST, TIMEOUT, TRANSPORT_KINDS, Recorder, make_transport
+from faults_support import REQUEST, TIMEOUT, TRANSPORT_KINDS, Recorder, make_transport, read_request
 from wire import OPENAI
 
 from rxllm import LlmResponse, RetryPolicy
@@ -75,20 +75,8 @@ class FireHoseServer:
             self._listener.settimeout(TIMEOUT)
             conn, _ = self._listener.accept()
             with conn:
-                received = b""
-                while b"\r\n\r\n" not in received:
-                    piece = conn.recv(65536)
-                    if not piece:
-                        return
-                    received += piece
-                head, _, body = received.partition(b"\r\n\r\n")
-                length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
-                while len(body) < length:  # read the whole request: closing with unread bytes would reset
-                    piece = conn.recv(65536)
-                    if not piece:
-                        return
-                    body += piece
+                if read_request(conn) is None:
+                    return
                 conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
                 conn.setblocking(False)
                 for event in _events(self._count):
