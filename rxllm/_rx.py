@@ -307,6 +307,41 @@ def defer_now(factory: Callable[[], reactivex.Observable[T]]) -> reactivex.Obser
     return Direct(subscribe)
 
 
+def _first_then(
+    first: reactivex.Observable[Any],
+    on_item: Callable[[Any], None],
+    follow: Callable[[], reactivex.Observable[U]],
+    observer: rx_abc.ObserverBase[U],
+    scheduler: rx_abc.SchedulerBase | None,
+) -> rx_abc.DisposableBase:
+    """Subscribe ``first`` (its items to ``on_item``, its error to ``observer``) and, the moment it
+    completes, the Observable ``follow()`` returns (to ``observer``; an exception ``follow`` raises
+    is delivered as ``on_error``). Disposing disposes whichever is active and prevents ``follow``."""
+    first_subscription = _Slot()
+    second_subscription = _Slot()
+    state = {"disposed": False}
+
+    def on_completed() -> None:
+        if state["disposed"]:
+            return
+        try:
+            source = follow()
+        except Exception as exc:
+            observer.on_error(exc)
+            return
+        second_subscription.set(source.subscribe(observer, scheduler=scheduler))
+
+    # ``first`` may complete (and ``follow`` start) before this assignment: separate slots.
+    first_subscription.set(first.subscribe(on_item, observer.on_error, on_completed, scheduler=scheduler))
+
+    def dispose() -> None:
+        state["disposed"] = True
+        first_subscription.dispose()
+        second_subscription.dispose()
+
+    return _Action(dispose)
+
+
 def then_now(first: reactivex.Observable[T], second: Callable[[], reactivex.Observable[T]]) -> reactivex.Observable[T]:
     """``first``, then the Observable ``second()`` returns, subscribed the moment ``first`` completes.
 
@@ -319,29 +354,7 @@ def then_now(first: reactivex.Observable[T], second: Callable[[], reactivex.Obse
     def subscribe(
         observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
-        first_subscription = _Slot()
-        second_subscription = _Slot()
-        state = {"disposed": False}
-
-        def on_completed() -> None:
-            if state["disposed"]:
-                return
-            try:
-                follow = second()
-            except Exception as exc:
-                observer.on_error(exc)
-                return
-            second_subscription.set(follow.subscribe(observer, scheduler=scheduler))
-
-        # ``first`` may complete (and ``second`` start) before this assignment: separate slots.
-        first_subscription.set(first.subscribe(observer.on_next, observer.on_error, on_completed, scheduler=scheduler))
-
-        def dispose() -> None:
-            state["disposed"] = True
-            first_subscription.dispose()
-            second_subscription.dispose()
-
-        return _Action(dispose)
+        return _first_then(first, observer.on_next, second, observer, scheduler)
 
     return Direct(subscribe)
 
@@ -359,28 +372,7 @@ def collect_then(
         observer: rx_abc.ObserverBase[U], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
         items: list[T] = []
-        first_subscription = _Slot()
-        second_subscription = _Slot()
-        state = {"disposed": False}
-
-        def on_completed() -> None:
-            if state["disposed"]:
-                return
-            try:
-                follow = then(items)
-            except Exception as exc:
-                observer.on_error(exc)
-                return
-            second_subscription.set(follow.subscribe(observer, scheduler=scheduler))
-
-        first_subscription.set(source.subscribe(items.append, observer.on_error, on_completed, scheduler=scheduler))
-
-        def dispose() -> None:
-            state["disposed"] = True
-            first_subscription.dispose()
-            second_subscription.dispose()
-
-        return _Action(dispose)
+        return _first_then(source, items.append, lambda: then(items), observer, scheduler)
 
     return Direct(subscribe)
 

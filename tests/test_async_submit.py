@@ -85,26 +85,26 @@ def test_a_handle_cancelled_before_its_task_starts_never_runs_it() -> None:
         transport.close()
 
 
+async def _waits_until_cancelled(started: threading.Event | asyncio.Event, outcome: list[str]) -> None:
+    """Set ``started``, then wait until cancelled; ``outcome`` records the cancellation and the end."""
+    started.set()
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        outcome.append("cancelled")
+        raise
+    finally:
+        outcome.append("ended")
+
+
 def test_closing_the_transport_cancels_a_task_still_running() -> None:
     transport = AsyncHttpTransport()
     started = threading.Event()
-    ended = threading.Event()
     outcome: list[str] = []
-
-    async def work() -> None:
-        started.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            outcome.append("cancelled")
-            raise
-        finally:
-            ended.set()
-
-    transport.submit(work())
+    transport.submit(_waits_until_cancelled(started, outcome))
     assert started.wait(10)
     transport.close()
-    assert ended.is_set() and outcome == ["cancelled"]
+    assert outcome == ["cancelled", "ended"]
 
 
 def test_closing_a_bound_transport_cancels_only_its_own_tasks() -> None:
@@ -112,17 +112,8 @@ def test_closing_a_bound_transport_cancels_only_its_own_tasks() -> None:
         transport = AsyncHttpTransport(loop=asyncio.get_running_loop())
         outcome: list[str] = []
         started = asyncio.Event()
-
-        async def work() -> None:
-            started.set()
-            try:
-                await asyncio.Event().wait()
-            except asyncio.CancelledError:
-                outcome.append("cancelled")
-                raise
-
         bystander = asyncio.ensure_future(asyncio.Event().wait())
-        submitted = transport.submit(work())
+        submitted = transport.submit(_waits_until_cancelled(started, outcome))
         await started.wait()
         await transport.aclose()
         assert submitted.task is not None
@@ -131,4 +122,4 @@ def test_closing_a_bound_transport_cancels_only_its_own_tasks() -> None:
         bystander.cancel()
         return outcome
 
-    assert asyncio.run(main()) == ["cancelled"]
+    assert asyncio.run(main()) == ["cancelled", "ended"]

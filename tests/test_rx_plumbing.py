@@ -11,8 +11,8 @@ import reactivex
 from reactivex import abc as rx_abc
 from reactivex import operators as ops
 from reactivex.disposable import Disposable
-from reactivex.scheduler import ImmediateScheduler
 from reactivex.subject import ReplaySubject, Subject
+from virtual_clock import CountingScheduler
 
 from rxllm._rx import (
     Direct,
@@ -48,17 +48,6 @@ class Recorder:
         self.completed += 1
         self.done.set()
 
-
-class CountingScheduler(ImmediateScheduler):
-    """Runs what is scheduled at once, and counts it: the plumbing must never use it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.scheduled = 0
-
-    def schedule(self, action: Any, state: Any = None) -> rx_abc.DisposableBase:
-        self.scheduled += 1
-        return super().schedule(action, state)
 
 
 def test_direct_stops_after_a_terminal_signal_and_after_dispose() -> None:

@@ -1,4 +1,6 @@
-"""A ``TestScheduler`` that tells when a timer was scheduled, for retry tests in virtual time.
+"""Schedulers for tests: a ``TestScheduler`` that tells when a timer was scheduled (retry tests in
+virtual time), and an immediate scheduler that counts what is scheduled on it (the runtime's
+plumbing must never use one).
 
 The retry operator schedules its backoff from whichever thread saw the failure (the test's own
 with an immediate I/O scheduler, the asyncio transport's loop otherwise): ``wait_timers`` is the
@@ -11,6 +13,7 @@ import threading
 from typing import Any
 
 from reactivex import abc as rx_abc
+from reactivex.scheduler import ImmediateScheduler
 from reactivex.testing import TestScheduler
 
 TIMEOUT = 5.0
@@ -35,3 +38,15 @@ class VirtualClock(TestScheduler):
         """Wait until ``count`` timers in all were scheduled (``False`` after ``timeout`` seconds)."""
         with self._scheduled:
             return self._scheduled.wait_for(lambda: self.timers >= count, timeout)
+
+
+class CountingScheduler(ImmediateScheduler):
+    """Runs what is scheduled at once, on the calling thread, and counts it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scheduled = 0
+
+    def schedule(self, action: Any, state: Any = None) -> rx_abc.DisposableBase:
+        self.scheduled += 1
+        return super().schedule(action, state)

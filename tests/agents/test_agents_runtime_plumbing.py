@@ -6,27 +6,15 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from reactivex import abc as rx_abc
 from reactivex import operators as ops
 from reactivex.scheduler import ImmediateScheduler
+from virtual_clock import CountingScheduler
 
 from rxllm import Chunk
 from rxllm.agents import InMemoryRunner, LlmAgent, RunConfig, SequentialAgent, StreamingMode
 from rxllm.testing import ScriptedLlm, scripted_turn
 
 from .support import ANSWER, APP, SESSION, USER, history, order_runner, question, worked_example_model
-
-
-class CountingScheduler(ImmediateScheduler):
-    """Runs what is scheduled at once on the calling thread, and counts it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.scheduled = 0
-
-    def schedule(self, action: Any, state: Any = None) -> rx_abc.DisposableBase:
-        self.scheduled += 1
-        return super().schedule(action, state)
 
 
 def test_a_run_subscribed_with_a_scheduler_never_schedules_on_it() -> None:
