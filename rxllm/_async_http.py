@@ -434,20 +434,21 @@ class AsyncHttpTransport:
         loop.call_soon_threadsafe(start)
         return submitted
 
-    def cancel(self, task: Submitted, scope: CancelScope) -> None:
-        """Cancel one attempt from any thread: its sockets are shut down before this returns (nothing
-        more of its request reaches the server), and its task ends.
+    def cancel(self, task: Submitted) -> None:
+        """Cancel one attempt from any thread: the sockets of its scope (given to :meth:`submit`) are
+        shut down before this returns (nothing more of its request reaches the server), and its
+        task ends.
 
-        A task whose exchange already has a socket attached to ``scope`` is not cancelled: the
+        A task whose exchange already has a socket attached to its scope is not cancelled: the
         shutdown ends its read or write at once with an error, and httpcore then cleans up after
         itself. A cancellation landing in the middle of that cleanup would leave the connection
         ACTIVE in the pool for good (measured: 8 of 8 slots lost within 3,000 subscribe/dispose
         cycles). A task with no socket yet (waiting for a permit, connecting) is cancelled; the
-        decision is taken on the loop, where sockets are attached, so the two cannot race.
+        decision is taken on the loop (:meth:`Submitted.stop`), where sockets are attached, so the
+        two cannot race.
         """
-        scope.cancel()
-        if task.scope is None:
-            task.scope = scope
+        if task.scope is not None:
+            task.scope.cancel()
         loop = self._loop
         if loop is None:  # the transport closed: its tasks were stopped with it
             return

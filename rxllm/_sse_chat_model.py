@@ -383,8 +383,7 @@ class SseChatModel(BaseLlm):
             def dispose() -> None:
                 if not scope.active:  # already ended (reactivex disposes on the terminal event): let the
                     return  # task release its connection; a cancel would interrupt that aclose() and leak it
-                transport.cancel(future, scope)
-                guarded.release()
+                transport.cancel(future)
 
             return Disposable(dispose)
 
@@ -575,7 +574,7 @@ class _ScopedObserver(rx_abc.ObserverBase[Any]):
     An error leaves with the request's secrets cut out of its message (``redactor``, set once the
     request is built), before the retry policy logs it or the subscriber sees it.
 
-    Once the stream is over (terminal event delivered, or disposed) it lets go of ``observer``:
+    Once its terminal event is delivered it lets go of ``observer``:
     reactivex's ``concat`` keeps its subscribers in a reference cycle (a closure that schedules
     itself), which only the garbage collector's full pass frees; without the release, whatever the
     subscriber's callbacks reach (every partial a subscriber kept: 600,000 objects for a
@@ -614,10 +613,6 @@ class _ScopedObserver(rx_abc.ObserverBase[Any]):
                 observer.on_completed()
             except Exception as unhandled:
                 _log_unhandled(unhandled, None)
-
-    def release(self) -> None:
-        """The subscriber disposed: let go of its observer (nothing reaches it any more)."""
-        self._observer = _RELEASED
 
 
 def _log_unhandled(unhandled: Exception, error: Exception | None) -> None:
@@ -668,7 +663,6 @@ def _blocking(
         def dispose() -> None:
             scope.cancel()
             cancel_scheduled()
-            scoped.release()
 
         return Disposable(dispose)
 
