@@ -19,10 +19,10 @@ from opentelemetry.sdk.trace import TracerProvider
 
 import rxllm
 from rxllm import LlmRequest, LlmResponse
-from rxllm._aggregation import StreamAggregator
-from rxllm._drive import drive_sse
-from rxllm._sse_chat_model import _emit_partials, _on_chunk
-from rxllm._telemetry import AttemptTelemetry, model_call
+from rxllm._models.aggregation import StreamAggregator
+from rxllm._models.drive import drive_sse
+from rxllm._models.sse_chat_model import _emit_partials, _on_chunk
+from rxllm._telemetry.otel import AttemptTelemetry, model_call
 from rxllm.providers._openai_chat import OpenAiChatChunkParser
 from rxllm.testing import sse_turn
 

@@ -1,7 +1,7 @@
 """CPU per chunk when a stream trickles: one HTTP chunk per network read, as a provider sends tokens.
 
 ``bench_stream.py``'s server writes a whole body at once, so each read carries hundreds of chunks
-and rxllm's transports hand them to h11 as one (``rxllm/_coalesce.py``). A live provider sends a
+and rxllm's transports hand them to h11 as one (``rxllm/_transports/coalesce.py``). A live provider sends a
 token at a time, and then each read carries one chunk: nothing to merge. This script measures
 that shape: a server thread writes one chunk per ``send``, ``--gap`` µs apart (slower than the
 client reads), and the table shows the client process's CPU time per chunk (``getrusage``: the
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _contenders import floor_text, rxllm_runner
 from _server import _HEAD, text_body
 
-import rxllm._coalesce
+import rxllm._transports.coalesce
 
 
 def _chunks(n: int) -> list[bytes]:
@@ -81,15 +81,15 @@ def main() -> None:
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     server = multiprocessing.get_context("fork").Process(target=_serve, args=(sock, args.gap / 1e6), daemon=True)
     server.start()
-    received = rxllm._coalesce.ChunkCoalescer.received
+    received = rxllm._transports.coalesce.ChunkCoalescer.received
     rxllm_run = rxllm_runner("text")
 
     def rxllm_uncoalesced(url: str, n: int) -> tuple[float, float, int]:
-        rxllm._coalesce.ChunkCoalescer.received = lambda self, data: data  # type: ignore[method-assign]
+        rxllm._transports.coalesce.ChunkCoalescer.received = lambda self, data: data  # type: ignore[method-assign]
         try:
             return rxllm_run(url, n)
         finally:
-            rxllm._coalesce.ChunkCoalescer.received = received  # type: ignore[method-assign]
+            rxllm._transports.coalesce.ChunkCoalescer.received = received  # type: ignore[method-assign]
 
     contenders = {"floor (httpx iter_lines + json.loads)": floor_text, "rxllm, partials dropped": rxllm_run,
                   "rxllm, coalescer off": rxllm_uncoalesced}

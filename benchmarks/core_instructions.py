@@ -45,8 +45,8 @@ def _provider_events(provider: str, n: int, total: int) -> list[bytes]:
 
 def _run(mode: str, n: int, total: int, provider: str = "openai-chat") -> None:
     from rxllm import LlmResponse, StreamAggregator
-    from rxllm._drive import drive_sse
-    from rxllm._sse_chat_model import _emit_partials, _on_chunk
+    from rxllm._models.drive import drive_sse
+    from rxllm._models.sse_chat_model import _emit_partials, _on_chunk
     from rxllm.providers.anthropic import AnthropicChunkParser
     from rxllm.providers.gemini import GeminiChunkParser
     from rxllm.providers.openai import OpenAiChatChunkParser

@@ -12,11 +12,7 @@
 import logging as _logging
 
 from . import aio as aio
-from ._aggregation import StreamAggregator
-from ._async_http import AsyncHttpTransport
-from ._base_llm import BaseLlm, BaseLlmConnection, model_stream_events
-from ._chunk import Chunk, InBandError, ToolCallFragment
-from ._errors import (
+from ._core.errors import (
     BufferOverflowError,
     ConfigurationError,
     ContractViolationError,
@@ -38,23 +34,8 @@ from ._errors import (
     TransportError,
     UnsupportedOperationError,
 )
-from ._http import HttpTransport
-from ._model_stream import (
-    ModelStreamEvent,
-    ResponseCompleteEvent,
-    TextDeltaEvent,
-    ThoughtDeltaEvent,
-    ToolCallCompleteEvent,
-    ToolCallDeltaEvent,
-)
-from ._provider import ChunkParser, HttpRequest, RequestMapper
-from ._retry import RetryPolicy, retry_before_first_item
-from ._sse import SseDecoder, SseEvent
-from ._sse_chat_model import SseChatModel
-from ._structured import INVALID_STRUCTURED_OUTPUT, ResponseSchema
-from ._structured_stream import StructuredStream, structured_responses
-from ._telemetry import configure_telemetry
-from ._types import (
+from ._core.schema import INVALID_STRUCTURED_OUTPUT, ResponseSchema
+from ._core.types import (
     Blob,
     Content,
     FinishReason,
@@ -69,7 +50,27 @@ from ._types import (
     Tool,
     UsageMetadata,
 )
-from ._version import __version__ as __version__
+from ._core.version import __version__ as __version__
+from ._models.aggregation import StreamAggregator
+from ._models.base_llm import BaseLlm, BaseLlmConnection, model_stream_events
+from ._models.chunk import Chunk, InBandError, ToolCallFragment
+from ._models.model_stream import (
+    ModelStreamEvent,
+    ResponseCompleteEvent,
+    TextDeltaEvent,
+    ThoughtDeltaEvent,
+    ToolCallCompleteEvent,
+    ToolCallDeltaEvent,
+)
+from ._models.provider import ChunkParser, RequestMapper
+from ._models.retry import RetryPolicy, retry_before_first_item
+from ._models.sse import SseDecoder, SseEvent
+from ._models.sse_chat_model import SseChatModel
+from ._models.structured_stream import StructuredStream, structured_responses
+from ._telemetry.otel import configure_telemetry
+from ._transports.asynchronous import AsyncHttpTransport
+from ._transports.base import HttpRequest
+from ._transports.threaded import HttpTransport
 
 _logging.getLogger("rxllm").addHandler(_logging.NullHandler())  # the application decides where logs go
 

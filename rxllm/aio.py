@@ -31,7 +31,7 @@ wrapper adds nothing per item: subscribing to it subscribes the wrapped Observab
 (6, [2, 4, 6])
 """
 
-from ._aio import (
+from ._rx.aio import (
     DEFAULT_MAX_BUFFER,
     AwaitableObservable,
     MaybeObservable,

@@ -1,4 +1,4 @@
-"""StreamAggregator: one test (or a few) per merge rule of ``rxllm/_aggregation.py``'s docstring."""
+"""StreamAggregator: one test (or a few) per merge rule of ``rxllm/_models/aggregation.py``'s docstring."""
 
 from __future__ import annotations
 
@@ -522,7 +522,7 @@ def test_aggregation_cost_grows_linearly_with_the_number_of_tool_calls() -> None
 @pytest.mark.parametrize(("text", "thought"), [("The order", None), (None, "hmm"), ("The order", "hmm")])
 def test_a_partial_is_exactly_what_validation_would_build(text: str | None, thought: str | None) -> None:
     from rxllm import LlmResponse
-    from rxllm._aggregation import _DIRECT, build_partial
+    from rxllm._models.aggregation import _DIRECT, build_partial
 
     assert _DIRECT, "the direct partial builder was disabled (a default or validator on LlmResponse/Content/Part?)"
     raw: list[dict[str, object]] = [{"text": thought, "thought": True}] if thought else []

@@ -1,7 +1,7 @@
 """The per-event fast paths give exactly what the general paths give.
 
 Each parser checks the common shape of a text event inline (one ``type`` test per field) and
-builds its chunk with :func:`rxllm._chunk.text_chunk`; anything else takes the general path. Here
+builds its chunk with :func:`rxllm._models.chunk.text_chunk`; anything else takes the general path. Here
 every fast-shaped event and its near misses go through both, and must agree: the same chunk, or
 the same :class:`~rxllm.ProtocolError`.
 """
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from rxllm import Chunk, ProtocolError, SseEvent, UsageMetadata
-from rxllm._chunk import text_chunk
+from rxllm._models.chunk import text_chunk
 from rxllm.providers.anthropic import AnthropicChunkParser
 from rxllm.providers.gemini import GeminiChunkParser
 from rxllm.providers.openai import OpenAiChatChunkParser

@@ -16,44 +16,21 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "rxllm"
 
 LAYER = {
-    "_errors": 0,
-    "_redact": 0,
-    "_aio": 1,
+    "_core": 0,
     "_rx": 1,
-    "aio": 1,
-    "_types": 0,
-    "_genai_types": 0,
-    "_structured": 0,
-    "_json": 0,
-    "_version": 0,
-    "_sse": 1,
-    "_decoding": 1,
-    "_coalesce": 1,
-    "_threads": 0,
-    "_chunk": 1,
-    "_provider": 1,
-    "_aggregation": 2,
-    "_structured_stream": 2,
-    "_drive": 2,
-    "_model_stream": 2,
-    "_http": 3,
-    "_async_http": 3,
-    "_retry": 3,
-    "_base_llm": 3,
-    "_telemetry": 3,
-    "_sse_chat_model": 4,
+    "_transports": 1,
+    "_telemetry": 2,
+    "aio": 2,
+    "_models": 3,
     "providers": 4,
-    "_offthread": 3,
-    "_artifacts": 5,
-    "_memory": 5,
-    "_tools": 5,
-    "operators": 5,
-    "agents": 6,
-    "service": 6,
-    "testing": 7,
-    "cli": 8,
-    "__init__": 9,
-    "__main__": 9,
+    "_tools": 4,
+    "operators": 4,
+    "agents": 5,
+    "service": 5,
+    "testing": 6,
+    "cli": 7,
+    "__init__": 8,
+    "__main__": 8,
 }
 
 
@@ -107,7 +84,7 @@ def test_httpx_is_imported_only_by_the_transports() -> None:
             )
             if any(n.split(".")[0] in ("httpx", "httpcore") for n in names):
                 importers.add(str(path.relative_to(PACKAGE)))
-    assert importers == {"_http.py", "_async_http.py"}
+    assert importers == {"_transports/threaded.py", "_transports/asynchronous.py"}
 
 
 RUNTIMES = ("agents", "service")

@@ -104,7 +104,9 @@ def test_docstring_examples(module_name: str) -> None:
     assert results.failed == 0, f"{results.failed} docstring example(s) failed in {module_name} (see output above)"
 
 
-@pytest.mark.parametrize("module_name", ["rxllm", "rxllm._types", "rxllm._sse", "rxllm._aggregation"])
+@pytest.mark.parametrize(
+    "module_name", ["rxllm", "rxllm._core.types", "rxllm._models.sse", "rxllm._models.aggregation"]
+)
 def test_doctests_are_found(module_name: str) -> None:
     results = doctest.testmod(importlib.import_module(module_name), optionflags=doctest.ELLIPSIS)
     assert results.attempted > 0

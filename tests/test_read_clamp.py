@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import httpcore
 import pytest
 
-from rxllm._http import CancelScope, _CancellableStream
+from rxllm._transports.threaded import CancelScope, _CancellableStream
 
 
 class _Inner:

@@ -1,4 +1,5 @@
-"""The runtimes' own Rx plumbing (``rxllm._rx``): what the stock operators it replaces guarantee, and no scheduling."""
+"""The runtimes' own Rx plumbing (``rxllm._rx.direct``): what the stock operators it replaces guarantee,
+and no scheduling."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from reactivex.disposable import Disposable
 from reactivex.subject import ReplaySubject, Subject
 from virtual_clock import CountingScheduler
 
-from rxllm._rx import (
+from rxllm._rx.direct import (
     Direct,
     call_now,
     collect_then,

@@ -18,7 +18,7 @@ from faults.faults_support import REQUEST, TIMEOUT, Recorder
 from wire import OPENAI
 
 from rxllm import AsyncHttpTransport, HttpTransport, RetryPolicy
-from rxllm._threads import daemon_thread, thread_pool
+from rxllm._core.threads import daemon_thread, thread_pool
 from rxllm._tools._loops import default_tool_scheduler, tool_loop
 from rxllm.testing import StubServer
 

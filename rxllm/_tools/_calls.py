@@ -36,10 +36,10 @@ from pydantic import ValidationError
 from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
 
-from .._errors import ToolError
-from .._rx import Direct, emit_now, tap_next
-from .._telemetry import TracedScope, otel, record_tool_result, tool_attributes, traced
-from .._types import FunctionCall, FunctionResponse
+from .._core.errors import ToolError
+from .._core.types import FunctionCall, FunctionResponse
+from .._rx.direct import Direct, emit_now, tap_next
+from .._telemetry.otel import TracedScope, otel, record_tool_result, tool_attributes, traced
 from ._context import ToolContext
 from ._execution import ToolRuntime, execute_tool
 from ._json_safe import jsonable

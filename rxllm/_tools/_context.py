@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import JsonValue
 from reactivex import operators as ops
 
-from .._aio import AwaitableObservable, MaybeObservable, awaitable
-from .._errors import ConfigurationError
-from .._types import Content, Part
+from .._core.errors import ConfigurationError
+from .._core.types import Content, Part
+from .._rx.aio import AwaitableObservable, MaybeObservable, awaitable
 from ._state import State
 
 if TYPE_CHECKING:
-    from .._artifacts import BaseArtifactService
-    from .._memory import BaseMemoryService, SearchMemoryResponse
+    from ..agents._artifacts.service import BaseArtifactService
+    from ..agents._memory.service import BaseMemoryService, SearchMemoryResponse
 
 __all__ = [
     "CallbackContext",

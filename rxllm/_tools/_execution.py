@@ -32,8 +32,8 @@ from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 from reactivex.scheduler import TimeoutScheduler
 
-from .._errors import ToolError, ToolTimeoutError
-from .._rx import Direct
+from .._core.errors import ToolError, ToolTimeoutError
+from .._rx.direct import Direct
 from ._loops import check_timeout, default_tool_scheduler, running_loop, using_loop
 from ._tool import BaseTool, ToolResult
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from .._types import Content, Part
+from .._core.types import Content, Part
 
 __all__ = ["json_problem", "jsonable", "safe_content", "safe_response"]
 

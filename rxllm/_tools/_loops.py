@@ -19,8 +19,8 @@ from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
 from reactivex.scheduler import ThreadPoolScheduler
 
-from .._errors import ConfigurationError, ToolError
-from .._threads import daemon_thread, thread_pool_scheduler
+from .._core.errors import ConfigurationError, ToolError
+from .._core.threads import daemon_thread, thread_pool_scheduler
 
 __all__ = [
     "DEFAULT_TOOL_WORKERS",

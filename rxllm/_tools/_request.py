@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._types import Content, GenerateContentConfig, Part, Tool
+from .._core.types import Content, GenerateContentConfig, Part, Tool
 
 __all__ = ["request_config"]
 

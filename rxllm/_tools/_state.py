@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
-from .._errors import ConfigurationError
+from .._core.errors import ConfigurationError
 
 __all__ = ["APP_PREFIX", "STATE_REMOVED", "TEMP_PREFIX", "USER_PREFIX", "State"]
 
@@ -25,7 +25,7 @@ STATE_REMOVED: JsonValue = "__rxllm.state.removed__"
 """The JSON value a deleted key maps to in an event's ``actions.state_delta`` (ADK's ``State.REMOVED``).
 
 ``state_delta`` stays plain JSON: ``del state["k"]`` records ``{"k": STATE_REMOVED}``, and the
-session services' one delta function (``rxllm.agents._state.apply_state_delta``) removes the key.
+session services' one delta function (``rxllm.agents._sessions.state.apply_state_delta``) removes the key.
 Storing this exact string as a value is therefore a deletion."""
 
 _MUTABLE = (list, dict)

@@ -41,9 +41,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from reactivex import abc as rx_abc
 from reactivex import operators as ops
 
-from .._errors import ConfigurationError, ToolError
-from .._rx import defer_now, emit_now
-from .._types import FunctionDeclaration, Tool
+from .._core.errors import ConfigurationError, ToolError
+from .._core.types import FunctionDeclaration, Tool
+from .._rx.direct import defer_now, emit_now
 from ._context import ToolContext
 from ._loops import check_timeout, coroutine_observable
 from ._named import Named

@@ -33,15 +33,17 @@ support '' [] [{'order_id': 'A17', 'status': 'shipped Tuesday'}]
 support 'It shipped Tuesday.' [] []
 """
 
-from .._artifacts import BaseArtifactService, FileArtifactService, InMemoryArtifactService
-from .._memory import BaseMemoryService, InMemoryMemoryService, MemoryEntry, SearchMemoryResponse
 from .._tools import BaseTool, FunctionTool, ToolLike
-from ._agent import AgentCallback, BaseAgent, InstructionProvider, LlmAgent
-from ._agent_tool import AgentTool
-from ._contents import IncludeContents
-from ._context import CallbackContext, InvocationContext, ReadonlyContext, ToolActions, ToolContext
-from ._event import Event, EventActions
-from ._flow import (
+from .._tools._long_running import LongRunningFunctionTool
+from ._agents.agent import AgentCallback, BaseAgent, InstructionProvider, LlmAgent
+from ._agents.context import CallbackContext, InvocationContext, ReadonlyContext, ToolActions, ToolContext
+from ._agents.plugins import BasePlugin
+from ._agents.registry import LlmFactory, LlmRegistry
+from ._agents.run_config import RunConfig, StreamingMode
+from ._agents.workflow import LoopAgent, ParallelAgent, SequentialAgent
+from ._artifacts.service import BaseArtifactService, FileArtifactService, InMemoryArtifactService
+from ._flows.contents import IncludeContents
+from ._flows.flow import (
     AfterModelCallback,
     AfterToolCallback,
     BeforeModelCallback,
@@ -49,17 +51,15 @@ from ._flow import (
     OnModelErrorCallback,
     OnToolErrorCallback,
 )
-from ._long_running import LongRunningFunctionTool
-from ._memory_tools import LoadMemoryTool, load_memory
-from ._plugins import BasePlugin
-from ._postgres_sessions import PostgresSessionService
-from ._registry import LlmFactory, LlmRegistry
-from ._run_config import RunConfig, StreamingMode
-from ._runner import InMemoryRunner, Runner
-from ._sessions import BaseSessionService, GetSessionConfig, InMemorySessionService, Session
-from ._sqlite_sessions import SqliteSessionService
-from ._state import STATE_REMOVED, State
-from ._workflow import LoopAgent, ParallelAgent, SequentialAgent
+from ._memory.service import BaseMemoryService, InMemoryMemoryService, MemoryEntry, SearchMemoryResponse
+from ._memory.tools import LoadMemoryTool, load_memory
+from ._runners.agent_tool import AgentTool
+from ._runners.runner import InMemoryRunner, Runner
+from ._sessions.base import BaseSessionService, GetSessionConfig, InMemorySessionService, Session
+from ._sessions.event import Event, EventActions
+from ._sessions.postgres import PostgresSessionService
+from ._sessions.sqlite import SqliteSessionService
+from ._sessions.state import STATE_REMOVED, State
 
 __all__ = [
     "AfterModelCallback",

@@ -22,9 +22,9 @@ from typing import TextIO
 import reactivex
 from reactivex import abc as rx_abc
 
-from .._base_llm import BaseLlm
-from .._errors import ConfigurationError, HttpStatusError, RxLlmError, TransportError
-from .._types import Content, GenerateContentConfig, LlmRequest, LlmResponse, Part
+from .._core.errors import ConfigurationError, HttpStatusError, RxLlmError, TransportError
+from .._core.types import Content, GenerateContentConfig, LlmRequest, LlmResponse, Part
+from .._models.base_llm import BaseLlm
 from ..providers.anthropic import DEFAULT_BASE_URL as ANTHROPIC_URL
 from ..providers.anthropic import AnthropicModel
 from ..providers.gemini import DEFAULT_BASE_URL as GEMINI_URL

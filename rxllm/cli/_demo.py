@@ -13,8 +13,8 @@ import json
 import threading
 from typing import Any, TextIO
 
-from .._base_llm import BaseLlm
-from .._types import Content, Part
+from .._core.types import Content, Part
+from .._models.base_llm import BaseLlm
 from ..agents import Event, InMemoryRunner, LlmAgent, RunConfig, StreamingMode
 from ..providers.anthropic import AnthropicModel
 from ..providers.gemini import GeminiModel

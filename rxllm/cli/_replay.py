@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import TextIO
 
-from .._errors import RxLlmError
-from .._types import LlmResponse
+from .._core.errors import RxLlmError
+from .._core.types import LlmResponse
 from ..testing import PROTOCOLS, assert_stream_protocol, parser_for, replay_sse
 from ._style import Style
 

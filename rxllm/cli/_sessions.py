@@ -15,8 +15,8 @@ from typing import TextIO
 
 from reactivex import operators as ops
 
-from .._errors import ConfigurationError, RxLlmError
-from .._types import Content
+from .._core.errors import ConfigurationError, RxLlmError
+from .._core.types import Content
 from ..agents import BaseSessionService, Event, PostgresSessionService, Session, SqliteSessionService
 
 __all__ = ["CHAT_APP", "ChatSession", "default_user", "open_store", "run_sessions"]

@@ -9,8 +9,8 @@ import reactivex
 from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
-from .._errors import ContractViolationError
-from .._types import LlmResponse
+from .._core.errors import ContractViolationError
+from .._core.types import LlmResponse
 
 __all__ = ["check_contract"]
 

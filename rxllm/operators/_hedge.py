@@ -12,7 +12,7 @@ from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable, SerialDisposable, SingleAssignmentDisposable
 from reactivex.scheduler import TimeoutScheduler
 
-from .._errors import ConfigurationError
+from .._core.errors import ConfigurationError
 
 __all__ = ["hedge"]
 

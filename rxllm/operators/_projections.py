@@ -8,8 +8,8 @@ import reactivex
 from reactivex import abc as rx_abc
 from reactivex import operators as ops
 
-from .._errors import ContractViolationError
-from .._types import LlmResponse
+from .._core.errors import ContractViolationError
+from .._core.types import LlmResponse
 
 __all__ = ["collect_text", "final", "partials", "text_deltas"]
 

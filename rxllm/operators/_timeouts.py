@@ -18,7 +18,7 @@ from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable, SerialDisposable, SingleAssignmentDisposable
 from reactivex.scheduler import TimeoutScheduler
 
-from .._errors import ConfigurationError, StreamTimeoutError
+from .._core.errors import ConfigurationError, StreamTimeoutError
 
 __all__ = ["first_item_timeout", "idle_timeout"]
 

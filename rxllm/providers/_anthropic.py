@@ -31,13 +31,10 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 
-from .._chunk import Chunk, InBandError, ToolCallFragment, text_chunk
-from .._errors import ConfigurationError, ProtocolError
-from .._json import loads
-from .._provider import HttpRequest
-from .._sse import SseEvent
-from .._structured import output_schema
-from .._types import (
+from .._core.errors import ConfigurationError, ProtocolError
+from .._core.json_codec import loads
+from .._core.schema import output_schema
+from .._core.types import (
     Content,
     FinishReason,
     FunctionDeclaration,
@@ -46,6 +43,9 @@ from .._types import (
     Part,
     UsageMetadata,
 )
+from .._models.chunk import Chunk, InBandError, ToolCallFragment, text_chunk
+from .._models.sse import SseEvent
+from .._transports.base import HttpRequest
 from ._wire import (
     CallIdPairing,
     ConfigField,

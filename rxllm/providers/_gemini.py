@@ -63,14 +63,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypedDict, cast
 from urllib.parse import quote
 
-from .._aggregation import GENERATED_ID_PREFIX
-from .._chunk import Chunk, InBandError, ToolCallFragment, text_chunk
-from .._errors import ConfigurationError, ProtocolError
-from .._json import loads
-from .._provider import HttpRequest
-from .._sse import SseEvent
-from .._structured import output_schema
-from .._types import (
+from .._core.errors import ConfigurationError, ProtocolError
+from .._core.json_codec import loads
+from .._core.schema import output_schema
+from .._core.types import (
     FinishReason,
     FunctionCall,
     FunctionResponse,
@@ -79,6 +75,10 @@ from .._types import (
     Part,
     UsageMetadata,
 )
+from .._models.aggregation import GENERATED_ID_PREFIX
+from .._models.chunk import Chunk, InBandError, ToolCallFragment, text_chunk
+from .._models.sse import SseEvent
+from .._transports.base import HttpRequest
 from ._wire import ConfigField, JsonRequestMapper, WireReader, json_text, wire_config
 
 __all__ = ["DEFAULT_GEMINI_BASE_URL", "GeminiChunkParser", "GeminiRequestMapper"]

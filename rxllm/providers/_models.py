@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from typing import Literal, Unpack
 from urllib.parse import quote, urlsplit
 
-from .._errors import ConfigurationError
-from .._sse_chat_model import SseChatModel
+from .._core.errors import ConfigurationError
+from .._models.sse_chat_model import SseChatModel
 from ._anthropic import ANTHROPIC_BASE_URL, AnthropicChunkParser, AnthropicRequestMapper
 from ._gemini import DEFAULT_GEMINI_BASE_URL as GEMINI_BASE_URL
 from ._gemini import GeminiChunkParser, GeminiRequestMapper

@@ -49,13 +49,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from .._chunk import Chunk, InBandError, ToolCallFragment, text_chunk
-from .._errors import ConfigurationError, ProtocolError
-from .._json import loads
-from .._provider import HttpRequest
-from .._sse import SseEvent
-from .._structured import output_schema
-from .._types import FinishReason, FunctionDeclaration, GenerateContentConfig, LlmRequest, Part, UsageMetadata
+from .._core.errors import ConfigurationError, ProtocolError
+from .._core.json_codec import loads
+from .._core.schema import output_schema
+from .._core.types import FinishReason, FunctionDeclaration, GenerateContentConfig, LlmRequest, Part, UsageMetadata
+from .._models.chunk import Chunk, InBandError, ToolCallFragment, text_chunk
+from .._models.sse import SseEvent
+from .._transports.base import HttpRequest
 from ._wire import (
     CallIdPairing,
     JsonRequestMapper,
@@ -69,7 +69,7 @@ __all__ = ["OpenAiChatChunkParser", "OpenAiChatRequestMapper"]
 
 _PROVIDER = "openai"
 
-_loads = loads  # the JSON decoder of error events (rxllm._json)
+_loads = loads  # the JSON decoder of error events (rxllm._core.json_codec)
 _wire = WireReader(_PROVIDER)
 
 _FINISH_REASONS: dict[str, FinishReason] = {

@@ -27,12 +27,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .._chunk import Chunk, InBandError, ToolCallFragment
-from .._errors import ConfigurationError, ProtocolError
-from .._provider import HttpRequest
-from .._sse import SseEvent
-from .._structured import output_schema
-from .._types import (
+from .._core.errors import ConfigurationError, ProtocolError
+from .._core.schema import output_schema
+from .._core.types import (
     Content,
     FinishReason,
     FunctionDeclaration,
@@ -41,6 +38,9 @@ from .._types import (
     Part,
     UsageMetadata,
 )
+from .._models.chunk import Chunk, InBandError, ToolCallFragment
+from .._models.sse import SseEvent
+from .._transports.base import HttpRequest
 from ._wire import (
     CallIdPairing,
     ConfigField,

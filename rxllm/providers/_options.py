@@ -8,10 +8,10 @@ from typing import Any, TypedDict
 
 from reactivex import abc as rx_abc
 
-from .._async_http import AsyncHttpTransport
-from .._errors import ConfigurationError
-from .._http import HttpTransport
-from .._retry import RetryPolicy
+from .._core.errors import ConfigurationError
+from .._models.retry import RetryPolicy
+from .._transports.asynchronous import AsyncHttpTransport
+from .._transports.threaded import HttpTransport
 
 __all__ = ["SseModelOptions", "resolve_api_key"]
 

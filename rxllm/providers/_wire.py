@@ -1,6 +1,6 @@
 """What every provider's chunk parser and request mapper needs to read and write its wire format.
 
-Reading (the parsers): :class:`WireReader` decodes JSON through :mod:`rxllm._json` and checks the
+Reading (the parsers): :class:`WireReader` decodes JSON through :mod:`rxllm._core.json_codec` and checks the
 shape of what it decoded; bad JSON and every wrong shape become a :class:`~rxllm.ProtocolError`
 that names the provider and where the value was found (``message_start.message should be an
 object, got list``), never a foreign exception. :func:`in_band_error` reads the error objects of
@@ -18,7 +18,7 @@ a request sets, under the API's names); :func:`system_text`; :func:`data_url`; a
 >>> reader.string_at({"text": 3}, "text", "event")
 Traceback (most recent call last):
 ...
-rxllm._errors.ProtocolError: [toy] event.text should be a string, got int
+rxllm._core.errors.ProtocolError: [toy] event.text should be a string, got int
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypeVar
 
-from .._chunk import InBandError
-from .._errors import ConfigurationError, ProtocolError
-from .._json import loads
-from .._provider import HttpRequest
-from .._redact import redact_headers, redact_url
-from .._types import GenerateContentConfig, LlmRequest
-from .._version import USER_AGENT
+from .._core.errors import ConfigurationError, ProtocolError
+from .._core.json_codec import loads
+from .._core.redact import redact_headers, redact_url
+from .._core.types import GenerateContentConfig, LlmRequest
+from .._core.version import USER_AGENT
+from .._models.chunk import InBandError
+from .._transports.base import HttpRequest
 
 __all__ = [
     "CallIdPairing",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .._types import FunctionCall, FunctionResponse, LlmResponse, UsageMetadata
+from .._core.types import FunctionCall, FunctionResponse, LlmResponse, UsageMetadata
 
 __all__ = [
     "AfterToolExecutionEvent",

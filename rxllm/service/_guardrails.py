@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
-from .._errors import ConfigurationError, GuardrailError
-from .._types import Content, LlmResponse, Part
+from .._core.errors import ConfigurationError, GuardrailError
+from .._core.types import Content, LlmResponse, Part
 
 __all__ = ["OutputGuardrail", "apply_output_guardrails", "check_guardrails", "with_answer_text"]
 

@@ -34,14 +34,8 @@ import reactivex
 from reactivex import abc as rx_abc
 from reactivex.disposable import CompositeDisposable, Disposable, SingleAssignmentDisposable
 
-from .. import _model_stream as model_stream
-from .._base_llm import model_stream_events
-from .._errors import GuardrailError, LimitExceededError, ProtocolError, RxLlmError
-from .._structured_stream import StructuredStream
-from .._telemetry import TracedScope, add_usage, traced, within
-from .._tools import request_config
-from .._tools._loops import wait_for_awaitable
-from .._types import (
+from .._core.errors import GuardrailError, LimitExceededError, ProtocolError, RxLlmError
+from .._core.types import (
     Content,
     FunctionCall,
     FunctionResponse,
@@ -51,6 +45,12 @@ from .._types import (
     Part,
     UsageMetadata,
 )
+from .._models import model_stream
+from .._models.base_llm import model_stream_events
+from .._models.structured_stream import StructuredStream
+from .._telemetry.otel import TracedScope, add_usage, traced, within
+from .._tools import request_config
+from .._tools._loops import wait_for_awaitable
 from . import _events as events
 from ._guardrails import apply_output_guardrails
 from ._relay import BoundedRelay

@@ -28,7 +28,7 @@ from typing import Any, Generic, TypeVar
 
 from reactivex import abc as rx_abc
 
-from .._errors import BufferOverflowError, ConfigurationError
+from .._core.errors import BufferOverflowError, ConfigurationError
 
 __all__ = ["BoundedRelay", "check_positive_int"]
 

@@ -6,12 +6,12 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from reactivex import abc as rx_abc
 
-from .._aio import AwaitableObservable, awaitable
-from .._base_llm import BaseLlm
-from .._errors import ConfigurationError
-from .._structured import ResponseSchema, output_schema
+from .._core.errors import ConfigurationError
+from .._core.schema import ResponseSchema, output_schema
+from .._core.types import Content, Part, Tool
+from .._models.base_llm import BaseLlm
+from .._rx.aio import AwaitableObservable, awaitable
 from .._tools import BaseTool, ToolLike, check_timeout, tool_declarations, tools_by_name
-from .._types import Content, Part, Tool
 from ._events import AiServiceStreamingEvent
 from ._guardrails import OutputGuardrail, check_guardrails
 from ._interaction import start_interaction

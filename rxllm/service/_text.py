@@ -8,7 +8,7 @@ import reactivex
 from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
-from .._errors import ProviderError
+from .._core.errors import ProviderError
 from ._events import AiServiceStreamingEvent, FinalResponseEvent, PartialResponseEvent
 from ._relay import BoundedRelay, check_positive_int
 from ._service import DEFAULT_BUFFER_SIZE

@@ -16,7 +16,8 @@ from typing import Any
 from reactivex import abc as rx_abc
 from reactivex.scheduler import ImmediateScheduler
 
-from .._telemetry import within
+from .._core.types import Content, FunctionCall, FunctionResponse
+from .._telemetry.otel import within
 from .._tools import (
     BaseTool,
     State,
@@ -27,7 +28,6 @@ from .._tools import (
     default_tool_scheduler,
     new_invocation_id,
 )
-from .._types import Content, FunctionCall, FunctionResponse
 
 __all__ = ["ToolEnvironment", "default_tool_scheduler", "execute_tool"]
 

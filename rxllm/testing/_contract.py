@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._types import LlmResponse
+from .._core.types import LlmResponse
 
 __all__ = ["assert_stream_protocol"]
 

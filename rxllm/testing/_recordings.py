@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._errors import ConfigurationError
-from .._types import LlmResponse
+from .._core.errors import ConfigurationError
+from .._core.types import LlmResponse
 from ._replay import PROTOCOLS, parser_for, replay_sse
 
 __all__ = ["SseRecording", "load_sse_recordings"]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from .._aggregation import StreamAggregator
-from .._drive import drive_sse
-from .._errors import ConfigurationError, StreamInterruptedError
-from .._provider import ChunkParser
-from .._types import LlmResponse
+from .._core.errors import ConfigurationError, StreamInterruptedError
+from .._core.types import LlmResponse
+from .._models.aggregation import StreamAggregator
+from .._models.drive import drive_sse
+from .._models.provider import ChunkParser
 from ..providers.anthropic import AnthropicChunkParser
 from ..providers.gemini import GeminiChunkParser
 from ..providers.openai import OpenAiChatChunkParser, OpenAiResponsesChunkParser

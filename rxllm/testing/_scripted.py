@@ -21,12 +21,12 @@ from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable, SerialDisposable
 from reactivex.scheduler import NewThreadScheduler, VirtualTimeScheduler
 
-from .._aggregation import StreamAggregator
-from .._aio import AwaitableObservable
-from .._base_llm import BaseLlm
-from .._chunk import Chunk
-from .._errors import ConfigurationError, LimitExceededError
-from .._types import LlmRequest, LlmResponse
+from .._core.errors import ConfigurationError, LimitExceededError
+from .._core.types import LlmRequest, LlmResponse
+from .._models.aggregation import StreamAggregator
+from .._models.base_llm import BaseLlm
+from .._models.chunk import Chunk
+from .._rx.aio import AwaitableObservable
 
 __all__ = ["At", "ScriptedCall", "ScriptedLlm", "at_times", "scripted_turn"]
 

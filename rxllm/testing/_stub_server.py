@@ -61,7 +61,7 @@ from http import HTTPStatus
 from types import MappingProxyType
 from typing import Any
 
-from .._errors import ConfigurationError, ProtocolError
+from .._core.errors import ConfigurationError, ProtocolError
 
 __all__ = [
     "ConnectionRecord",

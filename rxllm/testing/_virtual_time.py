@@ -11,7 +11,7 @@ from reactivex.notification import Notification, OnCompleted, OnError, OnNext
 from reactivex.scheduler import VirtualTimeScheduler
 from reactivex.testing import TestScheduler
 
-from .._errors import ConfigurationError
+from .._core.errors import ConfigurationError
 
 __all__ = ["record_in_virtual_time"]
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import ConfigurationError
+from .._core.errors import ConfigurationError
 
 __all__ = ["ToolCallScript", "complete_json", "sse_turn"]
 

@@ -24,7 +24,7 @@ from rxllm.agents import (
     StreamingMode,
     ToolContext,
 )
-from rxllm.agents._contents import event_belongs_to_branch, request_contents
+from rxllm.agents._flows.contents import event_belongs_to_branch, request_contents
 from rxllm.testing import ScriptedLlm, scripted_turn
 
 from .support import user_message

@@ -19,7 +19,7 @@ from rxllm.agents import (
     State,
     ToolContext,
 )
-from rxllm.agents._state import apply_state_delta
+from rxllm.agents._sessions.state import apply_state_delta
 from rxllm.testing import ScriptedLlm, scripted_turn
 
 from .support import user_message

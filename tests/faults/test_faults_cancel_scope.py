@@ -1,4 +1,4 @@
-"""The socket ownership rules of :class:`rxllm._http.CancelScope` (both transports attach through it).
+"""The socket ownership rules of :class:`rxllm._transports.threaded.CancelScope` (both transports attach through it).
 
 A socket belongs to the last scope that used it: once a keep-alive connection went back to the pool
 and another request's scope took it, a late ``cancel()`` of the first scope must leave it alone (it
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from rxllm._http import CancelScope
+from rxllm._transports.threaded import CancelScope
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 A raw server on 127.0.0.1 sends 300 SSE events, one HTTP chunk each, with a single ``sendall``
 (as a fast provider's burst lands in one read). Plain httpx yields one piece per chunk; rxllm's
-transports (:class:`~rxllm._coalesce.ChunkCoalescer` under h11) yield one per network read, the
+transports (:class:`~rxllm._transports.coalesce.ChunkCoalescer` under h11) yield one per network read, the
 bytes are identical, and the keep-alive connection is still reused (the server counts them).
 """
 
@@ -17,8 +17,8 @@ import pytest
 from faults_support import TIMEOUT, LoopbackRelay, read_request
 
 from rxllm import AsyncHttpTransport, HttpTransport
-from rxllm._http import CancelScope
-from rxllm._provider import HttpRequest
+from rxllm._models.provider import HttpRequest
+from rxllm._transports.threaded import CancelScope
 
 EVENTS = [b'data: {"n":%d,"pad":"%s"}\n\n' % (i, b"x" * 80) for i in range(300)]
 PAYLOAD = b"".join(EVENTS)

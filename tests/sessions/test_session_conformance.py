@@ -313,11 +313,11 @@ def test_an_agent_run_with_tools_and_state_on_every_store(service: BaseSessionSe
 
 def test_a_removed_key_is_removed_from_every_scope(service: BaseSessionService) -> None:
     """Key deletion (``STATE_REMOVED``, taught to ``apply_state_delta`` by the agents runtime) on every store."""
-    import rxllm.agents._state as state_module
+    import rxllm.agents._sessions.state as state_module
 
     removed = getattr(state_module, "STATE_REMOVED", None)
     if removed is None:
-        pytest.skip("rxllm.agents._state has no STATE_REMOVED marker yet")
+        pytest.skip("rxllm.agents._sessions.state has no STATE_REMOVED marker yet")
     session = service.create_session("app", "u", session_id="s", state={"a": 1, "b": 2}).run()
     service.append_event(session, text_event("set", delta={"app:x": 1, "user:y": 2})).run()
     service.append_event(session, text_event("del", delta={"a": removed, "app:x": removed, "user:y": removed})).run()

@@ -19,7 +19,7 @@ from reactivex import operators as ops
 import rxllm
 from rxllm import Content, Part, StoreError
 from rxllm.agents import BaseSessionService, Event, EventActions, PostgresSessionService, Session, SqliteSessionService
-from rxllm.agents._sql_sessions import SCHEMA_VERSION
+from rxllm.agents._sessions.sql import SCHEMA_VERSION
 
 from .conftest import reset_postgres
 

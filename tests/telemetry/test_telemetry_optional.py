@@ -110,8 +110,8 @@ print(len(exporter.get_finished_spans()))
 
 def test_with_no_provider_set_nothing_is_built_and_one_set_later_is_picked_up() -> None:
     code = """
-from rxllm import _telemetry
-from rxllm._types import LlmRequest
+from rxllm._telemetry import otel as _telemetry
+from rxllm._core.types import LlmRequest
 made = []
 real = _telemetry.ModelCallTelemetry
 class Counting(real):

@@ -1,0 +1,363 @@
+"""ADK/genai-shaped data types.
+
+Every model is immutable and is built by snake_case field name (``Part(function_call=...)``);
+sequence fields take any sequence (a list is fine) and store a tuple.
+
+Serialisation, in one place:
+
+* ``model_dump()`` / ``model_dump_json()`` use the **field names** (snake_case), as pydantic and
+  genai do by default.
+* genai's / ADK's camelCase JSON: :meth:`~_Model.to_json` (ADK Java's ``toJson()``: camelCase,
+  ``None`` fields dropped) and :meth:`~_Model.from_json`, or ``model_dump(by_alias=True)`` /
+  ``model_dump_json(by_alias=True)``.
+* Validation accepts both spellings (``model_validate``, ``model_validate_json``), so ADK and
+  genai JSON, and genai's own ``model_dump()`` output, validate as they are.
+* Bytes (``thought_signature``, ``Blob.data``) travel as base64 in JSON, as in genai.
+* Unknown fields are rejected (``extra="forbid"``, as genai does): a misspelt keyword fails at
+  once, and JSON with a field rxllm does not know fails loudly, naming it, instead of being
+  silently dropped. Provider streams never go through these models (each provider's parser reads
+  its wire JSON field by field), so an API adding a field cannot break a stream. Unknown *enum
+  values* are kept (see :class:`FinishReason`), as genai keeps them.
+
+>>> from rxllm import Content, Part
+>>> c = Content(role="user", parts=[Part.from_text("Where is order A17?")])
+>>> c.to_json()
+'{"role":"user","parts":[{"text":"Where is order A17?"}]}'
+>>> Content.from_json(c.to_json()) == c
+True
+>>> Part(function_call={"name": "get_order"}).model_dump(exclude_none=True)
+{'function_call': {'name': 'get_order', 'args': {}}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
+
+from pydantic import Field, JsonValue, field_validator
+
+from .genai_types import (
+    CodeExecutionResult,
+    ExecutableCode,
+    FileData,
+    GroundingMetadata,
+    JsonObject,
+    LogprobsResult,
+    OpenEnum,
+    Seq,
+    Transcription,
+    VideoMetadata,
+)
+from .genai_types import _Model as _BaseModel
+from .schema import SCHEMA_FIELD, ResponseSchema
+
+__all__ = [
+    "Blob",
+    "Content",
+    "FinishReason",
+    "FunctionCall",
+    "FunctionDeclaration",
+    "FunctionResponse",
+    "GenerateContentConfig",
+    "LlmRequest",
+    "LlmResponse",
+    "Part",
+    "ThinkingConfig",
+    "Tool",
+    "UsageMetadata",
+]
+
+Role = Literal["user", "model", "system", "tool"] | str
+
+
+class _Model(_BaseModel):
+    def to_json(self) -> str:
+        """genai's / ADK's JSON: camelCase names, ``None`` fields left out (ADK Java's ``toJson()``)."""
+        return self.model_dump_json(by_alias=True, exclude_none=True)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Self:
+        """Validate genai / ADK JSON (camelCase or snake_case names)."""
+        return cls.model_validate_json(text)
+
+
+class FinishReason(OpenEnum):
+    """Why the model stopped, with genai's values.
+
+    Like genai's enums and ADK Java's ``FinishReason``, the type is open: a value it does not list
+    (a newer API's reason, a provider's own error code in ``LlmResponse.error_code``) is kept as a
+    pseudo-member rather than rejected.
+
+    >>> FinishReason("MAX_TOKENS") is FinishReason.MAX_TOKENS
+    True
+    >>> FinishReason("rate_limit_exceeded") == "rate_limit_exceeded"
+    True
+    """
+
+    FINISH_REASON_UNSPECIFIED = "FINISH_REASON_UNSPECIFIED"
+    STOP = "STOP"
+    MAX_TOKENS = "MAX_TOKENS"
+    SAFETY = "SAFETY"
+    RECITATION = "RECITATION"
+    LANGUAGE = "LANGUAGE"
+    OTHER = "OTHER"
+    BLOCKLIST = "BLOCKLIST"
+    PROHIBITED_CONTENT = "PROHIBITED_CONTENT"
+    SPII = "SPII"
+    MALFORMED_FUNCTION_CALL = "MALFORMED_FUNCTION_CALL"
+    IMAGE_SAFETY = "IMAGE_SAFETY"
+    UNEXPECTED_TOOL_CALL = "UNEXPECTED_TOOL_CALL"
+
+
+class Blob(_Model):
+    """Inline bytes with their MIME type."""
+
+    mime_type: str
+    data: bytes
+    display_name: str | None = None
+
+
+class FunctionCall(_Model):
+    """A tool call the model made. ``args`` is the parsed JSON object."""
+
+    id: str | None = None
+    name: str
+    args: dict[str, JsonValue] = Field(default_factory=dict)
+    partial_args: Seq[JsonObject] | None = None
+    will_continue: bool | None = None
+
+
+class FunctionResponse(_Model):
+    """A tool's result, sent back to the model. ``id`` matches the call's id."""
+
+    id: str | None = None
+    name: str
+    response: dict[str, JsonValue] = Field(default_factory=dict)
+    will_continue: bool | None = None
+    scheduling: str | None = None
+    parts: Seq[JsonObject] | None = None
+
+
+class Part(_Model):
+    """One piece of a :class:`Content`, with every kind genai's ``Part`` has.
+
+    Text, thought text, a function call or response, inline bytes, a file by URI, code the model
+    wrote and its execution result, and media metadata. A part with ``thought=True`` holds
+    reasoning text. A thought part with a ``thought_signature`` and no text is a provider's
+    opaque (redacted) reasoning block. The newest genai kinds (``tool_call``, ``tool_response``,
+    ``media_resolution``, the ``*_metadata`` of documents, spreadsheets, speech and audio) are kept
+    as JSON objects.
+    """
+
+    text: str | None = None
+    thought: bool | None = None
+    thought_signature: bytes | None = None
+    function_call: FunctionCall | None = None
+    function_response: FunctionResponse | None = None
+    inline_data: Blob | None = None
+    file_data: FileData | None = None
+    executable_code: ExecutableCode | None = None
+    code_execution_result: CodeExecutionResult | None = None
+    video_metadata: VideoMetadata | None = None
+    media_resolution: JsonObject | None = None
+    tool_call: JsonObject | None = None
+    tool_response: JsonObject | None = None
+    part_metadata: JsonObject | None = None
+    audio_transcription: Transcription | None = None
+    media_processing: str | None = None
+    speech_metadata: JsonObject | None = None
+    document_metadata: JsonObject | None = None
+    spreadsheet_metadata: JsonObject | None = None
+    audio_metadata: JsonObject | None = None
+
+    @classmethod
+    def from_text(cls, text: str) -> Part:
+        """A text part.
+
+        >>> Part.from_text("hi").text
+        'hi'
+        """
+        return cls(text=text)
+
+    @classmethod
+    def from_function_call(cls, name: str, args: Mapping[str, Any], id: str | None = None) -> Part:
+        """A function-call part.
+
+        >>> Part.from_function_call("get_order", {"order_id": "A17"}).function_call.args
+        {'order_id': 'A17'}
+        """
+        return cls(function_call=FunctionCall(id=id, name=name, args=dict(args)))
+
+    @classmethod
+    def from_function_response(cls, name: str, response: Mapping[str, Any], id: str | None = None) -> Part:
+        """A function-response part, the result of the call with the same ``id``."""
+        return cls(function_response=FunctionResponse(id=id, name=name, response=dict(response)))
+
+
+class Content(_Model):
+    """A turn's content: a role (``"user"`` or ``"model"``) and its parts."""
+
+    role: Role | None = None
+    parts: Seq[Part] = ()
+
+    def text(self) -> str:
+        """The concatenated answer text of the parts (thought parts excluded)."""
+        return "".join(p.text for p in self.parts if p.text is not None and not p.thought)
+
+    def thought_text(self) -> str:
+        """The concatenated text of the thought parts."""
+        return "".join(p.text for p in self.parts if p.text is not None and p.thought)
+
+    def function_calls(self) -> list[FunctionCall]:
+        """The parts' function calls, in order."""
+        return [p.function_call for p in self.parts if p.function_call is not None]
+
+    def function_responses(self) -> list[FunctionResponse]:
+        """The parts' function responses, in order."""
+        return [p.function_response for p in self.parts if p.function_response is not None]
+
+
+class FunctionDeclaration(_Model):
+    """A tool the model may call. ``parameters`` is a JSON Schema object."""
+
+    name: str
+    description: str | None = None
+    parameters: dict[str, JsonValue] | None = None
+
+
+class Tool(_Model):
+    """A group of function declarations, as genai's ``Tool``."""
+
+    function_declarations: Seq[FunctionDeclaration] = ()
+
+
+class ThinkingConfig(_Model):
+    """Reasoning options: whether to return thought text, and a token budget."""
+
+    include_thoughts: bool | None = None
+    thinking_budget: int | None = None
+
+
+class GenerateContentConfig(_Model):
+    """Generation options of a request. ``system_instruction`` also accepts a plain string.
+
+    ``response_schema`` asks for structured output: a pydantic model class, a type a pydantic
+    ``TypeAdapter`` handles (``list[Order]``, a ``TypedDict``, a dataclass) or a JSON Schema dict.
+    Each provider is sent its native structured mode, and the final response carries the
+    validated object in ``parsed`` (see ``docs/structured-output.md``). In JSON the field is
+    the JSON schema.
+    """
+
+    system_instruction: Content | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    max_output_tokens: int | None = None
+    stop_sequences: Seq[str] | None = None
+    candidate_count: int | None = None
+    seed: int | None = None
+    tools: Seq[Tool] | None = None
+    response_mime_type: str | None = None
+    response_schema: Annotated[ResponseSchema | None, SCHEMA_FIELD] = None
+    thinking_config: ThinkingConfig | None = None
+
+    if TYPE_CHECKING:  # the signature type checkers see: ``system_instruction`` also takes a str
+
+        def __init__(
+            self,
+            *,
+            system_instruction: Content | str | None = None,
+            temperature: float | None = None,
+            top_p: float | None = None,
+            top_k: int | None = None,
+            max_output_tokens: int | None = None,
+            stop_sequences: Sequence[str] | None = None,
+            candidate_count: int | None = None,
+            seed: int | None = None,
+            tools: Sequence[Tool] | None = None,
+            response_mime_type: str | None = None,
+            response_schema: ResponseSchema | None = None,
+            thinking_config: ThinkingConfig | None = None,
+        ) -> None: ...
+
+    @field_validator("system_instruction", mode="before")
+    @classmethod
+    def _system_instruction_from_str(cls, value: object) -> object:
+        if isinstance(value, str):
+            return Content(role="system", parts=(Part(text=value),))
+        return value
+
+    def function_declarations(self) -> list[FunctionDeclaration]:
+        """Every function declaration of every tool, in order."""
+        return [d for tool in self.tools or () for d in tool.function_declarations]
+
+
+class LlmRequest(_Model):
+    """What a :class:`BaseLlm` is asked: the model name (wins over the model's own when set),
+    the conversation so far, and the generation config."""
+
+    model: str | None = None
+    contents: Seq[Content] = ()
+    config: GenerateContentConfig = Field(default_factory=GenerateContentConfig)
+
+
+class UsageMetadata(_Model):
+    """Token counts of one model call, genai's names."""
+
+    prompt_token_count: int | None = None
+    candidates_token_count: int | None = None
+    total_token_count: int | None = None
+    thoughts_token_count: int | None = None
+    cached_content_token_count: int | None = None
+
+
+class LlmResponse(_Model):
+    """One item of ``generate_content``: ADK Java's ``LlmResponse`` fields.
+
+    ``partial=True`` marks a streamed delta (only new text, no function calls, no usage);
+    the final aggregate has ``partial`` unset (``None``). ``error_code`` is a
+    :class:`FinishReason` as in ADK Java: a non-STOP finish reason, or an open value for other
+    errors (``"REFUSAL"``, a provider's own code), equal to its string.
+
+    ``parsed`` is set when the request had a ``response_schema``: on a partial, the object so far
+    as plain JSON data (parsed leniently from the text so far); on the final, the validated
+    object (an instance of the class given). ``None`` without a schema.
+
+    ``response_id`` is the provider's id of the response (genai's
+    ``GenerateContentResponse.response_id``), set on the final only, when the provider sent one.
+    """
+
+    content: Content | None = None
+    partial: bool | None = None
+    turn_complete: bool | None = None
+    error_code: FinishReason | None = None
+    error_message: str | None = None
+    finish_reason: FinishReason | None = None
+    usage_metadata: UsageMetadata | None = None
+    interrupted: bool | None = None
+    model_version: str | None = None
+    custom_metadata: dict[str, JsonValue] | None = None
+    grounding_metadata: GroundingMetadata | None = None
+    avg_logprobs: float | None = None
+    logprobs_result: LogprobsResult | None = None
+    input_transcription: Transcription | None = None
+    output_transcription: Transcription | None = None
+    parsed: Any = None
+    response_id: str | None = None
+
+    def is_partial(self) -> bool:
+        """``partial`` as a bool (unset counts as final)."""
+        return bool(self.partial)
+
+    def text(self) -> str:
+        """The answer text (thought parts excluded); ``""`` without content."""
+        return self.content.text() if self.content is not None else ""
+
+    def thought_text(self) -> str:
+        """The text of the thought parts; ``""`` without content."""
+        return self.content.thought_text() if self.content is not None else ""
+
+    def function_calls(self) -> list[FunctionCall]:
+        """The function calls of the content, in order."""
+        return self.content.function_calls() if self.content is not None else []
+

@@ -1,0 +1,447 @@
+"""From an Observable to asyncio: ``await`` its last item, ``async for`` over its items.
+
+rxllm's streams emit on their I/O thread (``HttpTransport``), on the asyncio transport's own loop
+thread (``AsyncHttpTransport``), or synchronously. reactivex's own ``Observable.__await__`` sets
+the asyncio future's result from that thread without waking the loop, so an awaited stream hung
+until something else woke the loop (ARCHITECTURE.md §3, trap 10). Everything here hands each
+notification to the awaiting loop with ``loop.call_soon_threadsafe``: no polling, and the loop
+wakes as soon as an item is emitted.
+
+* :func:`last` keeps only the latest item and wakes the loop once, at the terminal event.
+* :class:`ObservableIterator` (``iterate``) wakes the loop only when the consumer is waiting
+  for an item; while it is busy, items wait in a buffer that the consumer drains without a
+  further wake-up.
+
+Leaving early (``break``, an exception, cancellation) disposes the subscription; disposing is
+thread-safe everywhere in rxllm and closes the connection at once.
+
+The buffer of :class:`ObservableIterator` (``max_buffer`` items, default
+:data:`DEFAULT_MAX_BUFFER`) is where the emitting thread and the loop meet. When it is full:
+
+* an emitter on a plain thread (``HttpTransport``'s I/O thread, a tool pool) waits for room:
+  backpressure, the same as a slow synchronous subscriber, so reads slow down to TCP and
+  memory stays bounded;
+* an emitter on another event loop's thread (``AsyncHttpTransport``'s loop) must not block it
+  (every stream of that loop would stall): the stream fails with :class:`BufferOverflowError`
+  after the items already buffered, and the subscription is disposed. Nothing is dropped
+  silently;
+* an emitter on the consumer's own loop thread (a synchronous source, or a transport bound to
+  the caller's loop) is never bounded: the consumer cannot run before it yields anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Generator
+from types import TracebackType
+from typing import Any, Generic, TypeVar, cast, overload
+
+import reactivex
+from reactivex import abc as rx_abc
+from reactivex.disposable import SingleAssignmentDisposable
+
+from .._core.errors import BufferOverflowError, ConfigurationError, EmptyStreamError
+from .direct import lazy_lock
+
+__all__ = [
+    "AwaitableObservable",
+    "DEFAULT_MAX_BUFFER",
+    "MaybeObservable",
+    "ObservableIterator",
+    "awaitable",
+    "iterate",
+    "last",
+]
+
+T = TypeVar("T")
+D = TypeVar("D")
+T_co = TypeVar("T_co", covariant=True)
+
+DEFAULT_MAX_BUFFER = 16384
+"""How many items :func:`iterate` holds between the emitting thread and the loop, by default."""
+
+_NOTHING: Any = object()
+
+
+def _post(loop: asyncio.AbstractEventLoop, loop_thread: int, callback: Callable[[], None]) -> None:
+    """Run ``callback`` on ``loop`` (from any thread), waking it; a closed loop has nobody waiting.
+
+    On the loop's own thread (a source emitting there) ``call_soon`` is enough: the loop is
+    running this very code, so it needs no wake-up through its self-pipe.
+    """
+    with contextlib.suppress(RuntimeError):  # a closed loop: its awaiter is gone
+        if threading.get_ident() == loop_thread:
+            loop.call_soon(callback)
+        else:
+            loop.call_soon_threadsafe(callback)
+
+
+class _Last(Generic[T]):
+    """Keeps the latest item; settles the future on the loop at the terminal event."""
+
+    __slots__ = ("_future", "_loop", "_loop_thread", "_value")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[T], default: Any) -> None:
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+        self._future = future
+        self._value: T = default
+
+    def on_next(self, value: T) -> None:
+        self._value = value
+
+    def on_error(self, error: Exception) -> None:
+        _post(self._loop, self._loop_thread, lambda: self._settle(error))
+
+    def on_completed(self) -> None:
+        _post(self._loop, self._loop_thread, lambda: self._settle(None))
+
+    def _settle(self, error: Exception | None) -> None:
+        future = self._future
+        if future.done():  # cancelled meanwhile
+            return
+        if error is not None:
+            future.set_exception(error)
+        elif self._value is _NOTHING:
+            future.set_exception(EmptyStreamError("the stream completed without any item, so it has no last item"))
+        else:
+            future.set_result(self._value)
+
+
+@overload
+async def last(source: rx_abc.ObservableBase[T]) -> T: ...
+
+
+@overload
+async def last(source: rx_abc.ObservableBase[T], default: D) -> T | D: ...
+
+
+async def last(source: rx_abc.ObservableBase[Any], default: Any = _NOTHING) -> Any:
+    """Subscribe to ``source`` and return its last item, on the running loop.
+
+    Works for any Observable, whatever thread it emits on: the loop is woken once, when the
+    stream ends. Leaving early (cancellation, ``asyncio.timeout``) disposes the subscription.
+
+    Args:
+        source: any Observable.
+        default: what to return when the stream completes without any item (as ``next()``'s
+            default); without it, an empty stream raises.
+
+    Raises:
+        EmptyStreamError: the stream completed without any item, and no ``default`` was given.
+        Exception: the error the stream ended with, as it was emitted.
+
+    >>> import asyncio, reactivex
+    >>> asyncio.run(last(reactivex.of(1, 2, 3)))
+    3
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    observer = _Last(loop, future, default)
+    subscription = source.subscribe(observer.on_next, observer.on_error, observer.on_completed)
+    try:
+        return await future
+    finally:
+        if not future.done() or future.cancelled():  # left early; after a terminal event it is disposed already
+            subscription.dispose()
+
+
+class ObservableIterator(Generic[T]):
+    """``async for`` over an Observable's items; see :func:`iterate`.
+
+    Subscribes on the first ``__anext__`` (or ``__aenter__``). Also an async context manager:
+    ``async with iterate(obs) as items:`` disposes the subscription when the block ends, however
+    it ends. ``aclose()`` disposes it; so does dropping the iterator (``break`` out of the loop).
+    """
+
+    __slots__ = ("_channel",)
+
+    def __init__(self, source: rx_abc.ObservableBase[T], *, max_buffer: int = DEFAULT_MAX_BUFFER) -> None:
+        if isinstance(max_buffer, bool) or not isinstance(max_buffer, int) or max_buffer < 1:
+            raise ConfigurationError(f"max_buffer must be an int >= 1, got {max_buffer!r}")
+        # The emitting side references the channel, never this object: dropping the iterator
+        # (``break``) finalizes it at once, which closes the channel.
+        self._channel = _Channel(source, max_buffer)
+
+    def __aiter__(self) -> ObservableIterator[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        return await self._channel.next()
+
+    async def __aenter__(self) -> ObservableIterator[T]:
+        self._channel.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._channel.close()
+
+    async def aclose(self) -> None:
+        """Dispose the subscription (idempotent); further ``__anext__`` calls end the iteration."""
+        self._channel.close()
+
+    def __del__(self) -> None:
+        channel = getattr(self, "_channel", None)
+        if channel is not None:
+            channel.close()
+
+
+class _Channel(Generic[T]):
+    """Where the emitting thread and the loop meet (the state behind :class:`ObservableIterator`)."""
+
+    __slots__ = (
+        "_closed",
+        "_cond",
+        "_finished",
+        "_items",
+        "_loop",
+        "_loop_thread",
+        "_max_buffer",
+        "_producer_waiting",
+        "_source",
+        "_subscription",
+        "_terminal",
+        "_waiter",
+        "_wake_pending",
+    )
+
+    def __init__(self, source: rx_abc.ObservableBase[T], max_buffer: int) -> None:
+        self._source = source
+        self._max_buffer = max_buffer
+        self._cond = threading.Condition()  # reentrant: a finalizer may close the channel from inside it
+        self._items: deque[T] = deque()
+        self._terminal: tuple[Exception | None] | None = None  # (error or None) once the stream ended
+        self._closed = False  # the consumer left: ignore everything from now on
+        self._finished = False  # the terminal was handed to the consumer
+        self._waiter: asyncio.Future[None] | None = None
+        self._wake_pending = False
+        self._producer_waiting = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+        self._subscription: SingleAssignmentDisposable | None = None
+
+    def start(self) -> None:
+        if self._subscription is not None or self._closed:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._subscription = SingleAssignmentDisposable()
+        self._subscription.disposable = self._source.subscribe(self._on_next, self._on_error, self._on_completed)
+
+    async def next(self) -> T:
+        self.start()
+        cond = self._cond
+        while True:
+            with cond:
+                if self._items:
+                    item = self._items.popleft()
+                    if self._producer_waiting:
+                        cond.notify()
+                    return item
+                if self._closed or self._finished:
+                    raise StopAsyncIteration
+                if self._terminal is not None:
+                    self._finished = True
+                    error = self._terminal[0]
+                    if error is None:
+                        raise StopAsyncIteration
+                    raise error
+                assert self._loop is not None
+                waiter = self._waiter = self._loop.create_future()
+            try:
+                await waiter
+            except BaseException:  # cancelled (task cancel, asyncio.timeout): leave, disposing
+                self.close()
+                raise
+            finally:
+                self._waiter = None
+
+    # -- the emitting side (any thread) ---------------------------------------------------------
+
+    def _on_next(self, item: T) -> None:
+        cond = self._cond
+        with cond:
+            if self._closed or self._terminal is not None:
+                return
+            while len(self._items) >= self._max_buffer and threading.get_ident() != self._loop_thread:
+                if self._closed:
+                    return
+                if _on_a_loop_thread():
+                    self._terminal = (
+                        BufferOverflowError(
+                            f"the async consumer fell more than {self._max_buffer} items behind a stream emitting "
+                            "on an event loop thread, which must not be blocked; rather than drop items, the "
+                            "stream fails. Await less per item, or raise iterate()'s max_buffer"
+                        ),
+                    )
+                    overflowed = True
+                    break
+                self._producer_waiting = True
+                cond.wait()
+                self._producer_waiting = False
+                if self._closed:
+                    return
+            else:
+                overflowed = False
+                self._items.append(item)
+            wake = self._waiter is not None and not self._wake_pending
+            if wake:
+                self._wake_pending = True
+        if overflowed and self._subscription is not None:
+            self._subscription.dispose()
+        if wake:
+            assert self._loop is not None
+            _post(self._loop, self._loop_thread, self._wake)
+
+    def _on_error(self, error: Exception) -> None:
+        self._end((error,))
+
+    def _on_completed(self) -> None:
+        self._end((None,))
+
+    def _end(self, terminal: tuple[Exception | None]) -> None:
+        with self._cond:
+            if self._closed or self._terminal is not None:
+                return
+            self._terminal = terminal
+            wake = self._waiter is not None and not self._wake_pending
+            if wake:
+                self._wake_pending = True
+        if wake:
+            assert self._loop is not None
+            _post(self._loop, self._loop_thread, self._wake)
+
+    def _wake(self) -> None:
+        """On the loop: wake the consumer waiting in ``__anext__``."""
+        with self._cond:
+            self._wake_pending = False
+            waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def close(self) -> None:
+        """The consumer left: dispose the subscription unless the stream already ended."""
+        cond = self._cond
+        with cond:
+            if self._closed:
+                return
+            self._closed = True
+            ended = self._terminal is not None
+            self._items.clear()
+            cond.notify_all()  # an emitter waiting for room returns
+        if not ended and self._subscription is not None:
+            self._subscription.dispose()
+
+
+def _on_a_loop_thread() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def iterate(source: rx_abc.ObservableBase[T], *, max_buffer: int = DEFAULT_MAX_BUFFER) -> ObservableIterator[T]:
+    """``async for item in iterate(source)``: each item on the running loop as soon as it is emitted.
+
+    Works for any Observable (also after ``.pipe(...)``), whatever thread it emits on.
+    Subscribing happens at the first iteration; leaving the loop early (``break``, an exception,
+    task cancellation, ``asyncio.timeout``) disposes the subscription, which closes rxllm's
+    connection at once. For disposal at a point you choose, whatever holds a reference to the
+    iterator, use ``async with iterate(source) as items: async for item in items: ...``.
+
+    Args:
+        source: any Observable.
+        max_buffer: how many items may wait between the emitting thread and the loop. When it is
+            full, an emitter on a plain thread waits (backpressure down to TCP); an emitter on
+            another event loop's thread cannot wait, and the stream fails with
+            :class:`~rxllm.BufferOverflowError` after the items already buffered.
+
+    Raises:
+        Exception: the error the stream ended with, as it was emitted, after the items before it.
+
+    >>> import asyncio, reactivex
+    >>> async def collect():
+    ...     return [x async for x in iterate(reactivex.of(1, 2, 3))]
+    >>> asyncio.run(collect())
+    [1, 2, 3]
+    """
+    return ObservableIterator(source, max_buffer=max_buffer)
+
+
+class AwaitableObservable(reactivex.Observable[T_co]):
+    """An Observable you can also ``await`` (its last item) and ``async for`` over (its items).
+
+    Every Observable rxllm's public API returns is one. It is the Observable it wraps, with no
+    extra operator per item: subscribing subscribes the wrapped one. ``await obs`` is
+    :func:`last`, ``async for x in obs`` is :func:`iterate`. Operators return plain reactivex
+    Observables: after ``.pipe(...)`` use ``rxllm.aio.last(...)`` / ``rxllm.aio.iterate(...)``.
+
+    >>> import asyncio, reactivex
+    >>> async def main():
+    ...     stream = AwaitableObservable(reactivex.of("partial", "final"))
+    ...     return await stream, [x async for x in stream]
+    >>> asyncio.run(main())
+    ('final', ['partial', 'final'])
+    """
+
+    lock = lazy_lock  # made on first use: Observable.__init__ (not called) makes one per Observable
+
+    def __init__(self, source: rx_abc.ObservableBase[T_co]) -> None:
+        self._subscribe = None
+        self._source = source
+
+    def subscribe(
+        self,
+        on_next: rx_abc.ObserverBase[T_co] | rx_abc.OnNext[T_co] | None = None,
+        on_error: rx_abc.OnError | None = None,
+        on_completed: rx_abc.OnCompleted | None = None,
+        *,
+        scheduler: rx_abc.SchedulerBase | None = None,
+    ) -> rx_abc.DisposableBase:
+        """Subscribe to the wrapped Observable (see its documentation for what that starts)."""
+        return self._source.subscribe(on_next, on_error, on_completed, scheduler=scheduler)
+
+    def _subscribe_core(
+        self, observer: rx_abc.ObserverBase[T_co], scheduler: rx_abc.SchedulerBase | None = None
+    ) -> rx_abc.DisposableBase:
+        return self._source.subscribe(observer, scheduler=scheduler)
+
+    def __await__(self) -> Generator[Any, None, T_co]:
+        """``await obs``: the last item, delivered on the awaiting loop (see :func:`last`)."""
+        return last(self).__await__()
+
+    def __aiter__(self) -> AsyncIterator[T_co]:
+        """``async for x in obs``: every item on the iterating loop (see :func:`iterate`)."""
+        return cast(AsyncIterator[T_co], iterate(self))
+
+
+def awaitable(source: rx_abc.ObservableBase[T]) -> AwaitableObservable[T]:
+    """``source`` as an :class:`AwaitableObservable` (itself, when it already is one)."""
+    if isinstance(source, AwaitableObservable):
+        return source
+    return AwaitableObservable(source)
+
+
+
+class MaybeObservable(AwaitableObservable[T_co]):
+    """An :class:`AwaitableObservable` of at most one item, where none is an answer (RxJava's
+    ``Maybe``): ``await obs`` gives the item, or ``None`` when the stream completed empty
+    (``get_session`` of a missing session, ``delete_session``).
+
+    >>> import asyncio, reactivex
+    >>> async def main():
+    ...     return await MaybeObservable(reactivex.empty())
+    >>> asyncio.run(main()) is None
+    True
+    """
+
+    def __await__(self) -> Generator[Any, None, T_co | None]:  # type: ignore[override]
+        """``await obs``: the item, or ``None`` for an empty stream."""
+        return last(self, None).__await__()
+

@@ -1,0 +1,831 @@
+"""The asyncio transport: one event loop thread and ``httpx.AsyncClient`` pools for every open stream.
+
+With :mod:`rxllm._transports.threaded` (the threaded transport and what both share), the only modules that
+import httpx. Where the threaded transport holds a thread per open stream, this one holds a task:
+disposing a subscription cancels the task, and httpx closes the connection, whether the task was
+waiting for a pool slot, for the headers or for the next byte.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import functools
+import ssl
+import sys
+import threading
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterable
+from typing import Any
+
+import httpcore
+import httpx
+from reactivex import abc as rx_abc
+
+from .._core.errors import (
+    ConfigurationError,
+    HttpStatusError,
+    StreamInterruptedError,
+    StreamTimeoutError,
+    TransportError,
+)
+from .._core.redact import Redactor
+from .._core.threads import daemon_thread
+from .base import HttpRequest
+from .coalesce import ChunkCoalescer
+from .decoding import BodyDecoder
+from .threaded import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_MAX_STREAM_BYTES,
+    DEFAULT_READ_TIMEOUT,
+    DEFAULT_TOTAL_TIMEOUT,
+    DRAIN_BYTES,
+    DRAIN_SECONDS,
+    CancelScope,
+    ErrorBody,
+    HttpTransport,
+    TransportLimits,
+    headers_arrived,
+    limit_of,
+    log_request,
+    request_headers,
+    status_error_of,
+    timeout_error,
+    wrap_network_backends,
+)
+
+__all__ = [
+    "AsyncHttpResponse",
+    "AsyncHttpTransport",
+    "Submitted",
+    "make_async_cancellable",
+    "total_timeout_error",
+    "transport_for_client",
+]
+
+_POOL_SHARD = 256
+_STOP_SECONDS = 2.0  # close(): how long a stopped stream gets to end before it is cancelled
+
+
+_attempt_scope: contextvars.ContextVar[CancelScope | None] = contextvars.ContextVar("rxllm_attempt_scope", default=None)
+
+
+class _CancellableAsyncStream(httpcore.AsyncNetworkStream):
+    """A pool's network stream whose socket is attached to the :class:`~rxllm._transports.threaded.CancelScope` of
+    the attempt using it (the context's ``_attempt_scope``), at connect and on every read and write,
+    so a reused keep-alive connection is covered too. Attaching to a scope already cancelled shuts
+    the socket down at once: the next write fails instead of reaching the server."""
+
+    __slots__ = ("_coalescer", "_inner", "owner", "sock")
+
+    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
+        self._inner = inner
+        self.sock: Any = inner.get_extra_info("socket")  # asyncio's TransportSocket
+        self.owner: CancelScope | None = None  # the scope that used the socket last
+        self._coalescer = ChunkCoalescer()  # a chunked body reaches h11 one chunk per read
+
+    def attach(self) -> None:
+        scope = _attempt_scope.get()
+        if scope is not self.owner and scope is not None and self.sock is not None:
+            scope.watch(self)
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        self.attach()
+        received = self._coalescer.received
+        while True:
+            data = await self._inner.read(max_bytes, timeout)
+            coalesced = received(data)
+            if coalesced or not data:  # else the read completed nothing (half a chunk-size line)
+                return coalesced
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.attach()
+        self._coalescer.sent(buffer)
+        await self._inner.write(buffer, timeout)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.AsyncNetworkStream:
+        return _CancellableAsyncStream(await self._inner.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _CancellableAsyncBackend(httpcore.AsyncNetworkBackend):
+    """Wraps an async pool's network backend: every stream it opens is a :class:`_CancellableAsyncStream`."""
+
+    def __init__(self, inner: httpcore.AsyncNetworkBackend) -> None:
+        self._inner = inner
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        stream = _CancellableAsyncStream(
+            await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        )
+        stream.attach()  # a cancel that raced the connect shuts the new socket down before any byte
+        return stream
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.AsyncNetworkStream:
+        stream = _CancellableAsyncStream(await self._inner.connect_unix_socket(path, timeout, socket_options))
+        stream.attach()
+        return stream
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+def make_async_cancellable(client: httpx.AsyncClient) -> int:
+    """:func:`~rxllm._transports.threaded.make_cancellable` for an ``httpx.AsyncClient`` (its HTTP/1.1 pools' sockets
+    attach to the attempt's scope); how many pools were made cancellable."""
+    return len(wrap_network_backends(client, _CancellableAsyncBackend))
+
+
+class AsyncHttpResponse:
+    """An open response of the asyncio transport (used on its event loop only).
+
+    The body is decoded here, bounded (:class:`~rxllm._transports.decoding.BodyDecoder`), never by httpx.
+    """
+
+    __slots__ = ("_body", "_ended", "_limits", "_provider", "_release", "_response", "_stream")
+
+    def __init__(
+        self,
+        response: httpx.Response,
+        release: Callable[[], None],
+        *,
+        limits: TransportLimits | None = None,
+        stream: bool = True,
+        provider: str | None = None,
+    ) -> None:
+        self._response = response
+        self._release: Callable[[], None] | None = release
+        self._body: AsyncIterator[bytes] | None = None
+        self._ended = False
+        self._limits = limits or TransportLimits(1)
+        self._stream = stream
+        self._provider = provider
+
+    def aiter_bytes(self) -> AsyncIterator[bytes]:
+        """The decoded body as it arrives, in pieces of at most 64 KiB (errors as :meth:`HttpResponse.iter_bytes`)."""
+        self._body = self._iterate(self._limits.body_cap(self._stream))
+        return self._body
+
+    def mark_ended(self) -> None:
+        """The provider said the turn is over: :meth:`adrain` may read the bytes that end the body."""
+        self._ended = True
+
+    async def adrain(self) -> None:
+        """When the provider has ended the turn, read what is left of the body (at most
+        ``DRAIN_BYTES``, for at most ``DRAIN_SECONDS``), so :meth:`aclose` returns the connection to
+        the pool instead of closing it: the next call skips a TCP and TLS handshake (as
+        :meth:`HttpResponse.release` on the threaded transport)."""
+        if self._body is not None and self._ended:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(_drain(self._body), DRAIN_SECONDS)
+
+    async def _iterate(self, cap: int | None) -> AsyncIterator[bytes]:
+        decoder = BodyDecoder(self._response.headers.get("content-encoding", ""), max_bytes=cap,
+                              provider=self._provider)
+        try:
+            if decoder.identity:
+                total = 0
+                most = sys.maxsize if cap is None else cap
+                async for raw in self._response.aiter_raw():
+                    total += len(raw)
+                    if total > most:  # the cap is counted here, inline (once per HTTP chunk)
+                        decoder.count(total)  # raises ResponseTooLargeError
+                    yield raw
+            else:
+                async for raw in self._response.aiter_raw():
+                    for piece in decoder.feed(raw):
+                        yield piece
+                for piece in decoder.flush():
+                    yield piece
+        except httpx.TimeoutException as exc:
+            raise timeout_error(exc, limit_of(exc, headers=True, expired=False), self._limits,
+                                self._provider) from exc
+        except httpx.HTTPError as exc:
+            raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}",
+                                         provider=self._provider) from exc
+
+    async def aread(self) -> bytes:
+        """The whole decoded body (at most ``max_response_bytes``)."""
+        body = self._iterate(self._limits.max_response_bytes)
+        self._body = body
+        return b"".join([piece async for piece in body])
+
+    async def aclose(self) -> None:
+        """Release the connection (closes it when the body was not read to the end).
+
+        The whole close runs shielded, in a task of its own: a cancellation that interrupted it
+        (a dispose's task cancellation arriving while the close is under way, after the socket
+        shutdown already ended the read) would leave the connection ACTIVE in the pool, and its
+        permit taken, for good.
+        """
+        release, self._release = self._release, None
+        body, self._body = self._body, None
+        if release is not None:
+            await asyncio.shield(_keep(_aclose_then(self._response, release, body)))
+        elif isinstance(body, AsyncGenerator):
+            with contextlib.suppress(Exception):
+                await body.aclose()
+
+
+class Submitted:
+    """A coroutine handed to the transport's loop by :meth:`AsyncHttpTransport.submit`: ``cancel()``
+    (from any thread) cancels its task, or keeps it from ever starting.
+
+    What ``asyncio.run_coroutine_threadsafe`` returns, without its ``concurrent.futures.Future``
+    (a ``Condition``, its lock and a 760-byte deque, about 1.4 KiB) that nobody here waits on:
+    every open stream keeps one of these for its lifetime.
+    """
+
+    __slots__ = ("_loop", "_pending", "cancelled", "scope", "task")
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, pending: set[Submitted], scope: CancelScope | None = None
+    ) -> None:
+        self._loop = loop
+        self._pending = pending  # the transport's: what close() stops
+        self.scope = scope  # the attempt's, when the coroutine is one: close() stops it as a dispose does
+        self.task: asyncio.Task[None] | None = None  # set on the loop when the task starts
+        self.cancelled = False
+
+    def done(self, _task: asyncio.Task[None]) -> None:
+        """The task ended (its done callback, on the loop)."""
+        self._pending.discard(self)
+
+    def stop(self) -> None:
+        """On the loop: end the task with one signal, as :meth:`AsyncHttpTransport.cancel` does (its
+        scope's sockets shut down; the task itself cancelled only when no socket is attached)."""
+        scope = self.scope
+        if scope is None:
+            self.cancel()
+            return
+        scope.cancel()
+        if not scope.attached:
+            self.cancel()
+
+    def cancel(self) -> bool:
+        """Cancel the task (on the loop; from another thread, through ``call_soon_threadsafe``)."""
+        self.cancelled = True
+        task = self.task
+        if task is not None:
+            if _on_thread_of(self._loop):
+                task.cancel()
+            else:
+                with contextlib.suppress(RuntimeError):  # the loop is closed: the task is gone with it
+                    self._loop.call_soon_threadsafe(task.cancel)
+        return True
+
+
+class AsyncHttpTransport:
+    """The asyncio transport: one event loop thread and an ``httpx.AsyncClient`` for every open stream.
+
+    Where :class:`HttpTransport` holds a thread per open stream, this one holds a task: thousands
+    of concurrent streams cost one thread. Disposing a subscription cancels its task; httpx then
+    closes the connection, whether the task was waiting for headers or for the next byte.
+    Subscribers are called on the loop's thread and must not block there (a blocking subscriber
+    stalls every stream of the transport); hop with ``observe_on`` for heavy work.
+
+    Args:
+        max_concurrent_streams: connections in all (split into pools of 256, used in turn).
+        connect_timeout: seconds to connect (and to wait for a free pooled connection); retried.
+        first_byte_timeout: seconds from sending the request to the response headers (default:
+            ``read_timeout``); not retried.
+        read_timeout: seconds without a byte between chunks of the body; not retried.
+        total_timeout: seconds for a whole attempt, request to end of body (``None``: no limit);
+            not retried.
+        max_response_bytes: cap on a non-streamed (``stream=False``) body, decoded.
+        max_stream_bytes: cap on a streamed body, decoded (``None``: no cap).
+        keepalive_expiry: seconds an idle keep-alive connection is kept.
+        http_client: an ``httpx.AsyncClient`` you built (proxy, ``verify``, limits, headers, event
+            hooks, mounts, ``http2=True``...) to send every request with; rxllm never closes it.
+            rxllm's timeouts above still apply to each request. Disposing cancels the request's
+            task, which closes the connection on httpx's own transports; on a mocked transport the
+            emissions stop at once. Use it on the loop it belongs to (``loop=``).
+        loop: an event loop that is already running (your application's): the transport runs
+            its tasks there and calls subscribers on it, with no thread of its own. Without it
+            the transport starts its own loop on a daemon thread (for threaded callers).
+
+    Every limit and its default is listed in ``docs/limits.md`` (the same as :class:`HttpTransport`'s).
+    Both own clients honour ``HTTP(S)_PROXY``, ``NO_PROXY`` and ``SSL_CERT_FILE`` as httpx does.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_concurrent_streams: int = 10_000,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        first_byte_timeout: float | None = None,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
+        total_timeout: float | None = DEFAULT_TOTAL_TIMEOUT,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_stream_bytes: int | None = DEFAULT_MAX_STREAM_BYTES,
+        keepalive_expiry: float = 30.0,
+        http_client: httpx.AsyncClient | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        if http_client is not None and not isinstance(http_client, httpx.AsyncClient):
+            raise ConfigurationError(
+                f"http_client must be an httpx.AsyncClient for AsyncHttpTransport, got {type(http_client).__name__} "
+                "(an httpx.Client goes to HttpTransport)"
+            )
+        self.max_concurrent_streams = max_concurrent_streams
+        self.limits: TransportLimits = TransportLimits(
+            max_concurrent_streams,
+            connect_timeout=connect_timeout,
+            first_byte_timeout=read_timeout if first_byte_timeout is None else first_byte_timeout,
+            read_timeout=read_timeout,
+            total_timeout=total_timeout,
+            max_response_bytes=max_response_bytes,
+            max_stream_bytes=max_stream_bytes,
+        )
+        self._timeout = self.limits.client_timeout()
+        # httpcore's pool scans every connection for every request: one pool of 10,000 connections
+        # opened ~8 streams/s (measured). Pools of at most _POOL_SHARD connections, used in turn, keep
+        # that cost flat.
+        shards = -(-max_concurrent_streams // _POOL_SHARD)
+        per_shard = -(-max_concurrent_streams // shards)
+        self._limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard,
+                                    keepalive_expiry=keepalive_expiry)
+        self._shards = shards
+        self._per_shard = per_shard
+        self._in_flight: list[int] = []  # open exchanges per pool (touched on the loop thread only)
+        self._gate: asyncio.Semaphore | None = None  # one permit per connection: see open()
+        self._lock = threading.Lock()
+        self._clients: list[httpx.AsyncClient | None] = []  # built on first use (see _client)
+        self._ssl_context: ssl.SSLContext | None = None
+        self._prune_handle: asyncio.TimerHandle | None = None
+        self._user_client = http_client
+        if http_client is not None:  # one pool, the user's
+            self._shards, self._per_shard = 1, max_concurrent_streams
+        self._bound = loop is not None
+        self._loop = loop
+        self._tasks: set[Submitted] = set()  # what submit() started, until done
+        self._thread: threading.Thread | None = None
+        self._timer_scheduler: rx_abc.SchedulerBase | None = None
+
+    def __repr__(self) -> str:
+        return f"AsyncHttpTransport(max_concurrent_streams={self.max_concurrent_streams})"
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The transport's event loop: the one it was bound to, or its own on a daemon thread
+        (started on first use)."""
+        with self._lock:
+            if self._loop is None:
+                if self._bound:
+                    raise ConfigurationError("this AsyncHttpTransport was closed")
+                loop = asyncio.new_event_loop()
+                started = threading.Event()
+
+                def run() -> None:
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(started.set)
+                    loop.run_forever()
+
+                self._thread = daemon_thread(run, "rxllm-asyncio")
+                started.wait()
+                self._loop = loop
+            return self._loop
+
+    @property
+    def timer_scheduler(self) -> rx_abc.SchedulerBase:
+        """A scheduler whose timers run on the loop (retry backoff without a thread per timer)."""
+        from reactivex.scheduler.eventloop import AsyncIOThreadSafeScheduler
+
+        loop = self.loop
+        with self._lock:
+            if self._timer_scheduler is None:
+                self._timer_scheduler = AsyncIOThreadSafeScheduler(loop)
+            return self._timer_scheduler
+
+    def submit(self, coroutine: Coroutine[Any, Any, None], scope: CancelScope | None = None) -> Submitted:
+        """Run ``coroutine`` on the loop (from any thread); cancelling the returned handle cancels its task.
+
+        ``scope`` is the attempt's the coroutine runs (:meth:`close` then stops it as :meth:`cancel`
+        does). The task runs in a copy of the caller's ``contextvars`` context (as ``call_soon_threadsafe``
+        takes it), so a span current when the user subscribed is the parent of the request's.
+        """
+        loop = self.loop
+        tasks = self._tasks
+        submitted = Submitted(loop, tasks, scope)
+        tasks.add(submitted)  # close() cancels it, started or not
+
+        def start() -> None:
+            if submitted.cancelled:  # cancelled before it started: it never runs
+                coroutine.close()
+                tasks.discard(submitted)
+                return
+            task = submitted.task = loop.create_task(coroutine)
+            task.add_done_callback(submitted.done)
+            if submitted.cancelled:  # a cancel() that read ``task`` before it was set
+                task.cancel()
+
+        loop.call_soon_threadsafe(start)
+        return submitted
+
+    def cancel(self, task: Submitted) -> None:
+        """Cancel one attempt from any thread: the sockets of its scope (given to :meth:`submit`) are
+        shut down before this returns (nothing more of its request reaches the server), and its
+        task ends.
+
+        A task whose exchange already has a socket attached to its scope is not cancelled: the
+        shutdown ends its read or write at once with an error, and httpcore then cleans up after
+        itself. A cancellation landing in the middle of that cleanup would leave the connection
+        ACTIVE in the pool for good (measured: 8 of 8 slots lost within 3,000 subscribe/dispose
+        cycles). A task with no socket yet (waiting for a permit, connecting) is cancelled; the
+        decision is taken on the loop (:meth:`Submitted.stop`), where sockets are attached, so the
+        two cannot race.
+        """
+        if task.scope is not None:
+            task.scope.cancel()
+        loop = self._loop
+        if loop is None:  # the transport closed: its tasks were stopped with it
+            return
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the task is gone with it
+            loop.call_soon_threadsafe(task.stop)
+
+    def _take_shard(self) -> int:
+        """The first pool with a free slot (so keep-alive connections get reused), else the least busy.
+
+        Only ever called on the loop thread, so no lock."""
+        if not self._in_flight:
+            self._in_flight = [0] * self._shards
+        in_flight = self._in_flight
+        shard = next((i for i, n in enumerate(in_flight) if n < self._per_shard), None)
+        if shard is None:
+            shard = min(range(self._shards), key=in_flight.__getitem__)
+        in_flight[shard] += 1
+        return shard
+
+    def _client(self, shard: int) -> httpx.AsyncClient:
+        """The pool of ``shard``, built on first use: a fresh transport builds one client, not 40
+        (building every pool eagerly cost ~740 ms and +34 MB on the first request). The pools share
+        one SSL context (loading the CA bundle is most of a client's cost)."""
+        clients = self._clients
+        while len(clients) <= shard:
+            clients.append(None)
+        client = clients[shard]
+        if client is None and self._user_client is not None:
+            client = clients[shard] = self._user_client
+            make_async_cancellable(client)
+        if client is None:
+            if self._ssl_context is None:
+                self._ssl_context = httpx.create_ssl_context()
+            client = clients[shard] = httpx.AsyncClient(
+                timeout=self._timeout, limits=self._limits, follow_redirects=False, verify=self._ssl_context
+            )
+            make_async_cancellable(client)
+            if self._prune_handle is None:
+                self._schedule_prune()
+        return client
+
+    def _schedule_prune(self) -> None:
+        """Every half ``keepalive_expiry``, close idle connections that passed it (on the loop).
+
+        httpcore drops an expired connection only when its pool is next used; an idle process kept
+        them until ``close()``. httpx exposes no public handle on an ``AsyncClient``'s pool, so this
+        looks for httpx 0.28's (and does nothing if a later httpx moves it)."""
+        loop = asyncio.get_running_loop()
+        interval = min(max(self._limits.keepalive_expiry or 5.0, 0.1) / 2, 5.0)
+
+        def tick() -> None:
+            for client in list(self._clients):
+                if client is self._user_client:
+                    continue  # the user's pool is the user's
+                pool = getattr(getattr(client, "_transport", None), "_pool", None)
+                for connection in list(getattr(pool, "connections", ())):
+                    with contextlib.suppress(Exception):
+                        if connection.is_idle() and connection.has_expired():
+                            _keep(connection.aclose())
+            self._prune_handle = loop.call_later(interval, tick)
+
+        self._prune_handle = loop.call_later(interval, tick)
+
+    def _release_shard(self, shard: int) -> None:
+        if shard < len(self._in_flight):
+            self._in_flight[shard] -= 1
+
+    async def open(
+        self,
+        request: HttpRequest,
+        *,
+        provider: str,
+        stream: bool,
+        redactor: Redactor | None = None,
+        scope: CancelScope | None = None,
+        attempt: int = 1,
+    ) -> AsyncHttpResponse:
+        """Send ``request`` and await the response headers (on the loop).
+
+        ``scope`` is the attempt's :class:`~rxllm._transports.threaded.CancelScope`: every socket the exchange
+        touches (connecting, writing the request, reading the body) is attached to it, so a
+        ``cancel()`` from any thread shuts the socket down before it returns and nothing of the
+        request is written after a ``dispose()`` returned (the task's own cancellation reaches
+        the loop a little later, and then closes the connection).
+
+        Raises:
+            HttpStatusError: for a non-2xx status (its body read, bounded, for the message).
+            TransportError: when the connection fails or times out.
+        """
+        # A permit per pooled connection: httpcore's pool never has a request waiting in its queue,
+        # where a cancellation (or a PoolTimeout) leaks a slot (see _send_cancel_safely); waiting
+        # here instead is safe to cancel, and an abandoned request leaves the queue at once.
+        if self._gate is None:
+            self._gate = asyncio.Semaphore(self.max_concurrent_streams)
+        gate = self._gate
+        await gate.acquire()
+        shard = self._take_shard()
+        client = self._client(shard)
+
+        def release() -> None:
+            self._release_shard(shard)
+            gate.release()
+
+        limits = self.limits
+        redactor = redactor or Redactor.of_request(request.url, request.headers)
+        started = time.monotonic()
+        try:
+            http_request = client.build_request(request.method, request.url, content=request.body,
+                                                headers=request_headers(request),
+                                                extensions={"timeout": limits.request_timeouts()})
+        except BaseException:
+            release()
+            raise
+        if scope is not None:  # this task and the send task it starts carry the attempt's scope
+            _attempt_scope.set(scope)
+        try:
+            # releases on failure
+            response = await _send_cancel_safely(client, http_request, release, scope)
+        except httpx.InvalidURL as exc:
+            raise ConfigurationError(f"invalid URL {redactor.url(request.url)!r}: {exc}", provider=provider) from exc
+        except httpx.TimeoutException as exc:
+            raise timeout_error(exc, limit_of(exc, headers=False, expired=False), limits, provider) from exc
+        except httpx.HTTPError as exc:
+            raise TransportError(
+                redactor.redact(f"request to {redactor.url(request.url)} failed: {type(exc).__name__}: {exc}"),
+                provider=provider,
+            ) from exc
+        headers_arrived(http_request, limits)
+        log_request(request, redactor, response.status_code, started, stream, attempt)
+        opened = AsyncHttpResponse(response, release, limits=limits, stream=stream, provider=provider)
+        if response.status_code >= 300:
+            try:
+                raise await _async_status_error(response, provider, redactor)
+            finally:
+                await opened.aclose()
+        return opened
+
+    async def aclose(self) -> None:
+        """:meth:`close` from the transport's (bound) loop, awaiting the cleanup."""
+        with self._lock:
+            loop, clients = self._loop, self._clients
+            self._loop = None
+            self._clients = []
+            self._in_flight = []
+            self._gate = None
+            self._timer_scheduler = None
+        if loop is None:
+            return
+        handle, self._prune_handle = self._prune_handle, None
+        owned = [c for c in clients if c is not None and c is not self._user_client]
+        await _close_bound(list(self._tasks), owned, handle)
+
+    def close(self) -> None:
+        """Cancel the streams still open, close rxllm's own pools (never a client you passed), and
+        stop the loop thread (a loop you bound the transport to keeps running).
+
+        On a bound loop's own thread this only schedules the cleanup (it cannot wait there):
+        ``await transport.aclose()`` instead.
+        """
+        with self._lock:
+            loop, clients, thread = self._loop, self._clients, self._thread
+            self._loop = self._thread = None
+            self._clients = []
+            self._in_flight = []
+            self._gate = None
+            self._timer_scheduler = None
+        if loop is None:
+            return
+        handle, self._prune_handle = self._prune_handle, None
+        owned = [c for c in clients if c is not None and c is not self._user_client]
+        tasks = list(self._tasks)
+        if self._bound:
+            cleanup = _close_bound(tasks, owned, handle)
+            if _on_thread_of(loop):
+                _keep(cleanup)
+            else:
+                with contextlib.suppress(Exception):
+                    asyncio.run_coroutine_threadsafe(cleanup, loop).result(10)
+            return
+        # Streams still open end first (stopped: their connections close), so no task is left
+        # suspended when the loop stops (the collector would then finalize it on any thread).
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(_stop_all(tasks), loop).result(10)
+        if handle is not None:
+            loop.call_soon_threadsafe(handle.cancel)
+        for client in owned:
+            asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join(10)
+        loop.close()
+
+
+def _on_thread_of(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+async def _close_bound(
+    tasks: list[Submitted],
+    clients: list[httpx.AsyncClient],
+    prune: asyncio.TimerHandle | None,
+) -> None:
+    """A bound transport's cleanup, on its loop: only what the transport started is touched."""
+    if prune is not None:
+        prune.cancel()
+    await _stop(tasks)
+    for client in clients:
+        with contextlib.suppress(Exception):
+            await client.aclose()
+
+
+async def _stop(tasks: list[Submitted]) -> None:
+    """Stop the transport's tasks as a dispose would (:meth:`Submitted.stop`) and wait (bounded) for
+    them and the connection closes they leave behind to end.
+
+    Cancelling a task that a dispose already stopped (its socket shut down, httpcore cleaning up
+    after the failed read) would land inside that cleanup and leave the connection ACTIVE in the
+    pool for good, its socket open: measured, one ``unclosed transport`` in ~50
+    dispose-then-close cycles on a client you passed (rxllm never closes that pool)."""
+    for submitted in tasks:
+        submitted.stop()
+    running = [s.task for s in tasks if s.task is not None and not s.task.done()]
+    if running:
+        _done, late = await asyncio.wait(running, timeout=_STOP_SECONDS)
+        for task in late:  # a task that ignored its socket's shutdown
+            task.cancel()
+    await _closes_done()
+
+
+async def _stop_all(tasks: list[Submitted]) -> None:
+    """:func:`_stop`, then cancel every other task of the transport's own loop (it is about to stop)."""
+    await _stop(tasks)
+    current = asyncio.current_task()
+    others = [task for task in asyncio.all_tasks() if task is not current and task not in _closing]
+    for task in others:
+        task.cancel()
+    if others:
+        await asyncio.wait(others, timeout=_STOP_SECONDS)
+    await _closes_done()
+
+
+async def _closes_done() -> None:
+    """Wait (bounded) for the connection closes running in the background on this loop (:func:`_keep`)."""
+    loop = asyncio.get_running_loop()
+    closing = [future for future in _closing if future.get_loop() is loop]
+    if closing:
+        await asyncio.wait(closing, timeout=_STOP_SECONDS)
+
+
+async def _send_cancel_safely(
+    client: httpx.AsyncClient,
+    request: httpx.Request,
+    release: Callable[[], None],
+    scope: CancelScope | None = None,
+) -> httpx.Response:
+    """``client.send(request, stream=True)``, which a cancellation can never make leak a pool slot.
+
+    httpcore cleans up after an exception anywhere in an exchange, but not after a *second* one
+    landing inside that cleanup, and not when cancelled after the pool assigned the request a new
+    connection but before it began to connect (encode/httpcore#1093): either way a connection
+    stays CONNECTING or ACTIVE in the pool for good, and once every slot is gone every request
+    fails with ``PoolTimeout`` (3,000 subscribe/dispose cycles lost all 8 slots of a pool). So the
+    send runs in a task of its own, shielded, and is stopped by exactly one signal, where httpcore
+    handles it:
+
+    * before httpcore's first report (the public ``trace`` extension): by raising at that report
+      (also when ``scope`` was cancelled from another thread before it: a request disposed before
+      httpcore began is never written);
+    * once its socket is attached to ``scope``: by shutting the socket down (a blocked read or
+      write fails, and httpcore cleans up after the error), never by cancelling the task;
+    * in between (connecting): by cancelling the task.
+
+    A response that arrives anyway is closed. ``release`` is called when the exchange failed or,
+    when cancelled, once the abandoned send is over (on success the caller owns it).
+    """
+    state = {"started": False, "cancel": False, "stopped": False}
+
+    async def trace(event: str, info: dict[str, Any]) -> None:
+        first = not state["started"]
+        state["started"] = True
+        if first and (state["cancel"] or (scope is not None and scope.cancelled)):
+            state["stopped"] = True
+            raise asyncio.CancelledError
+
+    request.extensions["trace"] = trace
+    task = asyncio.ensure_future(client.send(request, stream=True))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if not state["started"]:
+            state["cancel"] = True
+        elif scope is not None and scope.attached:
+            scope.shutdown()
+        elif not state["stopped"]:
+            task.cancel()
+        task.add_done_callback(functools.partial(_close_abandoned, release=release))
+        raise
+    except BaseException:
+        release()
+        raise
+
+
+_closing: set[asyncio.Future[None]] = set()  # closes running in the background, referenced until done
+
+
+def _keep(coroutine: Coroutine[Any, Any, None]) -> asyncio.Future[None]:
+    closing = asyncio.ensure_future(coroutine)
+    _closing.add(closing)
+    closing.add_done_callback(_closing.discard)
+    return closing
+
+
+async def _aclose_then(
+    response: httpx.Response, release: Callable[[], None], body: AsyncIterator[bytes] | None = None
+) -> None:
+    try:
+        if isinstance(body, AsyncGenerator):  # closed here, not by the collector (it is in a cycle with us)
+            with contextlib.suppress(Exception):
+                await body.aclose()
+        with contextlib.suppress(Exception):
+            await response.aclose()
+    finally:
+        release()
+
+
+async def _drain(body: AsyncIterator[bytes]) -> None:
+    left = DRAIN_BYTES
+    async for data in body:
+        left -= len(data)
+        if left < 0:
+            return
+
+
+def _close_abandoned(task: asyncio.Future[httpx.Response], *, release: Callable[[], None]) -> None:
+    if task.cancelled() or task.exception() is not None:
+        release()
+    else:
+        _keep(_aclose_then(task.result(), release))
+
+
+async def _async_status_error(response: httpx.Response, provider: str, redactor: Redactor) -> HttpStatusError:
+    body = ErrorBody(response)
+    with contextlib.suppress(httpx.HTTPError):
+        async for piece in response.aiter_raw():
+            if body.add(piece):
+                break
+    return status_error_of(response, body.data, provider, redactor)
+
+
+def transport_for_client(client: object) -> HttpTransport | AsyncHttpTransport:
+    """The transport over a client the user built: an ``httpx.Client`` gets an :class:`HttpTransport`,
+    an ``httpx.AsyncClient`` an :class:`AsyncHttpTransport` on the running loop (if any; the client
+    belongs to the loop it is used on), else on its own loop.
+
+    Raises:
+        ConfigurationError: ``client`` is neither.
+    """
+    if isinstance(client, httpx.AsyncClient):
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        return AsyncHttpTransport(http_client=client, loop=loop)
+    if isinstance(client, httpx.Client):
+        return HttpTransport(http_client=client)
+    raise ConfigurationError(f"http_client must be an httpx.Client or httpx.AsyncClient, got {type(client).__name__}")
+
+
+def total_timeout_error(limits: TransportLimits, provider: str | None) -> StreamTimeoutError:
+    """The error of an attempt that ran out of ``total_timeout`` on the loop."""
+    return timeout_error(TimeoutError(), "total", limits, provider)

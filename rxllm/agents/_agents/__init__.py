@@ -1,0 +1,1 @@
+"""Agents (ADK's ``agents/``): ``BaseAgent``, ``LlmAgent``, workflow agents, contexts, callbacks, plugins."""

@@ -1,0 +1,1 @@
+"""Artifacts (ADK's ``artifacts/``): versioned binary parts per session, in memory or in files."""

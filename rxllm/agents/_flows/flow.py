@@ -1,0 +1,631 @@
+"""The LLM flow: ask the model, run the tools it calls, ask again, until a final response.
+
+One *step* is one model call and what follows from it:
+
+1. Fetch the session as stored now and build the ``LlmRequest`` from it: the agent's
+   instruction (``system_instruction``), every stored event's content in order, and the tools'
+   declarations.
+2. Run the before-model callbacks, then ``model.generate_content(request, stream=mode == SSE)``
+   (the call is counted against ``RunConfig.max_llm_calls``).
+3. Map every ``LlmResponse`` (after the after-model callbacks) to an :class:`Event`. A partial
+   event is emitted at once and never stored. A non-partial event is stored first and the stored
+   event is emitted; if it has function calls (and no ``error_code``), its calls run -- each
+   exactly once, with its whole arguments, one after the other in call order -- and one
+   function-response event with all their responses is stored and emitted.
+
+The flow stops after a step whose last event is a final response (``is_final_response()``), has
+an ``error_code``, or is partial (a model that broke the stream contract by never sending a final:
+logged at WARNING, nothing of that turn is stored). Otherwise -- the last event is a
+function-response event -- it starts the next step.
+
+Persist-before-next-step is ordering, not a barrier: the steps are a lazily pulled sequence
+concatenated with ``rxllm._rx.direct.concat_now`` (no scheduler hop), so step *n + 1* is created and
+subscribed only when step *n* completed, and step *n* completes only after its last store completed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+import reactivex
+from pydantic import JsonValue
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+from reactivex import operators as ops
+
+from ..._core.errors import ConfigurationError, RxLlmError, ToolError, UnsupportedOperationError
+from ..._core.types import Content, FunctionCall, FunctionResponse, LlmRequest, LlmResponse, Part
+from ..._models.aggregation import generate_function_call_id
+from ..._rx.direct import collect_then, concat_map_now, concat_now, emit_now, fail_now, nothing_now, tap_next, then_now
+from ..._telemetry.otel import TracedScope, traced, within
+from ..._tools import BaseTool, ToolCallOutcome, call_tool, request_config, safe_content, tool_declarations
+from .._agents.callbacks import Call, callback_chain
+from .._agents.context import CallbackContext, InvocationContext, ReadonlyContext, ToolContext
+from .._agents.run_config import StreamingMode
+from .._sessions.base import Session
+from .._sessions.event import Event, EventActions
+from .._sessions.state import State
+from .contents import request_contents
+from .instructions import ArtifactLoader, artifact_loader, inject_session_state
+from .output_schema import output_schema_config, validate_output
+from .transfer import TRANSFER_TOOL, transfer_instruction, transfer_targets
+
+if TYPE_CHECKING:
+    from .._agents.agent import LlmAgent
+
+__all__ = [
+    "AfterModelCallback",
+    "AfterToolCallback",
+    "BeforeModelCallback",
+    "BeforeToolCallback",
+    "OnModelErrorCallback",
+    "OnToolErrorCallback",
+    "build_request",
+    "run_llm_flow",
+]
+
+logger = logging.getLogger("rxllm.agents")
+
+T = TypeVar("T")
+
+BeforeModelCallback = Callable[[CallbackContext, LlmRequest], object]
+"""Called before each model call. Return None to go on, an ``LlmRequest`` to replace the request
+(requests are immutable: ``request.model_copy(update=...)``; the next callback sees the
+replacement), or an ``LlmResponse`` to skip the model call and use it as the model's answer (not
+counted as a model call); or an Observable of zero or one of those, or be ``async def``."""
+
+AfterModelCallback = Callable[[CallbackContext, LlmResponse], object]
+"""Called for every response of the model, partials included. Return None to keep it or an
+``LlmResponse`` to replace it (the replacement keeps the ``partial`` flag of what it replaces); or
+an Observable of zero or one, or be ``async def``."""
+
+OnModelErrorCallback = Callable[[CallbackContext, LlmRequest, Exception], object]
+"""Called when a model call fails (the error it failed with). Return None to let the run fail, or
+an ``LlmResponse`` to use as the model's answer instead; or an Observable of zero or one, or be
+``async def``."""
+
+BeforeToolCallback = Callable[[BaseTool, dict[str, Any], ToolContext], object]
+"""Called before each tool call with the tool, the model's arguments and the tool's context.
+Return None to call the tool, or a dict to use as the tool's result without calling it; or an
+Observable of zero or one, or be ``async def``."""
+
+AfterToolCallback = Callable[[BaseTool, dict[str, Any], ToolContext, dict[str, Any]], object]
+"""Called after each successful tool call with its result. Return None to keep the result, or a
+dict to replace it; or an Observable of zero or one, or be ``async def``."""
+
+OnToolErrorCallback = Callable[[BaseTool, dict[str, Any], ToolContext, Exception], object]
+"""Called when a tool fails (raises, bad arguments, non-JSON result). Return None to answer the
+model with ``{"error": ...}`` as usual, or a dict to use as the tool's result; or an Observable of
+zero or one, or be ``async def``."""
+
+
+class _Step:
+    """What one step has seen so far (touched only in the step's serialized Rx callbacks)."""
+
+    __slots__ = ("call_ids", "last_event", "state", "tools")
+
+    def __init__(self) -> None:
+        self.last_event: Event | None = None
+        self.state = State()
+        self.call_ids: dict[tuple[int, str], str] = {}
+        self.tools: Mapping[str, BaseTool] = {}
+
+
+def run_llm_flow(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observable[Event]:
+    """The events of one run of ``agent``: cold; disposing stops the model call and all later work."""
+    if ctx.run_config.streaming_mode is StreamingMode.BIDI:
+        return _run_live(agent, ctx)
+
+    def steps() -> Iterator[reactivex.Observable[Event]]:
+        while not ctx.is_cancelled:
+            step = _Step()
+            yield _one_step(agent, ctx, step)
+            target = step.last_event.actions.transfer_to_agent if step.last_event is not None else None
+            if target and not step.last_event.partial:  # type: ignore[union-attr]
+                yield _transfer(agent, ctx, target)
+                return
+            if not _should_continue(agent, ctx, step):
+                return
+        yield reactivex.never()  # disposed: start nothing more
+
+    def start(scope: TracedScope | None) -> reactivex.Observable[Event]:
+        if scope is not None:  # what this run's model calls, tools and transfers nest under
+            ctx.telemetry_context = scope.context
+        return concat_now(steps())
+
+    def on_end(scope: TracedScope) -> None:
+        usage = ctx.total_usage_metadata
+        if usage is not None and usage.prompt_token_count is not None:
+            scope.span.set_attribute("gen_ai.usage.input_tokens", usage.prompt_token_count)
+        if usage is not None and usage.candidates_token_count is not None:
+            scope.span.set_attribute("gen_ai.usage.output_tokens", usage.candidates_token_count)
+
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": agent.name,
+        "gen_ai.conversation.id": ctx.session.id,
+        "gen_ai.request.model": agent.model.model,
+        "rxllm.invocation_id": ctx.invocation_id,
+    }
+    if agent.description:
+        attributes["gen_ai.agent.description"] = agent.description
+
+    def parent() -> object:  # the runner's (the subscriber's span) or, for a sub-agent, its parent agent's
+        return ctx.telemetry_context
+
+    return traced(start, f"invoke_agent {agent.name}", attributes, parent=parent, on_end=on_end)
+
+
+def _transfer(agent: LlmAgent, ctx: InvocationContext, target: str) -> reactivex.Observable[Event]:
+    """Continue the invocation with the agent the model transferred to (ADK's ``BaseLlmFlow``)."""
+    if ctx.is_cancelled:
+        return reactivex.never()
+    next_agent = agent.root_agent.find_agent(target)
+    if next_agent is None:
+        return fail_now(
+            ConfigurationError(
+                f"agent {agent.name!r} transferred to {target!r}, which is not an agent of the tree rooted at "
+                f"{agent.root_agent.name!r}"
+            )
+        )
+    return next_agent.run_async(ctx)
+
+
+def _should_continue(agent: LlmAgent, ctx: InvocationContext, step: _Step) -> bool:
+    last = step.last_event
+    if last is None:
+        logger.warning(
+            "agent %r, invocation %s: the model call produced no response; ending the run",
+            agent.name,
+            ctx.invocation_id,
+        )
+        return False
+    if last.partial:
+        logger.warning(
+            "agent %r, invocation %s: the model's stream ended with a partial response and no final one "
+            "(a generate_content contract violation); nothing of this turn was stored and its tool calls, if "
+            "any, were not run; ending the run",
+            agent.name,
+            ctx.invocation_id,
+        )
+        return False
+    if last.error_code is not None:
+        return False
+    return not last.is_final_response()
+
+
+def _session_now_failed(ctx: InvocationContext) -> reactivex.Observable[T]:
+    return fail_now(
+        ConfigurationError(
+            f"session {ctx.session.id!r} (app {ctx.session.app_name!r}, user {ctx.session.user_id!r}) "
+            "no longer exists"
+        )
+    )
+
+
+def _session_now(ctx: InvocationContext) -> reactivex.Observable[Session]:
+    def pick(sessions: list[Session]) -> reactivex.Observable[Session]:
+        if sessions:
+            return emit_now(sessions[-1])
+        return _session_now_failed(ctx)
+
+    return collect_then(ctx.current_session(), pick)
+
+
+def _one_step(agent: LlmAgent, ctx: InvocationContext, step: _Step) -> reactivex.Observable[Event]:
+    def model_step(session: Session) -> reactivex.Observable[Event]:
+        step.state = State(session.state)
+        callback_ctx = CallbackContext(ctx, step.state)
+        targets = transfer_targets(agent)
+        step.tools = {**agent.tools_by_name, TRANSFER_TOOL.name: TRANSFER_TOOL} if targets else agent.tools_by_name
+        request = build_request(agent, ctx, session, ReadonlyContext(ctx, step.state))
+        responses = within(ctx.telemetry_context, _call_model(agent, ctx, callback_ctx, request))
+
+        def handle_response(response: LlmResponse) -> reactivex.Observable[Event]:
+            return _handle_event(agent, ctx, step, _to_event(agent, ctx, step, response))
+
+        return concat_map_now(responses, handle_response)
+
+    def with_session(sessions: list[Session]) -> reactivex.Observable[Event]:
+        if sessions:
+            return model_step(sessions[-1])
+        return _session_now_failed(ctx)
+
+    return collect_then(ctx.current_session(), with_session)
+
+
+def _invoke(kind: str, agent: LlmAgent, callback: Callable[..., T], *args: Any) -> T:
+    try:
+        return callback(*args)
+    except RxLlmError:
+        raise
+    except Exception as exc:
+        name = getattr(callback, "__name__", repr(callback))
+        raise RxLlmError(f"{kind} {name!r} of agent {agent.name!r} raised {type(exc).__name__}: {exc}") from exc
+
+
+def _owner(agent: LlmAgent) -> str:
+    return f"agent {agent.name!r}"
+
+
+def _model_answer(kind: str) -> Callable[[object], LlmResponse]:
+    def accept(answer: object) -> LlmResponse:
+        if isinstance(answer, LlmResponse):
+            return answer
+        raise ConfigurationError(f"{kind} returned {type(answer).__name__}; expected None or an LlmResponse")
+
+    return accept
+
+
+def _call_model(
+    agent: LlmAgent, ctx: InvocationContext, callback_ctx: CallbackContext, request: LlmRequest
+) -> reactivex.Observable[LlmResponse]:
+    """Before-model callbacks (plugins first), the model call, on-error and after-model callbacks."""
+    current = [request]
+    calls: list[tuple[object, Call]] = []
+    for plugin in ctx.plugins:
+        calls.append(
+            (plugin.before_model_callback, partial(_before_model, plugin.before_model_callback, callback_ctx, current))
+        )
+    for callback in agent.before_model_callbacks:
+        calls.append((callback, partial(_before_model, callback, callback_ctx, current)))
+
+    def accept(answer: object) -> LlmResponse | None:
+        if isinstance(answer, LlmRequest):
+            current[0] = answer
+            return None
+        if isinstance(answer, LlmResponse):
+            return answer
+        raise ConfigurationError(
+            f"before_model_callback returned {type(answer).__name__}; expected None, an LlmRequest or an LlmResponse"
+        )
+
+    def call_or_answer(answers: list[LlmResponse]) -> reactivex.Observable[LlmResponse]:
+        if answers:
+            return emit_now(answers[0])
+        return _model_call(agent, ctx, callback_ctx, current[0])
+
+    if not calls:
+        return _model_call(agent, ctx, callback_ctx, request)
+    return collect_then(
+        callback_chain("before_model_callback", _owner(agent), calls, accept, loop=ctx.tool_runtime.loop),
+        call_or_answer,
+    )
+
+
+def _before_model(callback: Callable[..., object], callback_ctx: CallbackContext, current: list[LlmRequest]) -> object:
+    return callback(callback_ctx, current[0])
+
+
+def _model_call(
+    agent: LlmAgent, ctx: InvocationContext, callback_ctx: CallbackContext, request: LlmRequest
+) -> reactivex.Observable[LlmResponse]:
+    if ctx.is_cancelled:
+        return reactivex.never()
+    ctx.increment_llm_call_count()
+    stream = ctx.run_config.streaming_mode is StreamingMode.SSE
+    responses = agent.model.generate_content(request, stream)
+    on_error = [p.on_model_error_callback for p in ctx.plugins] + list(agent.on_model_error_callbacks)
+    if on_error:
+
+        def recover(error: Exception, _: reactivex.Observable[LlmResponse]) -> reactivex.Observable[LlmResponse]:
+            calls: list[tuple[object, Call]] = [
+                (callback, partial(callback, callback_ctx, request, error)) for callback in on_error
+            ]
+
+            def answer_or_fail(answers: list[LlmResponse]) -> reactivex.Observable[LlmResponse]:
+                return emit_now(answers[0]) if answers else fail_now(error)
+
+            kind = "on_model_error_callback"
+            return callback_chain(kind, _owner(agent), calls, _model_answer(kind), loop=ctx.tool_runtime.loop).pipe(
+                ops.to_list(), ops.flat_map(answer_or_fail)
+            )
+
+        responses = responses.pipe(ops.catch(recover))
+    after = [p.after_model_callback for p in ctx.plugins] + list(agent.after_model_callbacks)
+    if not after:
+        return responses
+
+    def apply_after(response: LlmResponse) -> reactivex.Observable[LlmResponse]:
+        calls: list[tuple[object, Call]] = [(callback, partial(callback, callback_ctx, response)) for callback in after]
+        kind = "after_model_callback"
+
+        def keep_partial_flag(answer: object) -> LlmResponse:
+            return _model_answer(kind)(answer).model_copy(update={"partial": response.partial})
+
+        return callback_chain(kind, _owner(agent), calls, keep_partial_flag, loop=ctx.tool_runtime.loop).pipe(
+            ops.default_if_empty(response)
+        )
+
+    return responses.pipe(ops.concat_map(apply_after))
+
+
+def _instruction_text(
+    agent: LlmAgent, instruction: str | Callable[..., str], readonly: ReadonlyContext, artifacts: ArtifactLoader | None
+) -> str:
+    if callable(instruction):
+        return _invoke("instruction provider", agent, instruction, readonly)
+    return inject_session_state(instruction, readonly.state, agent_name=agent.name, artifacts=artifacts)
+
+
+def build_request(agent: LlmAgent, ctx: InvocationContext, session: Session, readonly: ReadonlyContext) -> LlmRequest:
+    """The request of one step: the instructions, the history as ``_contents`` builds it, the tools.
+
+    The system instruction is the root agent's ``global_instruction``, then the agent's
+    ``instruction``, then (when the agent can transfer) ADK's transfer instruction, joined by blank
+    lines. With ``output_schema`` the request asks for JSON of the schema.
+    """
+    from .._agents.agent import LlmAgent
+
+    root = agent.root_agent
+    artifacts = artifact_loader(ctx.artifact_service, session)
+    texts = []
+    if isinstance(root, LlmAgent) and root.global_instruction:
+        texts.append(_instruction_text(agent, root.global_instruction, readonly, artifacts))
+    texts.append(_instruction_text(agent, agent.instruction, readonly, artifacts))
+    targets = transfer_targets(agent)
+    tools = agent.tools
+    if targets:
+        texts.append(transfer_instruction(agent, targets))
+        tools = (*tools, TRANSFER_TOOL)
+    text = "\n\n".join(t for t in texts if t)
+    contents = request_contents(
+        session.events, agent_name=agent.name, branch=ctx.branch, include_contents=agent.include_contents
+    )
+    contents = tuple(map(safe_content, contents))  # a stored value JSON cannot carry must not break the session
+    config = request_config(agent.generate_content_config, text or None, tool_declarations(tools))
+    if agent.output_schema is not None:
+        config = config.model_copy(update=output_schema_config(agent.output_schema))
+    return LlmRequest(contents=contents, config=config)
+
+
+def _with_call_ids(step: _Step, content: Content | None) -> Content | None:
+    """Give function calls without an id one, the same for the same call of a partial and its final."""
+    if content is None or all(p.function_call is None or p.function_call.id for p in content.parts):
+        return content
+    parts: list[Part] = []
+    position = 0
+    for part in content.parts:
+        call = part.function_call
+        if call is not None:
+            if not call.id:
+                key = (position, call.name)
+                call_id = step.call_ids.get(key)
+                if call_id is None:
+                    call_id = step.call_ids[key] = generate_function_call_id()
+                part = part.model_copy(update={"function_call": call.model_copy(update={"id": call_id})})
+            position += 1
+        parts.append(part)
+    return content.model_copy(update={"parts": tuple(parts)})
+
+
+def _to_event(agent: LlmAgent, ctx: InvocationContext, step: _Step, response: LlmResponse) -> Event:
+    total = None
+    if not response.partial:
+        ctx.add_usage(response.usage_metadata)
+        if response.error_code is not None or not response.function_calls():  # this response ends the run
+            total = ctx.total_usage_metadata
+    content = _with_call_ids(step, response.content)
+    long_running: tuple[str, ...] | None = None
+    if content is not None and not response.partial:
+        ids = tuple(
+            p.function_call.id
+            for p in content.parts
+            if p.function_call is not None
+            and p.function_call.id
+            and getattr(step.tools.get(p.function_call.name), "is_long_running", False)
+        )
+        long_running = ids or None
+    return Event(
+        invocation_id=ctx.invocation_id,
+        author=agent.name,
+        branch=ctx.branch,
+        content=content,
+        long_running_tool_ids=long_running,
+        partial=response.partial,
+        turn_complete=response.turn_complete,
+        error_code=response.error_code,
+        error_message=response.error_message,
+        finish_reason=response.finish_reason,
+        usage_metadata=response.usage_metadata,
+        total_usage_metadata=total,
+        interrupted=response.interrupted,
+        model_version=response.model_version,
+        custom_metadata=response.custom_metadata,
+    )
+
+
+def _handle_event(agent: LlmAgent, ctx: InvocationContext, step: _Step, event: Event) -> reactivex.Observable[Event]:
+    if ctx.is_cancelled:
+        return reactivex.never()
+    if event.partial:
+        step.last_event = event
+        return emit_now(event)
+    output = _output_delta(agent, event)
+    if step.state.has_delta() or output:
+        delta = {**event.actions.state_delta, **step.state.take_delta(), **output}
+        event = event.model_copy(update={"actions": event.actions.model_copy(update={"state_delta": delta})})
+
+    def stored(event: Event) -> None:
+        step.last_event = event
+
+    def then_tools() -> reactivex.Observable[Event]:
+        if ctx.is_cancelled:
+            return reactivex.never()
+        model_event = step.last_event
+        if model_event is None or model_event.error_code is not None or not model_event.function_calls():
+            return nothing_now()
+        return _run_tools(agent, ctx, step, model_event)
+
+    return then_now(tap_next(ctx.append_event(event), stored), then_tools)
+
+
+def _output_delta(agent: LlmAgent, event: Event) -> dict[str, JsonValue]:
+    """ADK's ``maybeSaveOutputToState``: the final text (validated with ``output_schema``) under ``output_key``."""
+    key = agent.output_key
+    if key is None or event.error_code is not None or not event.is_final_response() or event.content is None:
+        return {}
+    if not any(p.text is not None and not p.thought for p in event.content.parts):
+        return {}
+    text = event.text()
+    if agent.output_schema is None:
+        return {key: text}
+    try:
+        return {key: validate_output(agent.output_schema, text)}
+    except ValueError as exc:
+        logger.error(
+            "agent %r: the reply does not validate against output_schema %s (%s); state key %r gets the raw text",
+            agent.name,
+            agent.output_schema.__name__,
+            exc,
+            key,
+        )
+        return {key: text}
+
+
+def _run_tools(agent: LlmAgent, ctx: InvocationContext, step: _Step, model_event: Event) -> reactivex.Observable[Event]:
+    calls = model_event.function_calls()
+    contexts: list[ToolContext] = []
+
+    def responses() -> Iterator[reactivex.Observable[Part]]:
+        for call in calls:  # pulled lazily: call n + 1 starts after call n completed
+            yield _run_call(agent, ctx, step, call, contexts)
+
+    def store(parts: list[Part]) -> reactivex.Observable[Event]:
+        if not parts and not step.state.has_delta():
+            return nothing_now()  # every call went to a long-running tool still at work: the run pauses
+        actions = EventActions(
+            state_delta=step.state.take_delta(),
+            skip_summarization=True if any(c.actions.skip_summarization for c in contexts) else None,
+            escalate=True if any(c.actions.escalate for c in contexts) else None,
+            artifact_delta={name: v for c in contexts for name, v in c.actions.artifact_delta.items()},
+            transfer_to_agent=next(
+                (c.actions.transfer_to_agent for c in reversed(contexts) if c.actions.transfer_to_agent), None
+            ),
+        )
+        event = Event(
+            invocation_id=ctx.invocation_id,
+            author=agent.name,
+            branch=ctx.branch,
+            content=Content(role="user", parts=tuple(parts)),
+            actions=actions,
+            total_usage_metadata=ctx.total_usage_metadata if actions.skip_summarization else None,  # ends the run
+        )
+
+        def stored(event: Event) -> None:
+            step.last_event = event
+
+        if ctx.is_cancelled:
+            return reactivex.never()
+        return tap_next(ctx.append_event(event), stored)
+
+    return collect_then(concat_now(responses()), store)
+
+
+def _run_call(
+    agent: LlmAgent, ctx: InvocationContext, step: _Step, call: FunctionCall, contexts: list[ToolContext]
+) -> reactivex.Observable[Part]:
+    """One call: before-tool callbacks (plugins first), the tool, on-error and after-tool callbacks.
+
+    Emits the call's function-response part, or nothing for a long-running tool that returned
+    None (its answer comes later, from the user)."""
+    if ctx.is_cancelled:
+        return reactivex.never()
+    tool_ctx = ToolContext(ctx, step.state, call.id)
+    contexts.append(tool_ctx)
+    tool = step.tools.get(call.name)
+    long_running = bool(getattr(tool, "is_long_running", False))
+
+    def to_part(outcome: ToolCallOutcome) -> reactivex.Observable[Part]:
+        outcome.log_failure(logger, f"agent {agent.name!r}, invocation {ctx.invocation_id}: ")
+        if long_running and not outcome.failed and outcome.response.response == {"result": None}:
+            return nothing_now()
+        return emit_now(Part(function_response=outcome.response))
+
+    def to_parts(outcomes: list[ToolCallOutcome]) -> reactivex.Observable[Part]:
+        if len(outcomes) == 1:
+            return to_part(outcomes[0])
+        return concat_now(map(to_part, outcomes))
+
+    before = [p.before_tool_callback for p in ctx.plugins] + list(agent.before_tool_callbacks)
+    on_error = [p.on_tool_error_callback for p in ctx.plugins] + list(agent.on_tool_error_callbacks)
+    after = [p.after_tool_callback for p in ctx.plugins] + list(agent.after_tool_callbacks)
+    if tool is None or not (before or on_error or after):
+        outcome = call_tool(step.tools, call, tool_ctx, runtime=ctx.tool_runtime)
+        return collect_then(within(ctx.telemetry_context, outcome), to_parts)
+    args = dict(call.args)
+    owner = _owner(agent)
+
+    def answered(result: dict[str, Any]) -> ToolCallOutcome:
+        return ToolCallOutcome(FunctionResponse(id=call.id, name=call.name, response=result))
+
+    def run_tool(answers: list[dict[str, Any]]) -> reactivex.Observable[ToolCallOutcome]:
+        if answers:
+            return emit_now(answered(answers[0]))
+        outcome = call_tool(step.tools, call, tool_ctx, runtime=ctx.tool_runtime)
+        return within(ctx.telemetry_context, outcome).pipe(ops.flat_map(handle_error))
+
+    def handle_error(outcome: ToolCallOutcome) -> reactivex.Observable[ToolCallOutcome]:
+        if not outcome.failed or not on_error:
+            return emit_now(outcome)
+        error = outcome.error if isinstance(outcome.error, Exception) else ToolError(outcome.error_message or "")
+        calls: list[tuple[object, Call]] = [(cb, partial(cb, tool, args, tool_ctx, error)) for cb in on_error]
+
+        def pick(answers: list[dict[str, Any]]) -> ToolCallOutcome:
+            return answered(answers[0]) if answers else outcome
+
+        return callback_chain(
+            "on_tool_error_callback", owner, calls, _tool_answer("on_tool_error_callback"), loop=ctx.tool_runtime.loop
+        ).pipe(ops.to_list(), ops.map(pick))
+
+    def apply_after(outcome: ToolCallOutcome) -> reactivex.Observable[ToolCallOutcome]:
+        if outcome.failed or not after:
+            return emit_now(outcome)
+        result = dict(outcome.response.response)
+        calls: list[tuple[object, Call]] = [(cb, partial(cb, tool, args, tool_ctx, result)) for cb in after]
+
+        def pick(answers: list[dict[str, Any]]) -> ToolCallOutcome:
+            return answered(answers[0]) if answers else outcome
+
+        return callback_chain(
+            "after_tool_callback", owner, calls, _tool_answer("after_tool_callback"), loop=ctx.tool_runtime.loop
+        ).pipe(ops.to_list(), ops.map(pick))
+
+    before_calls: list[tuple[object, Call]] = [(cb, partial(cb, tool, args, tool_ctx)) for cb in before]
+    return callback_chain(
+        "before_tool_callback", owner, before_calls, _tool_answer("before_tool_callback"), loop=ctx.tool_runtime.loop
+    ).pipe(ops.to_list(), ops.flat_map(run_tool), ops.flat_map(apply_after), ops.flat_map(to_part))
+
+
+def _tool_answer(kind: str) -> Callable[[object], dict[str, Any]]:
+    def accept(answer: object) -> dict[str, Any]:
+        if not isinstance(answer, Mapping):
+            raise ConfigurationError(f"{kind} returned {type(answer).__name__}; expected None or a dict")
+        try:
+            result = to_jsonable_python(dict(answer))
+        except (PydanticSerializationError, ValueError, TypeError) as exc:
+            raise ConfigurationError(f"{kind} returned a dict that is not JSON: {exc}") from exc
+        return cast(dict[str, Any], result)
+
+    return accept
+
+
+def _run_live(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observable[Event]:
+    """BIDI: open ``model.connect``; a refusal fails the run at once. Live flows are not implemented."""
+
+    def live(session: Session) -> reactivex.Observable[Event]:
+        state = State(session.state)
+        request = build_request(agent, ctx, session, ReadonlyContext(ctx, state))
+        ctx.increment_llm_call_count()
+        connection = agent.model.connect(request)  # the default BaseLlm.connect raises UnsupportedOperationError
+        connection.close()
+        return fail_now(
+            UnsupportedOperationError(
+                f"rxllm.agents does not run live (BIDI) flows yet; model {agent.model.model!r} accepted the "
+                "connection, which was closed. Use StreamingMode.SSE or NONE."
+            )
+        )
+
+    return _session_now(ctx).pipe(ops.flat_map(live))

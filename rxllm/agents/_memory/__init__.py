@@ -1,0 +1,1 @@
+"""Memory (ADK's ``memory/``): the memory services and the tools that search them."""

@@ -1,0 +1,45 @@
+"""``load_memory``: the tool that lets the model search the user's memory (ADK's ``LoadMemoryTool``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..._tools import FunctionTool, ToolContext
+
+__all__ = ["LoadMemoryTool", "load_memory"]
+
+_DESCRIPTION = (
+    "Searches the memory of earlier conversations with this user for the query's words and returns what was "
+    "said. Call it when a question needs something the user said in an earlier conversation."
+)
+
+
+def _load_memory(query: str, tool_context: ToolContext) -> dict[str, Any]:
+    """Search the user's memory.
+
+    Args:
+        query: the words to look for in earlier conversations.
+    """
+    response = tool_context.search_memory(query).run()
+    return {
+        "memories": [entry.model_dump(mode="json", by_alias=True, exclude_none=True) for entry in response.memories]
+    }
+
+
+class LoadMemoryTool(FunctionTool):
+    """A tool named ``load_memory`` with one parameter, ``query``: it searches the run's memory service.
+
+    The run needs a memory service (``Runner(..., memory_service=...)``); without one the call's
+    response is an error the model sees. The response is ``{"memories": [MemoryEntry as JSON, ...]}``.
+
+    >>> from rxllm.agents import load_memory
+    >>> load_memory.name, load_memory.declaration().parameters["required"]
+    ('load_memory', ['query'])
+    """
+
+    def __init__(self) -> None:
+        super().__init__(_load_memory, name="load_memory", description=_DESCRIPTION)
+
+
+load_memory: LoadMemoryTool = LoadMemoryTool()
+"""The ``load_memory`` tool: give it to an agent (``LlmAgent(..., tools=[load_memory])``)."""

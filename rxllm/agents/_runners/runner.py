@@ -1,0 +1,281 @@
+"""``Runner``: runs an agent on a session, one run at a time per session."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from functools import partial
+
+import reactivex
+from reactivex import abc as rx_abc
+from reactivex import operators as ops
+
+from ..._core.errors import ConfigurationError, RxLlmError
+from ..._core.types import Content
+from ..._rx.aio import AwaitableObservable, awaitable
+from ..._rx.direct import collect_then, defer_now, emit_now, fail_now, ignore_items, on_dispose, then_now
+from ..._telemetry.otel import current_context, within
+from ..._tools import ToolRuntime, check_timeout
+from .._agents.agent import BaseAgent
+from .._agents.context import InvocationContext
+from .._agents.plugins import BasePlugin, after_run, before_run, on_event, on_user_message
+from .._agents.run_config import RunConfig
+from .._artifacts.service import BaseArtifactService, InMemoryArtifactService
+from .._flows.transfer import agent_to_run
+from .._memory.service import BaseMemoryService, InMemoryMemoryService
+from .._sessions.base import BaseSessionService, InMemorySessionService, Session
+from .._sessions.event import Event
+
+__all__ = ["InMemoryRunner", "Runner"]
+
+logger = logging.getLogger("rxllm.agents")
+
+
+def run_invocation(ctx: InvocationContext, message: Content, history: Sequence[Event]) -> reactivex.Observable[Event]:
+    """One invocation of ``ctx.agent``'s tree on the user's ``message`` (ADK's ``Runner.runAsync`` body).
+
+    The plugins' ``on_user_message_callback`` may replace the message; it is stored as a user
+    event (not emitted); a plugin's ``before_run_callback`` answer replaces the run; otherwise the
+    agent that answers the turn runs (:func:`agent_to_run`: the agent that last answered, or the
+    one whose long-running call the message answers); every event goes through the plugins'
+    ``on_event_callback``; then their ``after_run_callback``.
+    """
+    root = ctx.agent
+
+    def store_and_run(content: Content) -> reactivex.Observable[Event]:
+        ctx.user_content = content
+        user_event = Event(invocation_id=ctx.invocation_id, author="user", content=content)
+
+        def run_agent() -> reactivex.Observable[Event]:
+            if not ctx.plugins:
+                return agent_to_run(root, (*history, user_event)).run_async(ctx)
+
+            def agent_unless_answered(answers: list[Event]) -> reactivex.Observable[Event]:
+                if answers:
+                    return emit_now(answers[0])
+                return agent_to_run(root, (*history, user_event)).run_async(ctx)
+
+            events = collect_then(before_run(ctx), agent_unless_answered)
+            return then_now(on_event(ctx, events), lambda: after_run(ctx))
+
+        return then_now(ignore_items(ctx.append_event(user_event)), run_agent)
+
+    if not ctx.plugins:
+        return store_and_run(message)
+    return on_user_message(ctx, message).pipe(ops.flat_map(store_and_run))
+
+
+class Runner:
+    """Runs an agent on sessions of one app, as ADK's ``Runner``.
+
+    Args:
+        agent: the root agent of the tree to run.
+        app_name: the app the sessions belong to.
+        session_service: where sessions and their events are stored.
+        artifact_service: where tools keep artifacts (``ToolContext.save_artifact`` ...) and where
+            ``{artifact.name}`` in an instruction is read from; None: the runs have none.
+        memory_service: what ``ToolContext.search_memory`` and the ``load_memory`` tool search;
+            None: the runs have none. Add a finished session with its ``add_session_to_memory``.
+        plugins: :class:`BasePlugin` instances applied to every agent, model and tool call of
+            every run, before the agents' own callbacks.
+
+        tool_scheduler: where synchronous tools run (default: the process-wide tool pool,
+            ``rxllm-tool_N`` threads, ``DEFAULT_TOOL_WORKERS`` = 32 or ``RXLLM_TOOL_WORKERS``).
+            Never the thread that delivered the model's response.
+        tool_timeout: seconds a tool call may take when its tool sets no ``timeout``; past it the
+            model gets an error result for the call. None (the default): no limit.
+
+    One writer per session: runs on one session never interleave. A run starts only after every
+    earlier run on that session terminated or was disposed, whichever ``Runner`` (sharing this
+    session service) started it (:meth:`BaseSessionService.serialize_run`); so a request never
+    holds a tool call without its result.
+    """
+
+    def __init__(
+        self,
+        agent: BaseAgent,
+        app_name: str,
+        session_service: BaseSessionService,
+        *,
+        artifact_service: BaseArtifactService | None = None,
+        memory_service: BaseMemoryService | None = None,
+        plugins: Sequence[BasePlugin] = (),
+        tool_scheduler: rx_abc.SchedulerBase | None = None,
+        tool_timeout: float | None = None,
+    ) -> None:
+        if not isinstance(agent, BaseAgent):
+            raise ConfigurationError(f"Runner needs a BaseAgent, got {type(agent).__name__}")
+        if not isinstance(session_service, BaseSessionService):
+            raise ConfigurationError(f"Runner needs a BaseSessionService, got {type(session_service).__name__}")
+        for plugin in plugins:
+            if not isinstance(plugin, BasePlugin):
+                raise ConfigurationError(f"plugins must be BasePlugin instances, got {type(plugin).__name__}")
+        self._plugins = tuple(plugins)
+        self._agent = agent
+        self._app_name = app_name
+        self._session_service = session_service
+        self.artifact_service = artifact_service
+        self.memory_service = memory_service
+        check_timeout(tool_timeout, "tool_timeout")
+        self._tool_scheduler = tool_scheduler
+        self._tool_timeout = tool_timeout
+
+    @property
+    def agent(self) -> BaseAgent:
+        """The agent this runner runs."""
+        return self._agent
+
+    @property
+    def plugins(self) -> tuple[BasePlugin, ...]:
+        """The runner's plugins, in order."""
+        return self._plugins
+
+    @property
+    def app_name(self) -> str:
+        """The app the sessions belong to."""
+        return self._app_name
+
+    @property
+    def session_service(self) -> BaseSessionService:
+        """Where sessions are stored."""
+        return self._session_service
+
+    def run_async(
+        self,
+        user_id: str,
+        session_id: str,
+        new_message: Content,
+        run_config: RunConfig | None = None,
+    ) -> AwaitableObservable[Event]:
+        """Run the agent on the session with a new user message.
+
+        Returns a cold Observable. Subscribing waits for any earlier run on the same session,
+        then stores ``new_message`` as a user event (not emitted, as in ADK), then runs the agent
+        that answers the turn -- the root, or the agent of its tree that answered last (ADK's
+        ``findAgentToRun``, see :func:`run_invocation`), with the plugins' hooks around it -- and
+        emits every event it produces: partial events as they stream (never stored), and
+        every non-partial event after it was stored. It completes when the agent's turn is over
+        and fails with the run's error (a model or transport error,
+        :class:`~rxllm.LimitExceededError`, :class:`~rxllm.UnsupportedOperationError` for a BIDI
+        run on a model without live sessions, :class:`~rxllm.ConfigurationError` for a missing
+        session). Disposing cancels the in-flight model call (its subscription is disposed, which
+        closes the connection), runs no further tools or model calls, and lets the next queued
+        run on the session start. A synchronous tool already running finishes; its result is
+        dropped.
+
+        >>> from reactivex import operators as ops
+        >>> from rxllm import Chunk, Content, Part
+        >>> from rxllm.agents import InMemoryRunner, LlmAgent
+        >>> from rxllm.testing import ScriptedLlm, scripted_turn
+        >>> runner = InMemoryRunner(LlmAgent("bot", ScriptedLlm([scripted_turn(Chunk(text_delta="Hi!"))])))
+        >>> _ = runner.session_service.create_session(runner.app_name, "u1", session_id="s1").run()
+        >>> events = runner.run_async("u1", "s1", Content(role="user", parts=(Part.from_text("Hello"),))).pipe(
+        ...     ops.to_list()).run()
+        >>> [(e.author, e.text(), e.is_final_response()) for e in events]
+        [('bot', 'Hi!', True)]
+        """
+        if not isinstance(new_message, Content):
+            raise ConfigurationError(f"new_message must be a Content, got {type(new_message).__name__}")
+        message = new_message if new_message.role is not None else new_message.model_copy(update={"role": "user"})
+        config = run_config or RunConfig()
+        app_name = self._app_name
+        service = self._session_service
+        agent = self._agent
+        plugins = self._plugins
+
+        def run_on(
+            sessions: list[Session], contexts: list[InvocationContext], parent: object, runtime: ToolRuntime
+        ) -> reactivex.Observable[Event]:
+            if not sessions:
+                return fail_now(
+                    ConfigurationError(
+                        f"session {session_id!r} not found for app {app_name!r} and user {user_id!r} "
+                        "(create it with the session service first)"
+                    )
+                )
+            ctx = InvocationContext(
+                agent=agent,
+                session=sessions[-1],
+                session_service=service,
+                run_config=config,
+                user_content=message,
+                artifact_service=self.artifact_service,
+                memory_service=self.memory_service,
+                plugins=plugins,
+                tool_runtime=runtime,
+            )
+            contexts.append(ctx)
+            # the agent's span is a child of the span current when the user subscribed, whichever
+            # thread (a session store's, a run queued before this one) gets to start the agent
+            ctx.telemetry_context = parent  # the span current when the user subscribed
+            return within(parent, run_invocation(ctx, message, sessions[-1].events))
+
+        def start(parent: object, runtime: ToolRuntime) -> reactivex.Observable[Event]:
+            contexts: list[InvocationContext] = []
+
+            def cancel() -> None:
+                for ctx in contexts:
+                    ctx.cancel()
+
+            def run_on_session(sessions: list[Session]) -> reactivex.Observable[Event]:
+                return run_on(sessions, contexts, parent, runtime)
+
+            run = collect_then(service.get_session(app_name, user_id, session_id), run_on_session)
+            return on_dispose(run, cancel)
+
+        def subscribe(
+            observer: rx_abc.ObserverBase[Event], scheduler: rx_abc.SchedulerBase | None = None
+        ) -> rx_abc.DisposableBase:
+            # Captured now, on the subscribing thread: the span current when the user subscribed
+            # parents the agent's span, and async tools run on the subscriber's loop.
+            parent = current_context()
+            runtime = ToolRuntime.capture(scheduler=self._tool_scheduler, timeout=self._tool_timeout)
+
+            def on_error(error: Exception) -> None:
+                observer.on_error(_as_rxllm_error(error))
+
+            run = service.serialize_run(app_name, user_id, session_id, defer_now(partial(start, parent, runtime)))
+            return run.subscribe(observer.on_next, on_error, observer.on_completed, scheduler=scheduler)
+
+        return awaitable(reactivex.create(subscribe))
+
+
+def _as_rxllm_error(error: Exception) -> RxLlmError:
+    """Every failure reaching a subscriber is an ``RxLlmError``: a foreign one (a custom session
+    service's, a custom model's, a bare json or pydantic error) is wrapped, chained as ``__cause__``."""
+    if isinstance(error, RxLlmError):
+        return error
+    mapped = RxLlmError(f"the run failed with {type(error).__name__}: {error}")
+    mapped.__cause__ = error
+    return mapped
+
+
+class InMemoryRunner(Runner):
+    """A :class:`Runner` with its own :class:`InMemorySessionService` (tests, demos), as ADK's.
+
+    Args:
+        agent: the agent to run.
+        app_name: the app name; ``"InMemoryRunner"`` by default, as in ADK.
+
+    As ADK's, it also has an :class:`InMemoryArtifactService` and an :class:`InMemoryMemoryService`.
+    """
+
+    def __init__(
+        self,
+        agent: BaseAgent,
+        *,
+        app_name: str = "InMemoryRunner",
+        plugins: Sequence[BasePlugin] = (),
+        tool_scheduler: rx_abc.SchedulerBase | None = None,
+        tool_timeout: float | None = None,
+    ) -> None:
+        super().__init__(
+            agent,
+            app_name,
+            InMemorySessionService(),
+            artifact_service=InMemoryArtifactService(),
+            memory_service=InMemoryMemoryService(),
+            plugins=plugins,
+            tool_scheduler=tool_scheduler,
+            tool_timeout=tool_timeout,
+        )

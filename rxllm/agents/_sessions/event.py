@@ -1,0 +1,146 @@
+"""``Event`` and ``EventActions``: one entry of a session's history, as ADK's ``Event``.
+
+>>> from rxllm import Content, Part
+>>> from rxllm.agents import Event
+>>> event = Event(author="user", content=Content(role="user", parts=(Part.from_text("Where is A17?"),)))
+>>> event.text(), event.is_final_response(), event.partial
+('Where is A17?', True, None)
+>>> Event.model_validate_json(event.model_dump_json()) == event
+True
+"""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import Field, JsonValue
+
+from ..._core.types import Content, FinishReason, FunctionCall, FunctionResponse, UsageMetadata, _Model
+from ..._tools._context import random_uuid4
+
+__all__ = ["Event", "EventActions"]
+
+
+def new_event_id() -> str:
+    """A fresh event id (a UUID4 string, as ADK's ``Event.generateEventId``)."""
+    return random_uuid4()
+
+
+class EventActions(_Model):
+    """What an event asks the runtime to do besides recording its content.
+
+    Attributes:
+        state_delta: session-state changes; the session service applies them when it stores the
+            event. Keys prefixed ``temp:`` are never persisted, ``app:`` and ``user:`` keys are
+            shared by all sessions of the app / of the user (ADK's prefixes).
+        artifact_delta: artifact name to the version a tool saved in this step (``ToolContext.save_artifact``).
+        skip_summarization: a tool asked that its response end the turn without another model
+            call (the function-response event then counts as the final response).
+        transfer_to_agent: the agent to hand over to: the flow continues with that agent, in the
+            same invocation (ADK's transfer).
+        escalate: escalate to the parent agent: a :class:`LoopAgent` stops at such an event, a
+            :class:`ParallelAgent` stops every branch.
+        rewind_before_invocation_id: the history before this event no longer holds that
+            invocation nor anything after it (ADK Python's rewind; see ``_contents``).
+    """
+
+    state_delta: dict[str, JsonValue] = Field(default_factory=dict)
+    artifact_delta: dict[str, int] = Field(default_factory=dict)
+    skip_summarization: bool | None = None
+    transfer_to_agent: str | None = None
+    escalate: bool | None = None
+    rewind_before_invocation_id: str | None = None
+
+
+class Event(_Model):
+    """One event of a run: a user message, a model response (partial or final) or tool responses.
+
+    ``id`` is fresh for every event (``new_event_id``); ``timestamp`` is seconds since the epoch.
+    The response fields (``partial``, ``turn_complete``, ``error_code``, ...) are copied from the
+    :class:`~rxllm.LlmResponse` the event was made from. Partial events are streamed to the
+    subscriber but never stored in a session.
+
+    ``usage_metadata`` is the usage of the one model call the event came from (as in ADK);
+    ``total_usage_metadata`` (rxllm's addition) is set on the event that ends an invocation --
+    the final response, an error response, or a function-response event that skips
+    summarization -- and sums the usage of every model call of that invocation.
+    """
+
+    id: str = Field(default_factory=new_event_id)
+    invocation_id: str = ""
+    author: str
+    content: Content | None = None
+    actions: EventActions = Field(default_factory=EventActions)
+    long_running_tool_ids: tuple[str, ...] | None = None
+    partial: bool | None = None
+    turn_complete: bool | None = None
+    error_code: FinishReason | None = None
+    error_message: str | None = None
+    finish_reason: FinishReason | None = None
+    usage_metadata: UsageMetadata | None = None
+    total_usage_metadata: UsageMetadata | None = None
+    interrupted: bool | None = None
+    branch: str | None = None
+    timestamp: float = Field(default_factory=time.time)
+    custom_metadata: dict[str, JsonValue] | None = None
+    model_version: str | None = None
+
+    @staticmethod
+    def new_id() -> str:
+        """A fresh event id."""
+        return new_event_id()
+
+    def text(self) -> str:
+        """The answer text of the content (thought parts excluded); ``""`` without content."""
+        return self.content.text() if self.content is not None else ""
+
+    def stringify_content(self) -> str:
+        """The content as one string, as ADK Java's ``Event.stringifyContent``: each part's text, then
+        ``Function Call: <call>`` / ``Function Response: <response>`` for call and response parts.
+
+        >>> from rxllm import Content, FunctionCall, Part
+        >>> call = FunctionCall(id="c1", name="get_order", args={"id": 7})
+        >>> Event(author="bot", content=Content(role="model", parts=(
+        ...     Part.from_text("Checking. "), Part(function_call=call)))).stringify_content()
+        "Checking. Function Call: FunctionCall(id='c1', name='get_order', args={'id': 7})"
+        """
+        if self.content is None:
+            return ""
+        out: list[str] = []
+        for part in self.content.parts:
+            if part.text is not None:
+                out.append(part.text)
+            if part.function_call is not None:
+                out.append(f"Function Call: {part.function_call!r}")
+            if part.function_response is not None:
+                out.append(f"Function Response: {part.function_response!r}")
+        return "".join(out)
+
+    def function_calls(self) -> list[FunctionCall]:
+        """The function calls of the content, in order."""
+        return self.content.function_calls() if self.content is not None else []
+
+    def function_responses(self) -> list[FunctionResponse]:
+        """The function responses of the content, in order."""
+        return self.content.function_responses() if self.content is not None else []
+
+    def has_trailing_code_execution_result(self) -> bool:
+        """Whether the content's last part is a code-execution result (ADK's definition)."""
+        parts = self.content.parts if self.content is not None else ()
+        return bool(parts) and parts[-1].code_execution_result is not None
+
+    def is_final_response(self) -> bool:
+        """Whether this event ends the agent's turn, exactly as ADK defines it.
+
+        True when ``actions.skip_summarization`` is set or the event names long-running tool
+        calls; otherwise True only without function calls, without function responses, when not
+        partial and without a trailing code-execution result.
+        """
+        if self.actions.skip_summarization or self.long_running_tool_ids:
+            return True
+        return (
+            not self.function_calls()
+            and not self.function_responses()
+            and not self.partial
+            and not self.has_trailing_code_execution_result()
+        )
