@@ -33,17 +33,15 @@ support '' [] [{'order_id': 'A17', 'status': 'shipped Tuesday'}]
 support 'It shipped Tuesday.' [] []
 """
 
-from .._tools import BaseTool, FunctionTool, ToolLike
+from .._tools import BaseTool, CallbackContext, FunctionTool, ReadonlyContext, ToolActions, ToolContext, ToolLike
 from .._tools._long_running import LongRunningFunctionTool
-from ._agents.agent import AgentCallback, BaseAgent, InstructionProvider, LlmAgent
-from ._agents.context import CallbackContext, InvocationContext, ReadonlyContext, ToolActions, ToolContext
-from ._agents.plugins import BasePlugin
+from .._tools._services import MemoryEntry, SearchMemoryResponse
+from ._agents.llm_agent import LlmAgent
 from ._agents.registry import LlmFactory, LlmRegistry
-from ._agents.run_config import RunConfig, StreamingMode
 from ._agents.workflow import LoopAgent, ParallelAgent, SequentialAgent
 from ._artifacts.service import BaseArtifactService, FileArtifactService, InMemoryArtifactService
 from ._flows.contents import IncludeContents
-from ._flows.flow import (
+from ._flows.flow_agent import (
     AfterModelCallback,
     AfterToolCallback,
     BeforeModelCallback,
@@ -51,7 +49,10 @@ from ._flows.flow import (
     OnModelErrorCallback,
     OnToolErrorCallback,
 )
-from ._memory.service import BaseMemoryService, InMemoryMemoryService, MemoryEntry, SearchMemoryResponse
+from ._flows.instructions import InstructionProvider
+from ._invocation.base import AgentCallback, BaseAgent, BasePlugin, InvocationContext
+from ._invocation.run_config import RunConfig, StreamingMode
+from ._memory.service import BaseMemoryService, InMemoryMemoryService
 from ._memory.tools import LoadMemoryTool, load_memory
 from ._runners.agent_tool import AgentTool
 from ._runners.runner import InMemoryRunner, Runner

@@ -36,7 +36,8 @@ from ._events import (
     RetrievedContentsEvent,
 )
 from ._guardrails import OutputGuardrail
-from ._service import DEFAULT_BUFFER_SIZE, DEFAULT_MAX_ROUNDS, AiService, Retriever
+from ._interaction import Retriever
+from ._service import DEFAULT_BUFFER_SIZE, DEFAULT_MAX_ROUNDS, AiService
 from ._text import to_text
 
 __all__ = [

@@ -1,0 +1,1 @@
+"""The invocation (ADK's ``InvocationContext``, ``BaseAgent``, ``BasePlugin``): one run of an agent tree."""
