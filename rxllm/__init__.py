@@ -34,6 +34,7 @@ from ._core.errors import (
     TransportError,
     UnsupportedOperationError,
 )
+from ._core.public import publish as _publish
 from ._core.schema import INVALID_STRUCTURED_OUTPUT, ResponseSchema
 from ._core.types import (
     Blob,
@@ -137,3 +138,5 @@ __all__ = [
     "retry_before_first_item",
     "structured_responses",
 ]
+
+_publish(__name__, globals(), __all__)  # public names show their public path (rxllm._core.public)

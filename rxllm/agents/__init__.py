@@ -33,6 +33,7 @@ support '' [] [{'order_id': 'A17', 'status': 'shipped Tuesday'}]
 support 'It shipped Tuesday.' [] []
 """
 
+from .._core.public import publish as _publish
 from .._tools import BaseTool, CallbackContext, FunctionTool, ReadonlyContext, ToolActions, ToolContext, ToolLike
 from .._tools._long_running import LongRunningFunctionTool
 from .._tools._services import MemoryEntry, SearchMemoryResponse
@@ -114,3 +115,5 @@ __all__ = [
     "ToolLike",
     "load_memory",
 ]
+
+_publish(__name__, globals(), __all__)  # public names show their public path (rxllm._core.public)

@@ -34,6 +34,7 @@ run on the ``scheduler`` you pass (a ``TestScheduler`` in tests); items are neve
 [(0.1, 'N', 'Hel'), (0.3, 'N', 'lo'), (0.3, 'C', None)]
 """
 
+from .._core.public import publish as _publish
 from ._contract import check_contract
 from ._fallback import fallback
 from ._hedge import hedge
@@ -51,3 +52,5 @@ __all__ = [
     "partials",
     "text_deltas",
 ]
+
+_publish(__name__, globals(), __all__)  # public names show their public path (rxllm._core.public)

@@ -2,6 +2,9 @@
 :class:`~rxllm.SseChatModel`: :mod:`rxllm.providers.openai` (and every OpenAI-compatible
 server), :mod:`rxllm.providers.anthropic`, :mod:`rxllm.providers.gemini`."""
 
+from .._core.public import publish as _publish
 from ._options import SseModelOptions
 
 __all__ = ["SseModelOptions"]
+
+_publish(__name__, globals(), __all__)  # public names show their public path (rxllm._core.public)

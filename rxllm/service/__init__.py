@@ -23,6 +23,7 @@ turns the events into the answer's text.
 'Let me check. It shipped Tuesday.'
 """
 
+from .._core.public import publish as _publish
 from ._events import (
     AfterToolExecutionEvent,
     AiServiceStreamingEvent,
@@ -58,3 +59,5 @@ __all__ = [
     "Retriever",
     "to_text",
 ]
+
+_publish(__name__, globals(), __all__)  # public names show their public path (rxllm._core.public)

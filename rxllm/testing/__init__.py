@@ -2,6 +2,7 @@
 (virtual) clock, a loopback SSE stub server, transcript replay and a pytest plugin
 (:mod:`rxllm.testing.pytest_plugin`)."""
 
+from .._core.public import publish as _publish
 from ._contract import assert_stream_protocol
 from ._recordings import SseRecording, load_sse_recordings
 from ._replay import PROTOCOLS, parser_for, replay_sse
@@ -44,3 +45,5 @@ __all__ = [
     "scripted_turn",
     "sse_turn",
 ]
+
+_publish(__name__, globals(), __all__)  # public names show their public path (rxllm._core.public)
