@@ -3,6 +3,11 @@
 Events, run configs, tools, sessions that never store partials, the LLM flow and the runner. The
 names are ADK's, in snake_case. Everything that returns an Observable is cold.
 
+The room imports ``_core``, ``_rx``, ``_telemetry``, ``_models``, the tool layer (``_tools``) and,
+by name only, ``providers`` (``LlmRegistry``); never ``rxllm.service``. Its sub-rooms, bottom up:
+``_sessions`` → ``_artifacts``, ``_memory`` → ``_invocation`` → ``_flows`` → ``_agents`` →
+``_runners`` (``docs/architecture.md``).
+
 >>> from reactivex import operators as ops
 >>> from rxllm import Chunk, Content, Part, ToolCallFragment
 >>> from rxllm.agents import InMemoryRunner, LlmAgent, RunConfig, StreamingMode

@@ -22,6 +22,8 @@ thread that decided (a timer's, or the winner's), so the source's connection is 
 (never through ``subscribe_on``, which would queue the dispose behind a blocked read). Timers
 run on the ``scheduler`` you pass (a ``TestScheduler`` in tests); items are never moved onto it.
 
+The room imports only ``_core``: an operator works on any Observable of ``LlmResponse``.
+
 >>> from reactivex.testing import TestScheduler
 >>> from rxllm import Chunk, LlmRequest
 >>> from rxllm.testing import ScriptedLlm, at_times, record_in_virtual_time, scripted_turn

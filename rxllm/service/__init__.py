@@ -6,6 +6,9 @@ whose tools start at once (eager tools, on a tool scheduler), before/after tool-
 one intermediate response per tool round, and exactly one final response, last. :func:`to_text`
 turns the events into the answer's text.
 
+The room imports ``_core``, ``_rx``, ``_telemetry``, ``_models`` and the tool layer (``_tools``),
+never ``rxllm.agents``: the two runtimes stand side by side on the tool layer.
+
 >>> from reactivex import operators as ops
 >>> from rxllm import Chunk, ToolCallFragment
 >>> from rxllm.service import AiService, to_text

@@ -1,6 +1,10 @@
 """Test kit for rxllm and for users' own models: the contract checker, a scripted model on a
 (virtual) clock, a loopback SSE stub server, transcript replay and a pytest plugin
-(:mod:`rxllm.testing.pytest_plugin`)."""
+(:mod:`rxllm.testing.pytest_plugin`).
+
+The room imports ``_core``, ``_rx``, ``_models`` and ``providers`` (to replay their wire formats);
+only ``cli`` and the front doors sit above it.
+"""
 
 from .._core.public import publish as _publish
 from ._contract import assert_stream_protocol
