@@ -1,4 +1,4 @@
-"""SseChatModel over a real loopback server: the seed's four tests, for every provider.
+"""SseChatModel over a real loopback server: the four tests a streaming model needs, for every provider.
 
 Streaming follows the protocol; dispose closes the connection at once (the server observes it)
 while waiting for headers, mid-body and between chunks; a transport failure after the first
@@ -166,7 +166,7 @@ def run_to_list(source: reactivex.Observable[LlmResponse]) -> list[LlmResponse]:
     return recorder.items
 
 
-# --- the seed's streamFollowsProtocol, against every provider's wire -------------------------------
+# --- the stream follows the protocol, against every provider's wire --------------------------------
 
 
 def test_stream_follows_protocol(server: StubServer, wire: Wire, harness: Harness) -> None:

@@ -1,8 +1,9 @@
 """Every recorded transcript, served by a real loopback server and read by the real model.
 
-Each of the 32 transcripts in ``tests/fixtures/transcripts`` (copied from ``../shared/transcripts``,
-see its ``SOURCES.md``) is served whole and cut at awkward byte offsets (inside multi-byte UTF-8
-characters, between ``\\r`` and ``\\n``, at seeded random points), each piece its own HTTP chunk.
+Each of the 32 transcripts in ``tests/fixtures/transcripts`` (real provider streams; its
+``SOURCES.md`` says where each was recorded) is served whole and cut at awkward byte offsets
+(inside multi-byte UTF-8 characters, between ``\\r`` and ``\\n``, at seeded random points), each
+piece its own HTTP chunk.
 The model's output must follow the stream contract and its final must match the reference
 aggregate (``.expected.json``) and the pure replay of the same bytes.
 """
