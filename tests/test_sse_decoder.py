@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from rxllm import LineTooLongError, ProtocolError, SseDecoder, SseEvent
 
 BOM = b"\xef\xbb\xbf"
-TRANSCRIPTS = Path(__file__).resolve().parents[2] / "shared" / "transcripts"
+TRANSCRIPTS = Path(__file__).resolve().parent / "fixtures" / "transcripts"
 SSE_FILES = sorted(TRANSCRIPTS.glob("*/*.sse"))
 
 

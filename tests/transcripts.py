@@ -1,6 +1,6 @@
 """Shared test helpers for the recorded provider transcripts in ``tests/fixtures/transcripts/``.
 
-The fixtures are a byte-for-byte copy of the shared transcript set; its ``README.md`` defines how
+The fixtures are real provider response bodies, byte for byte; their ``README.md`` defines how
 each ``.expected.json`` was computed, and ``manifest.json`` lists every file with its protocol.
 This module loads them, cuts byte streams into awkward reads, replays reads through a parser and
 compares a final with its ``.expected.json``; it knows nothing about any provider (the parser and
