@@ -156,7 +156,7 @@ def test_sse_recordings_with_an_unknown_protocol_fail_collection(pytester: pytes
 # --- load_sse_recordings, the helper under the marker --------------------------------------------------
 
 
-def test_every_shared_transcript_loads_with_its_manifest_protocol() -> None:
+def test_every_recorded_transcript_loads_with_its_manifest_protocol() -> None:
     recordings = load_sse_recordings(TRANSCRIPTS)
     manifest = {entry["file"]: entry["protocol"] for entry in json.loads((TRANSCRIPTS / "manifest.json").read_text())}
     assert {f"{r.name}.sse": r.protocol for r in recordings} == manifest
