@@ -59,12 +59,6 @@ def _splits(data: bytes) -> dict[str, list[bytes]]:
     }
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[StubServer]:
-    with StubServer() as stub:
-        yield stub
-
-
 @pytest.fixture(scope="module", params=["threads", "asyncio"])
 def transport(request: pytest.FixtureRequest) -> Iterator[Transport]:
     made: Transport = HttpTransport() if request.param == "threads" else AsyncHttpTransport()
@@ -91,12 +85,14 @@ def _summary(final: LlmResponse) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("transcript", TRANSCRIPTS, ids=lambda t: t.name)
-def test_transcript_through_the_real_model(server: StubServer, transport: Transport, transcript: Transcript) -> None:
+def test_transcript_through_the_real_model(
+    stub_server: StubServer, transport: Transport, transcript: Transcript
+) -> None:
     expected = transcript.expected
     reference = replay_sse(transcript.raw, parser_for(transcript.protocol))
-    model = MODELS[transcript.protocol](server.url, transport)
+    model = MODELS[transcript.protocol](stub_server.url, transport)
     for split, pieces in _splits(transcript.raw).items():
-        server.enqueue(StubResponse(body=pieces))
+        stub_server.enqueue(StubResponse(body=pieces))
         responses = model.generate_content(LlmRequest(), stream=True).pipe(ops.to_list()).run()
         final = assert_stream_protocol(responses)
         assert _summary(final) == _summary(reference[-1]), split
