@@ -22,7 +22,6 @@ def decode(*feeds: bytes, max_line_bytes: int | None = None) -> list[SseEvent]:
     events: list[SseEvent] = []
     for piece in feeds:
         events.extend(decoder.feed(piece))
-    events.extend(decoder.flush())
     return events
 
 
@@ -203,12 +202,10 @@ def test_bom_prefix_that_is_not_a_bom_is_kept() -> None:
 
 
 @pytest.mark.parametrize("tail", [b"data: x", b"data: x\n", b"data: x\r", b"event: e\ndata: x\r\n"])
-def test_unterminated_trailing_event_is_discarded_by_flush(tail: bytes) -> None:
+def test_unterminated_trailing_event_is_never_dispatched(tail: bytes) -> None:
     decoder = SseDecoder()
     assert decoder.feed(b"data: done\n\n" + tail) == [SseEvent(data="done")]
-    assert decoder.has_pending is True
-    assert decoder.flush() == []
-    assert decoder.has_pending is False
+    assert decoder.has_pending is True  # the stream ended inside an event: it is held, never dispatched
 
 
 def test_nothing_pending_after_a_complete_stream() -> None:

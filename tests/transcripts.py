@@ -214,7 +214,7 @@ def replay_reads(
 
     Reading stops after the first ``end_of_stream`` chunk. Returns every response (the partials,
     then the final) and whether an ``end_of_stream`` chunk arrived; a stream without one is
-    flushed and finished all the same.
+    finished all the same (an event it ended in the middle of is never dispatched).
     """
     decoder = SseDecoder()
     responses: list[LlmResponse] = []
@@ -227,7 +227,6 @@ def replay_reads(
             if chunk.end_of_stream:
                 responses.append(aggregator.finish())
                 return responses, True
-    decoder.flush()
     responses.append(aggregator.finish())
     return responses, False
 

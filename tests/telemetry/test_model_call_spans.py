@@ -28,7 +28,9 @@ from rxllm import (
     Part,
     RetryPolicy,
     SseChatModel,
+    UsageMetadata,
 )
+from rxllm._telemetry.otel import usage_attributes
 from rxllm.testing import Hold, StubResponse, StubServer
 
 REQUEST = LlmRequest(
@@ -242,3 +244,37 @@ def test_an_awaited_call_is_parented_under_the_awaiting_tasks_span(
     telemetry.spans(3)
     chats = [s for s in telemetry.spans() if s.name == "chat gpt-test"]
     assert [parent_of(s) for s in chats] == [parent, parent]
+
+
+class _Span:
+    def __init__(self) -> None:
+        self.attributes: dict[str, object] = {}
+
+    def set_attribute(self, key: str, value: object) -> None:
+        self.attributes[key] = value
+
+
+@pytest.mark.parametrize(
+    ("usage", "expected"),
+    [
+        (None, {}),
+        (UsageMetadata(total_token_count=9), {}),
+        (UsageMetadata(prompt_token_count=5), {"gen_ai.usage.input_tokens": 5}),
+        (
+            UsageMetadata(
+                prompt_token_count=5, candidates_token_count=3, cached_content_token_count=2, thoughts_token_count=7
+            ),
+            {
+                "gen_ai.usage.input_tokens": 5,
+                "gen_ai.usage.output_tokens": 3,
+                "gen_ai.usage.cache_read.input_tokens": 2,
+                "rxllm.usage.thoughts_tokens": 7,
+            },
+        ),
+    ],
+)
+def test_usage_attributes_are_the_same_on_every_span(usage: UsageMetadata | None, expected: dict[str, object]) -> None:
+    # One mapping for the model call's span, the agent run's and the service turn's.
+    span = _Span()
+    usage_attributes(span, usage)
+    assert span.attributes == expected
