@@ -1,7 +1,9 @@
 """Public names show their public path: ``rxllm.ConfigurationError``, not where it is defined.
 
 Every front door (``rxllm``, ``rxllm.agents``, ``rxllm.service``...) ends with
-``publish(__name__, globals(), __all__)``, as httpx sets ``__module__`` in its ``__init__``: each
+``publish(__name__, globals(), __all__)`` (a front door that loads names on first use, in its
+module ``__getattr__``, publishes each as it loads it), as httpx sets ``__module__`` in its
+``__init__``: each
 class and function it exports then names the front door as its module, so reprs, tracebacks,
 ``help()``, the docs and pickles show the path users import from (and a pickle stays loadable when
 a private module moves). Constants, type aliases and instances are left alone.
@@ -50,6 +52,8 @@ def publish(front_door: str, namespace: Mapping[str, object], names: Iterable[st
     """Make ``front_door`` the ``__module__`` of the classes and functions ``names`` of ``namespace``
     that rxllm defines in a private module (``rxllm._core.errors``, ``rxllm.agents._flows.flow``...)."""
     for name in names:
+        if name not in namespace:  # a name the front door loads on first use: published then
+            continue
         value = namespace[name]
         if inspect.isclass(value) and _is_private(value.__module__):
             _publish_class(value, front_door)

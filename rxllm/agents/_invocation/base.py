@@ -41,7 +41,7 @@ from reactivex import operators as ops
 from ..._core.errors import ConfigurationError, LimitExceededError
 from ..._core.types import Content, LlmRequest, LlmResponse, UsageMetadata
 from ..._rx.aio import AwaitableObservable, MaybeObservable, awaitable
-from ..._rx.direct import defer_now, emit_now, fail_now, nothing_now, then_now
+from ..._rx.direct import collect_then, defer_now, emit_now, fail_now, nothing_now, then_now
 from ..._telemetry.otel import add_usage
 from ..._tools import BaseTool, CallbackContext, Named, ToolContext, ToolRuntime, new_invocation_id
 from .._sessions.base import BaseSessionService, Session
@@ -205,7 +205,10 @@ class InvocationContext:
         )
 
     def session_now(self) -> AwaitableObservable[Session]:
-        """The session as stored now; fails with :class:`~rxllm.ConfigurationError` when it was deleted."""
+        """The session as stored now; fails with :class:`~rxllm.ConfigurationError` when it was deleted.
+
+        Emits (or fails) the moment the store answers: nothing is scheduled on the trampoline.
+        """
 
         def pick(sessions: list[Session]) -> reactivex.Observable[Session]:
             if sessions:
@@ -217,7 +220,7 @@ class InvocationContext:
                 )
             )
 
-        return awaitable(self.current_session().pipe(ops.to_list(), ops.flat_map(pick)))
+        return awaitable(collect_then(self.current_session(), pick))
 
     def append_event(self, event: Event) -> AwaitableObservable[Event]:
         """Store ``event`` in this run's session (partials are passed through unstored); emit the stored event."""
@@ -247,7 +250,7 @@ class BaseAgent(Named, abc.ABC):
             adds an event.
 
     Subclasses implement :meth:`_run_async_impl`. The contract, which the runtime and its
-    persist-before-next-step rule rely on: the Observable emits every event of the run; a
+    persist-before-next-step rule (as in ADK Java's ``Runner``) rely on: the Observable emits every event of the run; a
     non-partial event is stored with ``ctx.append_event`` *before* it is emitted (the stored
     event is what is emitted), and anything the agent builds from the session afterwards is built
     after that store completed.
