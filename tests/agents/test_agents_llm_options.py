@@ -133,7 +133,9 @@ def test_output_key_writes_the_final_text_to_state(mode: StreamingMode) -> None:
     runner = InMemoryRunner(SequentialAgent("pipeline", sub_agents=[writer, reviewer]))
     events = run(runner, "poem", mode)
     assert events[0].actions.state_delta == {"draft": "Roses are red."}
-    assert system_text(reviewer_model.requests[0][0]) == "Review this: Roses are red."
+    assert system_text(reviewer_model.requests[0][0]) == (
+        'Review this: Roses are red.\n\nYou are an agent. Your internal name is "reviewer".'
+    )
     assert runner.session_service.get_session(runner.app_name, "u1", "s1").run().state["draft"] == "Roses are red."
 
 

@@ -63,7 +63,7 @@ from .._sessions.event import Event, EventActions
 from .._sessions.state import State
 from .contents import request_contents
 from .flow_agent import FlowAgent, TreeLlmAgent
-from .instructions import ArtifactLoader, artifact_loader, inject_session_state
+from .instructions import ArtifactLoader, artifact_loader, identity_instruction, inject_session_state
 from .output_schema import output_schema_config, validate_output
 from .transfer import TRANSFER_TOOL, transfer_instruction, transfer_targets
 
@@ -298,9 +298,11 @@ def _instruction_text(
 def build_request(agent: FlowAgent, ctx: InvocationContext, session: Session, readonly: ReadonlyContext) -> LlmRequest:
     """The request of one step: the instructions, the history as ``_contents`` builds it, the tools.
 
-    The system instruction is the root agent's ``global_instruction``, then the agent's
-    ``instruction``, then (when the agent can transfer) ADK's transfer instruction, joined by blank
-    lines. With ``output_schema`` the request asks for JSON of the schema.
+    The system instruction is, joined by blank lines as ADK Java's ``LlmRequest.appendInstructions``
+    and in the order of its request processors: the root agent's ``global_instruction``, the
+    agent's ``instruction``, the identity instruction (the agent's name and description, ADK
+    Java's ``Identity``), then (when the agent can transfer) ADK's transfer instruction. With
+    ``output_schema`` the request asks for JSON of the schema.
     """
     root = agent.root_agent
     artifacts = artifact_loader(ctx.artifact_service, session)
@@ -308,6 +310,7 @@ def build_request(agent: FlowAgent, ctx: InvocationContext, session: Session, re
     if isinstance(root, TreeLlmAgent) and root.global_instruction:
         texts.append(_instruction_text(agent, root.global_instruction, readonly, artifacts))
     texts.append(_instruction_text(agent, agent.instruction, readonly, artifacts))
+    texts.append(identity_instruction(agent.name, agent.description))
     targets = transfer_targets(agent)
     tools = agent.tools
     if targets:

@@ -1,0 +1,76 @@
+"""What a ported ADK app's model calls receive and what its run stores, as ADK Java does it: the
+identity instruction, ``temp:`` state within an invocation, ``output_schema`` with tools and
+transfer, the events of custom agents, a tool that returns nothing, ADK-Python-style hooks, and
+parallel branches whatever the model's threading."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reactivex import operators as ops
+
+from rxllm import Chunk, LlmRequest, LlmResponse, ToolCallFragment
+from rxllm.agents import Event, InMemoryRunner, LlmAgent, RunConfig, StreamingMode
+from rxllm.agents._flows.transfer import transfer_instruction
+from rxllm.testing import ScriptedLlm, scripted_turn
+
+from .support import user_message
+
+
+def text_turn(*pieces: str) -> list[LlmResponse]:
+    return scripted_turn(*(Chunk(text_delta=p) for p in pieces))
+
+
+def call_turn(name: str, arguments: str, call_id: str = "call_1") -> list[LlmResponse]:
+    return scripted_turn(Chunk(tool_call_fragments=(ToolCallFragment(0, call_id, name, arguments),)))
+
+
+def run(runner: InMemoryRunner, text: str, mode: StreamingMode = StreamingMode.NONE, **config: Any) -> list[Event]:
+    if not runner.session_service.get_session(runner.app_name, "u1", "s1").pipe(ops.to_list()).run():
+        runner.session_service.create_session(runner.app_name, "u1", session_id="s1").run()
+    events: list[Event] = (
+        runner.run_async("u1", "s1", user_message(text), RunConfig(streaming_mode=mode, **config))
+        .pipe(ops.to_list())
+        .run()
+    )
+    return [e for e in events if not e.partial]
+
+
+def stored(runner: InMemoryRunner) -> tuple[Event, ...]:
+    return runner.session_service.get_session(runner.app_name, "u1", "s1").run().events
+
+
+def system_text(request: LlmRequest) -> str:
+    instruction = request.config.system_instruction
+    return instruction.text() if instruction is not None else ""
+
+
+def declared_tools(request: LlmRequest) -> list[str]:
+    return [d.name for d in request.config.function_declarations()]
+
+
+# ---- the identity instruction (ADK Java's Identity) ----------------------------------------------
+
+
+def test_every_request_carries_the_identity_instruction_after_the_instructions_and_before_transfer() -> None:
+    billing_model = ScriptedLlm([text_turn("Refunded.")])
+    billing = LlmAgent("billing", billing_model, description="Invoices and refunds.", instruction="Bill.")
+    router_model = ScriptedLlm([call_turn("transfer_to_agent", '{"agent_name": "billing"}')])
+    router = LlmAgent("router", router_model, global_instruction="Be kind.", instruction="Route.", sub_agents=[billing])
+    run(InMemoryRunner(router), "refund?")
+
+    # the order of ADK Java's request processors: Instructions (global, own), Identity, AgentTransfer
+    assert system_text(router_model.requests[0][0]) == (
+        'Be kind.\n\nRoute.\n\nYou are an agent. Your internal name is "router".\n\n'
+        + transfer_instruction(router, [billing])
+    )
+    assert system_text(billing_model.requests[0][0]) == (
+        'Be kind.\n\nBill.\n\nYou are an agent. Your internal name is "billing". The description about you is '
+        '"Invoices and refunds.".\n\n' + transfer_instruction(billing, [router])
+    )
+
+
+def test_an_agent_without_instruction_still_gets_its_identity() -> None:
+    model = ScriptedLlm([text_turn("Hi.")])
+    run(InMemoryRunner(LlmAgent("lonely", model)), "hello")
+    assert system_text(model.requests[0][0]) == 'You are an agent. Your internal name is "lonely".'
