@@ -74,3 +74,24 @@ def test_an_agent_without_instruction_still_gets_its_identity() -> None:
     model = ScriptedLlm([text_turn("Hi.")])
     run(InMemoryRunner(LlmAgent("lonely", model)), "hello")
     assert system_text(model.requests[0][0]) == 'You are an agent. Your internal name is "lonely".'
+
+
+# ---- a tool that returns nothing (ADK Java's FunctionTool) ---------------------------------------
+
+
+def test_a_tool_that_returns_nothing_answers_an_empty_dict_in_the_session_and_the_next_request() -> None:
+    done: list[str] = []
+
+    def archive(order_id: str) -> None:
+        """Archive an order."""
+        done.append(order_id)
+
+    model = ScriptedLlm([call_turn("archive", '{"order_id": "A17"}'), text_turn("Archived.")])
+    runner = InMemoryRunner(LlmAgent("clerk", model, tools=[archive]))
+    run(runner, "archive A17")
+
+    assert done == ["A17"]
+    responses = [r for e in stored(runner) for r in e.function_responses()]
+    assert [(r.name, r.response) for r in responses] == [("archive", {})]
+    last = model.requests[1][0].contents[-1]
+    assert [p.function_response.response for p in last.parts if p.function_response] == [{}]

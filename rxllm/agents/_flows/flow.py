@@ -488,7 +488,8 @@ def _run_call(
 
     def to_part(outcome: ToolCallOutcome) -> reactivex.Observable[Part]:
         outcome.log_failure(logger, f"agent {agent.name!r}, invocation {ctx.invocation_id}: ")
-        if long_running and not outcome.failed and outcome.response.response == {"result": None}:
+        # ADK Java's Functions: a long-running tool with no result (None or an empty map) answers later
+        if long_running and not outcome.failed and not outcome.response.response:
             return nothing_now()
         return emit_now(Part(function_response=outcome.response))
 
