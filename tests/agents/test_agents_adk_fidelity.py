@@ -10,7 +10,7 @@ from typing import Any
 from reactivex import operators as ops
 
 from rxllm import Chunk, LlmRequest, LlmResponse, ToolCallFragment
-from rxllm.agents import Event, InMemoryRunner, LlmAgent, RunConfig, StreamingMode
+from rxllm.agents import Event, InMemoryRunner, LlmAgent, RunConfig, SequentialAgent, StreamingMode, ToolContext
 from rxllm.agents._flows.transfer import transfer_instruction
 from rxllm.testing import ScriptedLlm, scripted_turn
 
@@ -95,3 +95,35 @@ def test_a_tool_that_returns_nothing_answers_an_empty_dict_in_the_session_and_th
     assert [(r.name, r.response) for r in responses] == [("archive", {})]
     last = model.requests[1][0].contents[-1]
     assert [p.function_response.response for p in last.parts if p.function_response] == [{}]
+
+
+# ---- temp: state lives for the invocation (ADK Java's in-memory session), never stored -----------
+
+
+def test_temp_state_a_tool_writes_is_seen_by_the_rest_of_the_invocation_and_never_stored() -> None:
+    def jot(note: str, tool_context: ToolContext) -> dict[str, str]:
+        """Jot a note down."""
+        tool_context.state["temp:scratch"] = note
+        tool_context.state["kept"] = "yes"
+        return {"status": "ok"}
+
+    writer_model = ScriptedLlm([call_turn("jot", '{"note": "draft-1"}'), text_turn("Jotted."), text_turn("Again.")])
+    writer = LlmAgent("writer", writer_model, instruction="Scratch: {temp:scratch?}", tools=[jot])
+    reader_model = ScriptedLlm([text_turn("Read."), text_turn("Nothing.")])
+    reader = LlmAgent("reader", reader_model, instruction="Scratch: {temp:scratch?}")
+    runner = InMemoryRunner(SequentialAgent("pipeline", sub_agents=[writer, reader]))
+    run(runner, "note it")
+
+    def scratch(request: LlmRequest) -> str:
+        return system_text(request).split("\n\n")[0]
+
+    # the writer's next model call and the next agent of the invocation see the value
+    assert [scratch(r) for r, _ in writer_model.requests] == ["Scratch: ", "Scratch: draft-1"]
+    assert scratch(reader_model.requests[0][0]) == "Scratch: draft-1"
+    # never stored: not in the session's state nor in any stored event's delta
+    session = runner.session_service.get_session(runner.app_name, "u1", "s1").run()
+    assert session.state == {"kept": "yes"}
+    assert all(not k.startswith("temp:") for e in session.events for k in e.actions.state_delta)
+    # the next invocation starts without it
+    run(runner, "again")
+    assert scratch(writer_model.requests[2][0]) == "Scratch: "

@@ -36,6 +36,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import reactivex
+from pydantic import JsonValue
 from reactivex import operators as ops
 
 from ..._core.errors import ConfigurationError, LimitExceededError
@@ -46,7 +47,7 @@ from ..._telemetry.otel import add_usage
 from ..._tools import BaseTool, CallbackContext, Named, ToolContext, ToolRuntime, new_invocation_id
 from .._sessions.base import BaseSessionService, Session
 from .._sessions.event import Event, EventActions
-from .._sessions.state import State
+from .._sessions.state import STATE_REMOVED, TEMP_PREFIX, State
 from .callbacks import Call, as_callbacks, callback_chain
 from .run_config import RunConfig
 
@@ -66,13 +67,14 @@ __all__ = [
 class _Shared:
     """What every agent's context of one invocation shares."""
 
-    __slots__ = ("cancelled", "llm_calls", "lock", "usage")
+    __slots__ = ("cancelled", "llm_calls", "lock", "temp_state", "usage")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.llm_calls = 0
         self.usage: UsageMetadata | None = None
         self.cancelled = threading.Event()
+        self.temp_state: dict[str, JsonValue] = {}  # the invocation's ``temp:`` keys (never stored)
 
 
 class InvocationContext:
@@ -95,6 +97,12 @@ class InvocationContext:
         memory_service: what ``ToolContext.search_memory`` searches (None: the run has none).
         plugins: the runner's plugins (they run before the agents' own callbacks).
         end_invocation: set by a before-agent callback that answered: the agent's own run is skipped.
+
+    ``temp:`` state: a ``temp:`` key written during the invocation (by a tool, a callback, an
+    agent's event) is kept in the invocation, never in the store: :meth:`session_now` shows it
+    in the session's state for the rest of the invocation, to every agent of the tree, as ADK
+    Java's tools write into the invocation's in-memory ``Session`` whose ``temp:`` keys the
+    session service does not persist. The next invocation starts without them.
 
     Cancellation: the runner calls :meth:`cancel` when the run's subscription is disposed. Rx
     disposal already stops everything that has subscribed; the flag also stops work that a
@@ -205,14 +213,15 @@ class InvocationContext:
         )
 
     def session_now(self) -> AwaitableObservable[Session]:
-        """The session as stored now; fails with :class:`~rxllm.ConfigurationError` when it was deleted.
+        """The session as stored now, with this invocation's ``temp:`` keys in its state; fails with
+        :class:`~rxllm.ConfigurationError` when it was deleted.
 
         Emits (or fails) the moment the store answers: nothing is scheduled on the trampoline.
         """
 
         def pick(sessions: list[Session]) -> reactivex.Observable[Session]:
             if sessions:
-                return emit_now(sessions[-1])
+                return emit_now(self._with_temp_state(sessions[-1]))
             return fail_now(
                 ConfigurationError(
                     f"session {self.session.id!r} (app {self.session.app_name!r}, user {self.session.user_id!r}) "
@@ -222,8 +231,32 @@ class InvocationContext:
 
         return awaitable(collect_then(self.current_session(), pick))
 
+    def _with_temp_state(self, session: Session) -> Session:
+        with self._shared.lock:
+            if not self._shared.temp_state:
+                return session
+            temp = copy.deepcopy(self._shared.temp_state)
+        return session.model_copy(update={"state": {**session.state, **temp}})
+
+    def _keep_temp_state(self, event: Event) -> None:
+        delta = event.actions.state_delta
+        if event.partial or not any(key.startswith(TEMP_PREFIX) for key in delta):
+            return
+        with self._shared.lock:
+            for key, value in delta.items():
+                if not key.startswith(TEMP_PREFIX):
+                    continue
+                if value == STATE_REMOVED:
+                    self._shared.temp_state.pop(key, None)
+                else:
+                    self._shared.temp_state[key] = copy.deepcopy(value)
+
     def append_event(self, event: Event) -> AwaitableObservable[Event]:
-        """Store ``event`` in this run's session (partials are passed through unstored); emit the stored event."""
+        """Store ``event`` in this run's session (partials are passed through unstored); emit the stored event.
+
+        The event's ``temp:`` state keys are kept in the invocation (see the class docstring) and
+        left out of the stored event and state."""
+        self._keep_temp_state(event)
         return awaitable(self.session_service.append_event(self.session, event))
 
 
