@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
 from reactivex import operators as ops
 
 from rxllm import Chunk, LlmRequest, LlmResponse, ToolCallFragment
 from rxllm.agents import Event, InMemoryRunner, LlmAgent, RunConfig, SequentialAgent, StreamingMode, ToolContext
+from rxllm.agents._flows.output_schema import SET_MODEL_RESPONSE_INSTRUCTION
 from rxllm.agents._flows.transfer import transfer_instruction
 from rxllm.testing import ScriptedLlm, scripted_turn
 
@@ -127,3 +129,82 @@ def test_temp_state_a_tool_writes_is_seen_by_the_rest_of_the_invocation_and_neve
     # the next invocation starts without it
     run(runner, "again")
     assert scratch(writer_model.requests[2][0]) == "Scratch: "
+
+
+# ---- output_schema: transfer offered; with tools, set_model_response (ADK Java's OutputSchema) ---
+
+
+class Forecast(BaseModel):
+    city: str
+    celsius: int
+
+
+def weather(city: str) -> dict[str, Any]:
+    """Look the weather up."""
+    return {"city": city, "celsius": 21}
+
+
+def test_output_schema_with_tools_answers_through_set_model_response() -> None:
+    model = ScriptedLlm(
+        [
+            call_turn("weather", '{"city": "Oslo"}'),
+            call_turn("set_model_response", '{"city": "Oslo", "celsius": 21}', call_id="call_2"),
+        ]
+    )
+    agent = LlmAgent("forecaster", model, instruction="Forecast.", tools=[weather], output_schema=Forecast,
+                     output_key="forecast")
+    runner = InMemoryRunner(agent)
+    events = run(runner, "Weather in Oslo?", StreamingMode.SSE)
+
+    request = model.requests[0][0]
+    assert declared_tools(request) == ["set_model_response", "weather"]
+    assert request.config.response_schema is None and request.config.response_mime_type is None
+    assert system_text(request) == (
+        SET_MODEL_RESPONSE_INSTRUCTION + '\n\nForecast.\n\nYou are an agent. Your internal name is "forecaster".'
+    )
+    declaration = next(d for d in request.config.function_declarations() if d.name == "set_model_response")
+    assert declaration.parameters is not None and declaration.parameters["required"] == ["city", "celsius"]
+    # the call's result is its arguments; a final model event carries them as JSON; output_key the object
+    final = events[-1]
+    assert final.is_final_response() and final.author == "forecaster" and final.content is not None
+    assert final.content.role == "model" and final.text() == '{"city":"Oslo","celsius":21}'
+    assert final.actions.state_delta == {"forecast": {"city": "Oslo", "celsius": 21}}
+    assert [r.response for e in events for r in e.function_responses()] == [
+        {"city": "Oslo", "celsius": 21},
+        {"city": "Oslo", "celsius": 21},
+    ]
+    assert stored(runner)[-1].text() == '{"city":"Oslo","celsius":21}'
+    assert len(model.requests) == 2  # the structured answer ends the run
+    assert runner.session_service.get_session(runner.app_name, "u1", "s1").run().state["forecast"] == {
+        "city": "Oslo",
+        "celsius": 21,
+    }
+
+
+def test_a_set_model_response_call_that_does_not_validate_answers_an_error_and_the_model_tries_again() -> None:
+    model = ScriptedLlm(
+        [
+            call_turn("set_model_response", '{"city": "Oslo", "celsius": "warm"}'),
+            call_turn("set_model_response", '{"city": "Oslo", "celsius": 21}', call_id="call_2"),
+        ]
+    )
+    agent = LlmAgent("forecaster", model, tools=[weather], output_schema=Forecast)
+    events = run(InMemoryRunner(agent), "Weather in Oslo?")
+    first = events[1].function_responses()[0].response
+    assert "does not match the schema Forecast" in str(first["error"]) and "celsius" in str(first["error"])
+    assert events[-1].text() == '{"city":"Oslo","celsius":21}'
+    assert len(model.requests) == 2
+
+
+def test_an_output_schema_agent_is_offered_transfer_as_any_other() -> None:
+    judge_model = ScriptedLlm([text_turn('{"city": "Oslo", "celsius": 21}')])
+    judge = LlmAgent("judge", judge_model, description="Judges.", output_schema=Forecast)
+    helper = LlmAgent("helper", ScriptedLlm([text_turn("Helped.")]), description="Helps.")
+    router = LlmAgent(
+        "router", ScriptedLlm([call_turn("transfer_to_agent", '{"agent_name": "judge"}')]), sub_agents=[judge, helper]
+    )
+    run(InMemoryRunner(router), "judge it")
+    request = judge_model.requests[0][0]
+    assert declared_tools(request) == ["transfer_to_agent"]
+    assert transfer_instruction(judge, [router, helper]) in system_text(request)
+    assert request.config.response_schema is Forecast  # no tools of its own: the schema goes in the request
