@@ -7,11 +7,23 @@ from __future__ import annotations
 
 from typing import Any
 
+import reactivex
 from pydantic import BaseModel
 from reactivex import operators as ops
 
-from rxllm import Chunk, LlmRequest, LlmResponse, ToolCallFragment
-from rxllm.agents import Event, InMemoryRunner, LlmAgent, RunConfig, SequentialAgent, StreamingMode, ToolContext
+from rxllm import Chunk, Content, LlmRequest, LlmResponse, Part, ToolCallFragment
+from rxllm.agents import (
+    BaseAgent,
+    Event,
+    EventActions,
+    InMemoryRunner,
+    InvocationContext,
+    LlmAgent,
+    RunConfig,
+    SequentialAgent,
+    StreamingMode,
+    ToolContext,
+)
 from rxllm.agents._flows.output_schema import SET_MODEL_RESPONSE_INSTRUCTION
 from rxllm.agents._flows.transfer import transfer_instruction
 from rxllm.testing import ScriptedLlm, scripted_turn
@@ -208,3 +220,55 @@ def test_an_output_schema_agent_is_offered_transfer_as_any_other() -> None:
     assert declared_tools(request) == ["transfer_to_agent"]
     assert transfer_instruction(judge, [router, helper]) in system_text(request)
     assert request.config.response_schema is Forecast  # no tools of its own: the schema goes in the request
+
+
+# ---- the events of any agent are stored (ADK Java's Runner appends every non-partial event) ------
+
+
+class Greeter(BaseAgent):
+    """A custom agent ported literally from Java: it only emits its events."""
+
+    def _run_async_impl(self, ctx: InvocationContext) -> reactivex.Observable[Event]:
+        def event(text: str, *, partial: bool = False, **delta: Any) -> Event:
+            return Event(
+                invocation_id=ctx.invocation_id,
+                author=self.name,
+                branch=ctx.branch,
+                partial=partial or None,
+                content=Content(role="model", parts=(Part.from_text(text),)),
+                actions=EventActions(state_delta=delta),
+            )
+
+        return reactivex.from_iterable([event("Hel", partial=True), event("Hello.", greeted="yes")])
+
+
+class SelfStoring(BaseAgent):
+    """A custom agent that stores its event itself (rxllm's contract) and emits the stored event."""
+
+    def _run_async_impl(self, ctx: InvocationContext) -> reactivex.Observable[Event]:
+        event = Event(
+            invocation_id=ctx.invocation_id,
+            author=self.name,
+            content=Content(role="model", parts=(Part.from_text("Stored by me."),)),
+        )
+        return ctx.append_event(event)
+
+
+def test_the_events_a_custom_agent_only_emits_are_stored_once_before_the_next_agent_runs() -> None:
+    reader_model = ScriptedLlm([text_turn("Read.")])
+    reader = LlmAgent("reader", reader_model, instruction="Greeted: {greeted}")
+    runner = InMemoryRunner(SequentialAgent("pipeline", sub_agents=[Greeter("greeter"), SelfStoring("keeper"), reader]))
+    emitted = run(runner, "hi", StreamingMode.SSE)
+
+    assert [(e.author, e.text()) for e in stored(runner)] == [
+        ("user", "hi"),
+        ("greeter", "Hello."),  # the partial is not stored
+        ("keeper", "Stored by me."),  # stored once, by the agent itself
+        ("reader", "Read."),
+    ]
+    assert [e.id for e in emitted] == [e.id for e in stored(runner)[1:]]  # what is emitted is what was stored
+    assert runner.session_service.get_session(runner.app_name, "u1", "s1").run().state == {"greeted": "yes"}
+    # the next agent's request was built after the store: the state and the greeting are in it
+    request = reader_model.requests[0][0]
+    assert system_text(request).startswith("Greeted: yes")
+    assert "[greeter] said: Hello." in [p.text for c in request.contents for p in c.parts]

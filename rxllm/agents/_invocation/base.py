@@ -42,7 +42,16 @@ from reactivex import operators as ops
 from ..._core.errors import ConfigurationError, LimitExceededError
 from ..._core.types import Content, LlmRequest, LlmResponse, UsageMetadata
 from ..._rx.aio import AwaitableObservable, MaybeObservable, awaitable
-from ..._rx.direct import collect_then, defer_now, emit_now, fail_now, nothing_now, then_now
+from ..._rx.direct import (
+    collect_then,
+    concat_map_now,
+    defer_now,
+    emit_now,
+    fail_now,
+    nothing_now,
+    tap_next,
+    then_now,
+)
 from ..._telemetry.otel import add_usage
 from ..._tools import BaseTool, CallbackContext, Named, ToolContext, ToolRuntime, new_invocation_id
 from .._sessions.base import BaseSessionService, Session
@@ -67,7 +76,7 @@ __all__ = [
 class _Shared:
     """What every agent's context of one invocation shares."""
 
-    __slots__ = ("cancelled", "llm_calls", "lock", "temp_state", "usage")
+    __slots__ = ("cancelled", "llm_calls", "lock", "stored_ids", "temp_state", "usage")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -75,6 +84,7 @@ class _Shared:
         self.usage: UsageMetadata | None = None
         self.cancelled = threading.Event()
         self.temp_state: dict[str, JsonValue] = {}  # the invocation's ``temp:`` keys (never stored)
+        self.stored_ids: set[str] = set()  # the ids of the events this invocation stored
 
 
 class InvocationContext:
@@ -257,7 +267,39 @@ class InvocationContext:
         The event's ``temp:`` state keys are kept in the invocation (see the class docstring) and
         left out of the stored event and state."""
         self._keep_temp_state(event)
-        return awaitable(self.session_service.append_event(self.session, event))
+        if event.partial:
+            return awaitable(self.session_service.append_event(self.session, event))
+
+        def note(stored: Event) -> None:
+            with self._shared.lock:
+                self._shared.stored_ids.add(stored.id)
+
+        with self._shared.lock:
+            self._shared.stored_ids.add(event.id)
+        return awaitable(tap_next(self.session_service.append_event(self.session, event), note))
+
+    def is_stored(self, event: Event) -> bool:
+        """Whether ``event`` (by its id) was stored by :meth:`append_event` in this invocation."""
+        with self._shared.lock:
+            return event.id in self._shared.stored_ids
+
+    def store_unstored(self, events: reactivex.Observable[Event]) -> reactivex.Observable[Event]:
+        """``events`` with every non-partial event not stored yet in this invocation stored, in
+        order, before it is passed on (the stored event is); partial and stored events pass as they are.
+
+        ADK Java's ``Runner`` appends every non-partial event an agent emits; here each agent's
+        run goes through this (:meth:`BaseAgent.run_async`), so an agent that stores its own
+        events (``LlmAgent``, the workflow agents, a custom agent calling ``append_event``) is not
+        stored twice, and a custom agent ported literally from Java, which only emits, has its
+        events stored (and their state applied) before its next event or the next agent runs.
+        """
+
+        def store(event: Event) -> reactivex.Observable[Event]:
+            if event.partial or self.is_stored(event):
+                return emit_now(event)
+            return self.append_event(event)
+
+        return concat_map_now(events, store)
 
 
 AgentCallback = Callable[[CallbackContext], object]
@@ -282,11 +324,13 @@ class BaseAgent(Named, abc.ABC):
         after_agent_callback: one callback or several, run after the agent; the first that answers
             adds an event.
 
-    Subclasses implement :meth:`_run_async_impl`. The contract, which the runtime and its
-    persist-before-next-step rule (as in ADK Java's ``Runner``) rely on: the Observable emits every event of the run; a
-    non-partial event is stored with ``ctx.append_event`` *before* it is emitted (the stored
-    event is what is emitted), and anything the agent builds from the session afterwards is built
-    after that store completed.
+    Subclasses implement :meth:`_run_async_impl`: the Observable emits every event of the run.
+    As ADK Java's ``Runner`` appends every non-partial event an agent emits, :meth:`run_async`
+    stores each non-partial event the agent did not store itself, before passing it on (see
+    :meth:`InvocationContext.store_unstored`): a port of a Java agent that only emits its events
+    works as is. An agent that builds something from the session after an event (the
+    persist-before-next-step rule the runtime keeps) stores it itself with ``ctx.append_event``
+    before it goes on, and emits the stored event; such an event is not stored twice.
 
     >>> from rxllm.agents import LlmAgent
     >>> from rxllm.testing import ScriptedLlm
@@ -388,8 +432,11 @@ class BaseAgent(Named, abc.ABC):
         branch = f"{parent_context.branch}.{self.name}" if parent_context.branch else parent_context.branch
         ctx = parent_context.for_agent(self, branch=branch)
         if not (self._before_agent or self._after_agent or ctx.plugins):
-            return awaitable(defer_now(partial(self._run_async_impl, ctx)))
-        return awaitable(run_with_agent_callbacks(self, ctx, self._run_async_impl))
+            return awaitable(ctx.store_unstored(defer_now(partial(self._run_async_impl, ctx))))
+        return awaitable(run_with_agent_callbacks(self, ctx, self._run_and_store))
+
+    def _run_and_store(self, ctx: InvocationContext) -> reactivex.Observable[Event]:
+        return ctx.store_unstored(self._run_async_impl(ctx))
 
     @abc.abstractmethod
     def _run_async_impl(self, ctx: InvocationContext) -> reactivex.Observable[Event]:
