@@ -5,15 +5,20 @@ parallel branches whatever the model's threading."""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
+import pytest
 import reactivex
 from pydantic import BaseModel
 from reactivex import operators as ops
 
-from rxllm import Chunk, Content, LlmRequest, LlmResponse, Part, ToolCallFragment
+from rxllm import Chunk, ConfigurationError, Content, LlmRequest, LlmResponse, Part, ToolCallFragment
 from rxllm.agents import (
     BaseAgent,
+    BasePlugin,
+    BaseTool,
+    CallbackContext,
     Event,
     EventActions,
     InMemoryRunner,
@@ -272,3 +277,158 @@ def test_the_events_a_custom_agent_only_emits_are_stored_once_before_the_next_ag
     request = reader_model.requests[0][0]
     assert system_text(request).startswith("Greeted: yes")
     assert "[greeter] said: Hello." in [p.text for c in request.contents for p in c.parts]
+
+
+# ---- hooks with ADK Python's keyword names as well as positional (Java's order) ----------------
+
+
+class PythonStylePlugin(BasePlugin):
+    """A plugin written for ADK Python: keyword-only hooks, some ``async def``."""
+
+    def __init__(self) -> None:
+        super().__init__("python_style")
+        self.seen: list[tuple[str, Any]] = []
+
+    async def on_user_message_callback(self, *, invocation_context: InvocationContext, user_message: Content) -> None:
+        self.seen.append(("user_message", user_message.parts[0].text))
+
+    def before_run_callback(self, *, invocation_context: InvocationContext) -> None:
+        self.seen.append(("before_run", invocation_context.agent.name))
+
+    def on_event_callback(self, *, invocation_context: InvocationContext, event: Event) -> None:
+        self.seen.append(("event", event.author))
+
+    async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
+        self.seen.append(("after_run", invocation_context.agent.name))
+
+    def before_agent_callback(self, *, agent: BaseAgent, callback_context: CallbackContext) -> None:
+        self.seen.append(("before_agent", agent.name))
+
+    def after_agent_callback(self, *, agent: BaseAgent, callback_context: CallbackContext) -> None:
+        self.seen.append(("after_agent", callback_context.agent_name))
+
+    async def before_model_callback(self, *, callback_context: CallbackContext, llm_request: LlmRequest) -> None:
+        self.seen.append(("before_model", len(llm_request.contents)))
+
+    def after_model_callback(self, *, callback_context: CallbackContext, llm_response: LlmResponse) -> None:
+        self.seen.append(("after_model", llm_response.partial))
+
+    def before_tool_callback(
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
+    ) -> None:
+        self.seen.append(("before_tool", (tool.name, tool_args)))
+
+    def after_tool_callback(
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, result: dict[str, Any]
+    ) -> None:
+        self.seen.append(("after_tool", result))
+
+
+def test_adk_python_style_plugins_and_callbacks_are_called_with_keyword_names() -> None:
+    seen: list[tuple[str, Any]] = []
+
+    async def before_model(*, callback_context: CallbackContext, llm_request: LlmRequest) -> None:
+        seen.append(("before_model", callback_context.agent_name))
+
+    def after_model(callback_context: CallbackContext, *, llm_response: LlmResponse) -> None:  # mixed
+        seen.append(("after_model", llm_response.text()))
+
+    def before_tool(*, tool: BaseTool, args: dict[str, Any], tool_context: ToolContext) -> None:
+        seen.append(("before_tool", args))
+
+    def after_tool(**kwargs: Any) -> dict[str, Any]:
+        seen.append(("after_tool", sorted(kwargs)))
+        return {**kwargs["tool_response"], "checked": True}
+
+    def before_agent(*, callback_context: CallbackContext) -> None:
+        seen.append(("before_agent", callback_context.agent_name))
+
+    def java_order(callback_context: CallbackContext) -> None:  # positional, as before
+        seen.append(("after_agent", callback_context.agent_name))
+
+    model = ScriptedLlm([call_turn("weather", '{"city": "Oslo"}'), text_turn("Sunny.")])
+    agent = LlmAgent(
+        "forecaster",
+        model,
+        tools=[weather],
+        before_model_callback=before_model,
+        after_model_callback=after_model,
+        before_tool_callback=before_tool,
+        after_tool_callback=after_tool,
+        before_agent_callback=before_agent,
+        after_agent_callback=java_order,
+    )
+    plugin = PythonStylePlugin()
+    runner = InMemoryRunner(agent, plugins=[plugin])
+    events = run(runner, "Weather?")
+
+    assert seen == [
+        ("before_agent", "forecaster"),
+        ("before_model", "forecaster"),
+        ("after_model", ""),
+        ("before_tool", {"city": "Oslo"}),
+        ("after_tool", ["args", "tool", "tool_context", "tool_response"]),
+        ("before_model", "forecaster"),
+        ("after_model", "Sunny."),
+        ("after_agent", "forecaster"),
+    ]
+    assert [name for name, _ in plugin.seen] == [
+        "user_message",
+        "before_run",
+        "before_agent",
+        "before_model",
+        "after_model",
+        "event",
+        "before_tool",
+        "after_tool",
+        "event",
+        "before_model",
+        "after_model",
+        "event",
+        "after_agent",
+        "after_run",
+    ]
+    assert ("before_tool", ("weather", {"city": "Oslo"})) in plugin.seen
+    assert [r.response for e in events for r in e.function_responses()] == [
+        {"city": "Oslo", "celsius": 21, "checked": True}
+    ]
+
+
+class CountingCallback:
+    """A keyword-only callback that counts how often its signature is read."""
+
+    def __init__(self) -> None:
+        self.signature_reads = 0
+        self.calls = 0
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        self.signature_reads += 1
+        keyword = inspect.Parameter.KEYWORD_ONLY
+        return inspect.Signature(
+            [inspect.Parameter("callback_context", keyword), inspect.Parameter("llm_request", keyword)]
+        )
+
+    def __call__(self, *, callback_context: CallbackContext, llm_request: LlmRequest) -> None:
+        self.calls += 1
+
+
+def test_a_hooks_signature_is_read_once_when_it_is_registered_not_per_call() -> None:
+    callback = CountingCallback()
+    agent = LlmAgent(
+        "forecaster",
+        ScriptedLlm([call_turn("weather", '{"city": "Oslo"}'), text_turn("Sunny.")]),
+        tools=[weather],
+        before_model_callback=callback,
+    )
+    assert callback.signature_reads == 1
+    run(InMemoryRunner(agent), "Weather?")
+    assert callback.calls == 2 and callback.signature_reads == 1
+
+
+def test_a_keyword_only_hook_parameter_adk_does_not_pass_is_refused_at_registration() -> None:
+    def before_model(*, callback_context: CallbackContext, request: LlmRequest) -> None:
+        return None
+
+    with pytest.raises(ConfigurationError, match=r"keyword-only parameter 'request'.*callback_context, llm_request"):
+        LlmAgent("bot", ScriptedLlm([]), before_model_callback=before_model)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import abc
 import copy
+import inspect
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
@@ -57,7 +58,7 @@ from ..._tools import BaseTool, CallbackContext, Named, ToolContext, ToolRuntime
 from .._sessions.base import BaseSessionService, Session
 from .._sessions.event import Event, EventActions
 from .._sessions.state import STATE_REMOVED, TEMP_PREFIX, State
-from .callbacks import Call, as_callbacks, callback_chain
+from .callbacks import PLUGIN_HOOK_PARAMETERS, Call, as_callbacks, callback_chain, keyword_adapter
 from .run_config import RunConfig
 
 if TYPE_CHECKING:
@@ -448,7 +449,19 @@ class BasePlugin:
 
     Args:
         name: the plugin's name (for error messages and logs).
+
+    A hook may be written as ADK Java's (positional parameters, in the order below) or as ADK
+    Python's, with keyword-only parameters of the same names (``async def
+    before_model_callback(self, *, callback_context, llm_request)``): such a method is wrapped
+    once, when the subclass is defined, so the runtime calls both kinds the same way.
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for hook, names in PLUGIN_HOOK_PARAMETERS.items():
+            method = cls.__dict__.get(hook)
+            if inspect.isfunction(method):
+                setattr(cls, hook, keyword_adapter(method, ("self", *names), f"plugin hook {hook}"))
 
     def __init__(self, name: str) -> None:
         self.name = name
