@@ -6,14 +6,17 @@ parallel branches whatever the model's threading."""
 from __future__ import annotations
 
 import inspect
+import threading
 from typing import Any
 
 import pytest
 import reactivex
 from pydantic import BaseModel
+from reactivex import abc as rx_abc
 from reactivex import operators as ops
+from reactivex.disposable import Disposable
 
-from rxllm import Chunk, ConfigurationError, Content, LlmRequest, LlmResponse, Part, ToolCallFragment
+from rxllm import BaseLlm, Chunk, ConfigurationError, Content, LlmRequest, LlmResponse, Part, ToolCallFragment
 from rxllm.agents import (
     BaseAgent,
     BasePlugin,
@@ -24,6 +27,7 @@ from rxllm.agents import (
     InMemoryRunner,
     InvocationContext,
     LlmAgent,
+    ParallelAgent,
     RunConfig,
     SequentialAgent,
     StreamingMode,
@@ -432,3 +436,62 @@ def test_a_keyword_only_hook_parameter_adk_does_not_pass_is_refused_at_registrat
 
     with pytest.raises(ConfigurationError, match=r"keyword-only parameter 'request'.*callback_context, llm_request"):
         LlmAgent("bot", ScriptedLlm([]), before_model_callback=before_model)
+
+
+# ---- parallel branches run concurrently whatever the model's threading (ADK Java's subscribeOn) ---
+
+
+class BlockingModel(BaseLlm):
+    """A model that blocks inside ``subscribe`` until every branch's model is inside its own, then
+    answers synchronously, still inside ``subscribe``."""
+
+    def __init__(self, name: str, everyone_inside: threading.Barrier) -> None:
+        super().__init__(model=name)
+        self._everyone_inside = everyone_inside
+        self.threads: list[str] = []
+
+    def generate_content(self, llm_request: LlmRequest, stream: bool = False) -> reactivex.Observable[LlmResponse]:
+        def subscribe(
+            observer: rx_abc.ObserverBase[LlmResponse], scheduler: rx_abc.SchedulerBase | None = None
+        ) -> rx_abc.DisposableBase:
+            self.threads.append(threading.current_thread().name)
+            self._everyone_inside.wait()  # raises BrokenBarrierError if the branches ran one after the other
+            observer.on_next(LlmResponse(content=Content(role="model", parts=(Part.from_text(f"{self.model} done"),))))
+            observer.on_completed()
+            return Disposable()
+
+        return reactivex.create(subscribe)
+
+
+def test_parallel_branches_run_concurrently_when_their_models_block_and_emit_inside_subscribe() -> None:
+    branches = 3
+    everyone_inside = threading.Barrier(branches, timeout=10)  # the timeout only ends a failing run
+    models = [BlockingModel(f"m{i}", everyone_inside) for i in range(branches)]
+    fan = ParallelAgent("fan", sub_agents=[LlmAgent(f"b{i}", model) for i, model in enumerate(models)])
+    runner = InMemoryRunner(fan)
+    events = run(runner, "go")
+
+    assert sorted((e.author, e.branch, e.text()) for e in events) == [
+        (f"b{i}", f"fan.b{i}", f"m{i} done") for i in range(branches)
+    ]
+    assert sorted(e.author for e in stored(runner)[1:]) == ["b0", "b1", "b2"]
+    caller = threading.current_thread().name
+    assert all(name != caller for model in models for name in model.threads)
+
+
+def test_a_parallel_agent_subscribes_its_branches_on_the_scheduler_it_is_given() -> None:
+    scheduled: list[int] = []
+
+    class Recording(reactivex.scheduler.ImmediateScheduler):
+        def schedule(self, action: Any, state: Any = None) -> rx_abc.DisposableBase:
+            scheduled.append(1)
+            return super().schedule(action, state)
+
+    fan = ParallelAgent(
+        "fan",
+        sub_agents=[LlmAgent("a", ScriptedLlm([text_turn("A.")])), LlmAgent("b", ScriptedLlm([text_turn("B.")]))],
+        scheduler=Recording(),
+    )
+    events = run(InMemoryRunner(fan), "go")
+    assert scheduled == [1, 1]
+    assert sorted(e.text() for e in events) == ["A.", "B."]
