@@ -1,6 +1,6 @@
 """The layers import downward only, and httpx stays inside the two transport modules.
 
-Layers, bottom up (ARCHITECTURE.md §1): errors/types/json → sse/chunk/provider protocols →
+Layers, bottom up: errors/types/json → sse/chunk/provider protocols →
 aggregation → transports/retry → models and providers → the tool layer (``_tools``) and the Rx
 operators (``operators``) → the two runtimes, agents and service, side by side (neither imports
 the other) → testing → cli.

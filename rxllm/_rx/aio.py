@@ -2,8 +2,8 @@
 
 rxllm's streams emit on their I/O thread (``HttpTransport``), on the asyncio transport's own loop
 thread (``AsyncHttpTransport``), or synchronously. reactivex's own ``Observable.__await__`` sets
-the asyncio future's result from that thread without waking the loop, so an awaited stream hung
-until something else woke the loop (ARCHITECTURE.md §3, trap 10). Everything here hands each
+the asyncio future's result from that thread without waking the loop, so an awaited stream hangs
+until something else wakes the loop (measured with reactivex 6.1). Everything here hands each
 notification to the awaiting loop with ``loop.call_soon_threadsafe``: no polling, and the loop
 wakes as soon as an item is emitted.
 

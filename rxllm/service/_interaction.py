@@ -48,7 +48,7 @@ from .._core.types import (
 from .._models import model_stream
 from .._models.base_llm import model_stream_events
 from .._models.structured_stream import StructuredStream
-from .._telemetry.otel import TracedScope, add_usage, traced, within
+from .._telemetry.otel import TracedScope, add_usage, traced, usage_attributes, within
 from .._tools import request_config
 from .._tools._loops import wait_for_awaitable
 from . import _events as events
@@ -358,17 +358,10 @@ class _Interaction:
         if self._stopped:
             return
         if self._telemetry is not None:
-            _usage_attributes(self._telemetry, self._usage)
+            usage_attributes(self._telemetry.span, self._usage)
         self._relay.on_next(events.FinalResponseEvent(response, total_usage_metadata=self._usage))
         self._relay.on_completed()
         self._stop()
-
-
-def _usage_attributes(scope: TracedScope, usage: UsageMetadata | None) -> None:
-    if usage is not None and usage.prompt_token_count is not None:
-        scope.span.set_attribute("gen_ai.usage.input_tokens", usage.prompt_token_count)
-    if usage is not None and usage.candidates_token_count is not None:
-        scope.span.set_attribute("gen_ai.usage.output_tokens", usage.candidates_token_count)
 
 
 def _mapped(error: Exception, what: str) -> RxLlmError:

@@ -1,5 +1,5 @@
-"""``SSL_CERT_FILE`` is honoured as httpx honours it (``trust_env``), on both default transports
-(issue 12, item 3): against a loopback HTTPS server whose certificate a private CA signed, a call
+"""``SSL_CERT_FILE`` is honoured as httpx honours it (``trust_env``), on both default transports:
+against a loopback HTTPS server whose certificate a private CA signed, a call
 completes when ``SSL_CERT_FILE`` names that CA's bundle, and fails with a :class:`TransportError`
 that says the certificate did not verify when it does not. httpx reads the variable when a client's
 SSL context is built, so it is set before the transport is built (``HttpTransport``) or used

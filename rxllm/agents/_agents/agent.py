@@ -59,8 +59,8 @@ class BaseAgent(Named, abc.ABC):
         after_agent_callback: one callback or several, run after the agent; the first that answers
             adds an event.
 
-    Subclasses implement :meth:`_run_async_impl`. The contract, which the runtime and the seed's
-    persist-before-next-step rule rely on: the Observable emits every event of the run; a
+    Subclasses implement :meth:`_run_async_impl`. The contract, which the runtime and its
+    persist-before-next-step rule (as in ADK Java's ``Runner``) rely on: the Observable emits every event of the run; a
     non-partial event is stored with ``ctx.append_event`` *before* it is emitted (the stored
     event is what is emitted), and anything the agent builds from the session afterwards is built
     after that store completed.

@@ -8,12 +8,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import reactivex
-from reactivex import operators as ops
 
 from ..._core.errors import ConfigurationError, LimitExceededError
 from ..._core.types import Content, UsageMetadata
 from ..._rx.aio import AwaitableObservable, MaybeObservable, awaitable
-from ..._rx.direct import emit_now, fail_now
+from ..._rx.direct import collect_then, emit_now, fail_now
 from ..._telemetry.otel import add_usage
 from ..._tools import CallbackContext, ReadonlyContext, ToolActions, ToolContext, ToolRuntime, new_invocation_id
 from .._sessions.base import BaseSessionService, Session
@@ -178,7 +177,10 @@ class InvocationContext:
         )
 
     def session_now(self) -> AwaitableObservable[Session]:
-        """The session as stored now; fails with :class:`~rxllm.ConfigurationError` when it was deleted."""
+        """The session as stored now; fails with :class:`~rxllm.ConfigurationError` when it was deleted.
+
+        Emits (or fails) the moment the store answers: nothing is scheduled on the trampoline.
+        """
 
         def pick(sessions: list[Session]) -> reactivex.Observable[Session]:
             if sessions:
@@ -190,7 +192,7 @@ class InvocationContext:
                 )
             )
 
-        return awaitable(self.current_session().pipe(ops.to_list(), ops.flat_map(pick)))
+        return awaitable(collect_then(self.current_session(), pick))
 
     def append_event(self, event: Event) -> AwaitableObservable[Event]:
         """Store ``event`` in this run's session (partials are passed through unstored); emit the stored event."""

@@ -39,7 +39,7 @@ from ..._core.errors import ConfigurationError, RxLlmError, ToolError, Unsupport
 from ..._core.types import Content, FunctionCall, FunctionResponse, LlmRequest, LlmResponse, Part
 from ..._models.aggregation import generate_function_call_id
 from ..._rx.direct import collect_then, concat_map_now, concat_now, emit_now, fail_now, nothing_now, tap_next, then_now
-from ..._telemetry.otel import TracedScope, traced, within
+from ..._telemetry.otel import TracedScope, traced, usage_attributes, within
 from ..._tools import BaseTool, ToolCallOutcome, call_tool, request_config, safe_content, tool_declarations
 from .._agents.callbacks import Call, callback_chain
 from .._agents.context import CallbackContext, InvocationContext, ReadonlyContext, ToolContext
@@ -136,11 +136,7 @@ def run_llm_flow(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observabl
         return concat_now(steps())
 
     def on_end(scope: TracedScope) -> None:
-        usage = ctx.total_usage_metadata
-        if usage is not None and usage.prompt_token_count is not None:
-            scope.span.set_attribute("gen_ai.usage.input_tokens", usage.prompt_token_count)
-        if usage is not None and usage.candidates_token_count is not None:
-            scope.span.set_attribute("gen_ai.usage.output_tokens", usage.candidates_token_count)
+        usage_attributes(scope.span, ctx.total_usage_metadata)
 
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "invoke_agent",
@@ -196,24 +192,6 @@ def _should_continue(agent: LlmAgent, ctx: InvocationContext, step: _Step) -> bo
     return not last.is_final_response()
 
 
-def _session_now_failed(ctx: InvocationContext) -> reactivex.Observable[T]:
-    return fail_now(
-        ConfigurationError(
-            f"session {ctx.session.id!r} (app {ctx.session.app_name!r}, user {ctx.session.user_id!r}) "
-            "no longer exists"
-        )
-    )
-
-
-def _session_now(ctx: InvocationContext) -> reactivex.Observable[Session]:
-    def pick(sessions: list[Session]) -> reactivex.Observable[Session]:
-        if sessions:
-            return emit_now(sessions[-1])
-        return _session_now_failed(ctx)
-
-    return collect_then(ctx.current_session(), pick)
-
-
 def _one_step(agent: LlmAgent, ctx: InvocationContext, step: _Step) -> reactivex.Observable[Event]:
     def model_step(session: Session) -> reactivex.Observable[Event]:
         step.state = State(session.state)
@@ -228,12 +206,7 @@ def _one_step(agent: LlmAgent, ctx: InvocationContext, step: _Step) -> reactivex
 
         return concat_map_now(responses, handle_response)
 
-    def with_session(sessions: list[Session]) -> reactivex.Observable[Event]:
-        if sessions:
-            return model_step(sessions[-1])
-        return _session_now_failed(ctx)
-
-    return collect_then(ctx.current_session(), with_session)
+    return collect_then(ctx.session_now(), lambda sessions: model_step(sessions[0]))
 
 
 def _invoke(kind: str, agent: LlmAgent, callback: Callable[..., T], *args: Any) -> T:
@@ -628,4 +601,4 @@ def _run_live(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observable[E
             )
         )
 
-    return _session_now(ctx).pipe(ops.flat_map(live))
+    return ctx.session_now().pipe(ops.flat_map(live))
