@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import queue
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +79,24 @@ class Recorder:
         return messages, item
 
 
+_clients: list[httpx2.Client] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    yield
+    while _clients:
+        _clients.pop().close()
+
+
+def client_of(**options: Any) -> httpx2.Client:
+    """An ``httpx2.Client`` closed when the test ends (its pool holds a refused upgrade's socket)."""
+    _clients.append(httpx2.Client(**options))
+    return _clients[-1]
+
+
 def connect(server: WsServer, path: str = "/ws", **options: Any) -> tuple[httpx2.Client, WebSocketConnection]:
-    client = httpx2.Client(base_url=server.url, headers=options.pop("client_headers", None))
+    client = client_of(base_url=server.url, headers=options.pop("client_headers", None))
     options.setdefault("limits", NO_PINGS)
     return client, connect_websocket(client, path, **options)
 
@@ -100,7 +116,7 @@ def serve_then(handler: Callable[[Peer], None]) -> Callable[[Peer], None]:
 
 def test_text_and_binary_round_trip_and_a_close_the_server_sees() -> None:
     with WsServer(echo) as server:
-        client, ws = connect(server)
+        _, ws = connect(server)
         sink = Recorder()
         ws.start(sink)
         ws.send_text("héllo ✓")
@@ -115,7 +131,6 @@ def test_text_and_binary_round_trip_and_a_close_the_server_sees() -> None:
         assert sink.next() == ("closed", 1000, "bye")
         assert ws.wait_closed(TIMEOUT)
         assert ws.state == "closed"
-        client.close()
 
 
 def test_fragments_are_joined_into_one_message() -> None:
@@ -346,7 +361,7 @@ def check_401(error: HttpStatusError) -> None:
 def test_a_refused_upgrade_is_an_http_status_error_with_the_redacted_body() -> None:
     handler = refuse(401, SECRET_BODY, [(b"x-request-id", b"req-7")])
     with WsServer(echo, handler) as server:
-        client = httpx2.Client(base_url=server.url, headers={"Authorization": f"Bearer {KEY}"})
+        client = client_of(base_url=server.url, headers={"Authorization": f"Bearer {KEY}"})
         with pytest.raises(HttpStatusError) as caught:
             connect_websocket(client, f"/ws?key={URL_KEY}", limits=NO_PINGS, provider="gemini")
         check_401(caught.value)
@@ -355,7 +370,7 @@ def test_a_refused_upgrade_is_an_http_status_error_with_the_redacted_body() -> N
 
 def test_a_500_upgrade_is_retryable_and_carries_the_text_body() -> None:
     with WsServer(echo, refuse(500, b"upstream broke", [(b"retry-after", b"3")])) as server:
-        client = httpx2.Client(base_url=server.url)
+        client = client_of(base_url=server.url)
         with pytest.raises(HttpStatusError) as caught:
             connect_websocket(client, "/ws", limits=NO_PINGS)
         error = caught.value
@@ -367,7 +382,7 @@ def test_a_500_upgrade_is_retryable_and_carries_the_text_body() -> None:
 def test_a_refused_connection_is_a_transport_error_without_secrets() -> None:
     with WsServer(echo) as server:
         port = server.port
-    client = httpx2.Client(headers={"x-api-key": KEY})
+    client = client_of(headers={"x-api-key": KEY})
     with pytest.raises(TransportError) as caught:
         connect_websocket(client, f"ws://127.0.0.1:{port}/ws?key={URL_KEY}", limits=NO_PINGS)
     assert KEY not in str(caught.value) and URL_KEY not in str(caught.value)
@@ -376,7 +391,7 @@ def test_a_refused_connection_is_a_transport_error_without_secrets() -> None:
 
 def test_the_repr_shows_the_redacted_url() -> None:
     with WsServer(serve_then(lambda peer: None)) as server:
-        client = httpx2.Client(base_url=server.url)
+        client = client_of(base_url=server.url)
         ws = connect_websocket(client, f"/ws?key={URL_KEY}&alt=1", limits=NO_PINGS)
         assert repr(ws) == f"WebSocketConnection(url='{server.url}/ws?key=***&alt=1', state='open')"
         ws.close()
@@ -407,7 +422,7 @@ def test_a_server_close_with_an_error_code_is_websocket_closed_error(code: int, 
         peer.until_closed()
 
     with WsServer(send) as server:
-        client = httpx2.Client(base_url=server.url)
+        client = client_of(base_url=server.url)
         ws = connect_websocket(client, f"/ws?key={URL_KEY}", limits=NO_PINGS)
         sink = Recorder()
         ws.start(sink)
@@ -451,7 +466,7 @@ def test_a_frame_the_protocol_forbids_is_a_protocol_error() -> None:
 
 
 def test_a_mock_transport_cannot_carry_a_websocket() -> None:
-    client = httpx2.Client(
+    client = client_of(
         transport=httpx2.MockTransport(lambda request: httpx2.Response(101, headers={"upgrade": "websocket"}))
     )
     with pytest.raises(ProtocolError):
