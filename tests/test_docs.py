@@ -121,7 +121,9 @@ def test_every_page_is_in_the_nav() -> None:
 def test_the_site_builds_without_warnings(tmp_path: Path) -> None:
     import importlib.util
 
-    assert importlib.util.find_spec("mkdocs") is not None, "mkdocs is in the dev extra: pip install -e '.[dev]'"
+    assert importlib.util.find_spec("mkdocs") is not None, (
+        "mkdocs is in the dev dependency group: make .venv/.installed (pip install --group dev)"
+    )
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
          "--site-dir", str(tmp_path / "site")],
