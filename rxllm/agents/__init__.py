@@ -35,6 +35,8 @@ support 'It shipped Tuesday.' [] []
 
 from .._tools import BaseTool, FunctionTool, ToolLike
 from .._tools._long_running import LongRunningFunctionTool
+from .._tools._mcp import McpToolset, SseServerParameters, StdioServerParameters, StreamableHttpServerParameters
+from .._tools._toolset import BaseToolset
 from ._agents.agent import AgentCallback, BaseAgent, InstructionProvider, LlmAgent
 from ._agents.context import CallbackContext, InvocationContext, ReadonlyContext, ToolActions, ToolContext
 from ._agents.plugins import BasePlugin
@@ -72,6 +74,7 @@ __all__ = [
     "BasePlugin",
     "BaseSessionService",
     "BaseTool",
+    "BaseToolset",
     "BeforeModelCallback",
     "BeforeToolCallback",
     "CallbackContext",
@@ -93,6 +96,7 @@ __all__ = [
     "LoadMemoryTool",
     "LongRunningFunctionTool",
     "LoopAgent",
+    "McpToolset",
     "MemoryEntry",
     "OnModelErrorCallback",
     "OnToolErrorCallback",
@@ -106,7 +110,10 @@ __all__ = [
     "SequentialAgent",
     "Session",
     "SqliteSessionService",
+    "SseServerParameters",
     "State",
+    "StdioServerParameters",
+    "StreamableHttpServerParameters",
     "StreamingMode",
     "ToolActions",
     "ToolContext",
