@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import warnings
+
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -95,9 +96,9 @@ def build(*, bad_schema: bool = False) -> MCPServer:
         os._exit(3)
 
     @server.tool()
-    def huge(megabytes: int) -> str:
+    def huge(megabytes: int) -> CallToolResult:
         """A result of ``megabytes`` MB."""
-        return "x" * (megabytes * 1024 * 1024)
+        return CallToolResult(content=[TextContent(text="x" * (megabytes * 1024 * 1024))])
 
     if bad_schema:
 

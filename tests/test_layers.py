@@ -28,6 +28,7 @@ LAYER = {
     "agents": 5,
     "service": 5,
     "testing": 6,
+    "mcp": 6,  # rxllm.mcp: the front door of serving tools over MCP (rxllm/_tools/_mcp/_serve.py)
     "cli": 7,
     "__init__": 8,
     "__main__": 8,

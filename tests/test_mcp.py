@@ -27,10 +27,10 @@ import pytest
 pytest.importorskip("mcp")
 
 import mcp
+import mcp_fixture_server
 import uvicorn
 from reactivex import operators as ops
 
-import mcp_fixture_server
 from rxllm import Chunk, Content, Part, ToolCallFragment, ToolError, ToolTimeoutError
 from rxllm._tools import ToolContext, ToolRuntime, execute_tool
 from rxllm.agents import (
@@ -184,7 +184,7 @@ def test_results_map_as_adk_does(stdio_toolset: McpToolset) -> None:
 
 def test_is_error_and_bad_arguments_are_tool_errors(stdio_toolset: McpToolset) -> None:
     tools = tools_of(stdio_toolset)
-    with pytest.raises(ToolError, match="Tool execution failed. Details: .*refused: no"):
+    with pytest.raises(ToolError, match=r"Tool execution failed\. Details: .*refused: no"):
         call(tools["fail"], {"reason": "no"})
     with pytest.raises(ToolError, match="Tool execution failed"):
         call(tools["add"], {"a": "not a number", "b": 1})
@@ -284,7 +284,10 @@ def test_a_server_left_open_is_reaped_when_the_process_exits(tmp_path: Path) -> 
 
 
 def test_importing_rxllm_imports_no_mcp() -> None:
-    code = "import sys, rxllm, rxllm.agents; print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types')))"
+    code = (
+        "import sys, rxllm, rxllm.agents\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types')))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "[]"
 
@@ -293,9 +296,10 @@ def test_importing_rxllm_imports_no_mcp() -> None:
 
 
 def _calls(*calls: tuple[str, str, dict[str, Any]]) -> Any:
-    return scripted_turn(
-        *(Chunk(tool_call_fragments=(ToolCallFragment(i, cid, name, json.dumps(args)),)) for i, (cid, name, args) in enumerate(calls))
-    )
+    return scripted_turn(*(
+        Chunk(tool_call_fragments=(ToolCallFragment(i, cid, name, json.dumps(args)),))
+        for i, (cid, name, args) in enumerate(calls)
+    ))
 
 
 def _responses(runner: InMemoryRunner, text: str) -> dict[str, Any]:
@@ -309,7 +313,7 @@ def _responses(runner: InMemoryRunner, text: str) -> dict[str, Any]:
 def test_an_agent_uses_a_toolset_and_a_broken_one_does_not_stop_the_run(
     stdio_toolset: McpToolset, caplog: pytest.LogCaptureFixture
 ) -> None:
-    broken = McpToolset(stdio("stdio-silent", timeout=1))
+    broken = McpToolset(stdio("stdio-silent", timeout=0.5))
     model = ScriptedLlm([_calls(("c1", "add", {"a": 2, "b": 5})), scripted_turn(Chunk(text_delta="7."))])
     agent = LlmAgent("calc", model, tools=[stdio_toolset, broken])
     with caplog.at_level(logging.WARNING):
@@ -332,7 +336,8 @@ def filesystem_server(request: pytest.FixtureRequest) -> Path:
     entry = cache / "node_modules" / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
     if not entry.exists():
         subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(cache), "@modelcontextprotocol/server-filesystem"],
+            ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(cache),
+             "@modelcontextprotocol/server-filesystem"],
             check=True, capture_output=True, timeout=300,
         )
     return entry
@@ -416,7 +421,7 @@ def test_an_mcp_toolset_against_rxllm_served_over_streamable_http() -> None:
             tools = tools_of(toolset)
             assert tools["shout"].declaration().description == "Upper-case the text."
             assert call(tools["shout"], {"text": "hi"})["structured_content"] == {"result": "HI"}
-            with pytest.raises(ToolError, match="Details: .*invalid arguments"):
+            with pytest.raises(ToolError, match=r"Details: .*invalid arguments"):
                 call(tools["shout"], {"words": "hi"})
     finally:
         running.stop()

@@ -62,7 +62,7 @@ class BaseToolset(abc.ABC):
         It can be awaited (``await toolset.get_tools()``) or run (``toolset.get_tools().run()``).
         """
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (a toolset that holds nothing needs no close)
         """Release what the toolset holds (a session, a process). The default holds nothing."""
 
     def __enter__(self) -> BaseToolset:

@@ -1,4 +1,4 @@
-"""The ``rxllm`` command: ``rxllm demo``, ``chat``, ``replay``, ``sessions``, ``mcp-serve`` (also ``python -m rxllm``)."""
+"""The ``rxllm`` command: ``demo``, ``chat``, ``replay``, ``sessions``, ``mcp-serve`` (also ``python -m rxllm``)."""
 
 from __future__ import annotations
 

@@ -116,7 +116,8 @@ class McpToolset(BaseToolset):
         *,
         timeout: float | None = None,
     ) -> None:
-        if not isinstance(connection_params, StdioServerParameters | StreamableHttpServerParameters | SseServerParameters):
+        kinds = (StdioServerParameters, StreamableHttpServerParameters, SseServerParameters)
+        if not isinstance(connection_params, kinds):
             raise ConfigurationError(
                 "McpToolset needs StdioServerParameters, StreamableHttpServerParameters or SseServerParameters, "
                 f"got {type(connection_params).__name__}"

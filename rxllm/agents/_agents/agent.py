@@ -346,7 +346,9 @@ class LlmAgent(BaseAgent):
         """The toolsets given in ``tools``."""
         return self._toolsets
 
-    def canonical_tools(self, readonly_context: ReadonlyContext | None = None) -> reactivex.Observable[tuple[BaseTool, ...]]:
+    def canonical_tools(
+        self, readonly_context: ReadonlyContext | None = None
+    ) -> reactivex.Observable[tuple[BaseTool, ...]]:
         """The agent's tools followed by its toolsets' tools, as one tuple (ADK Java's ``canonicalTools``).
 
         Emitted during subscribe when the agent has no toolsets; a toolset whose listing fails is
