@@ -37,6 +37,7 @@ from rxllm.agents import (
     InMemoryRunner,
     LlmAgent,
     McpToolset,
+    SseServerParameters,
     StdioServerParameters,
     StreamableHttpServerParameters,
 )
@@ -79,10 +80,10 @@ class _Started(uvicorn.Server):
 
 
 class Uvicorn:
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, path: str = "/mcp") -> None:
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}{path}"
         self.server = _Started(uvicorn.Config(app, log_level="warning", lifespan="on"))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
         self.thread.start()
@@ -193,6 +194,17 @@ def test_is_error_and_bad_arguments_are_tool_errors(stdio_toolset: McpToolset) -
 def test_http_call(http_url: str) -> None:
     with McpToolset(StreamableHttpServerParameters(http_url)) as toolset:
         assert call(tools_of(toolset)["add"], {"a": 40, "b": 2})["structured_content"] == {"result": 42}
+
+
+def test_sse_call() -> None:
+    running = Uvicorn(mcp_fixture_server.build().sse_app(), path="/sse")
+    try:
+        with McpToolset(SseServerParameters(running.url), tool_filter=["echo"]) as toolset:
+            tools = tools_of(toolset)
+            assert list(tools) == ["echo"]
+            assert call(tools["echo"], {"text": "over sse"})["text_output"] == [{"text": "over sse"}]
+    finally:
+        running.stop()
 
 
 # -- cancellation -------------------------------------------------------------------------------

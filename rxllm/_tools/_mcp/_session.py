@@ -333,14 +333,11 @@ class McpSession:
 
 
 def _http_transport(params: StreamableHttpServerParameters) -> Any:
-    import httpx2
     from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
 
-    factory = params.httpx_client_factory or create_mcp_http_client
-    client = factory(
-        headers=dict(params.headers or {}), timeout=httpx2.Timeout(params.timeout, read=params.sse_read_timeout)
-    )
+    from ..._transports.mcp_http import mcp_http_client
+
+    client = mcp_http_client(params.httpx_client_factory, params.headers or {}, params.timeout, params.sse_read_timeout)
 
     @contextlib.asynccontextmanager
     async def transport() -> AsyncIterator[Any]:
@@ -354,12 +351,13 @@ def _http_transport(params: StreamableHttpServerParameters) -> Any:
 
 def _sse_transport(params: SseServerParameters) -> Any:
     from mcp.client.sse import sse_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from ..._transports.mcp_http import mcp_http_client_factory
 
     return sse_client(
         params.url,
         headers=dict(params.headers or {}),
         timeout=params.timeout,
         sse_read_timeout=params.sse_read_timeout,
-        httpx_client_factory=params.httpx_client_factory or create_mcp_http_client,
+        httpx_client_factory=mcp_http_client_factory(params.httpx_client_factory),
     )
