@@ -340,16 +340,21 @@ def test_an_agent_uses_a_toolset_and_a_broken_one_does_not_stop_the_run(
 # -- the npm reference filesystem server ---------------------------------------------------------
 
 
+FILESYSTEM_SERVER_VERSION = "2026.8.31"  # the npm package version the test was written against
+
+
 @pytest.fixture(scope="module")
-def filesystem_server(request: pytest.FixtureRequest) -> Path:
+def filesystem_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which("node") is None or shutil.which("npm") is None:
         pytest.skip("node and npm are not installed (.ci/run installs them from Debian's packages)")
-    cache = Path(request.config.cache.mkdir("mcp-npm"))
+    # pytest's cache keeps the install between runs; without the cache plugin, a temp dir per run
+    cache_plugin = getattr(request.config, "cache", None)
+    cache = Path(cache_plugin.mkdir("mcp-npm")) if cache_plugin is not None else tmp_path_factory.mktemp("mcp-npm")
     entry = cache / "node_modules" / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
     if not entry.exists():
         subprocess.run(
             ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(cache),
-             "@modelcontextprotocol/server-filesystem"],
+             f"@modelcontextprotocol/server-filesystem@{FILESYSTEM_SERVER_VERSION}"],
             check=True, capture_output=True, timeout=300,
         )
     return entry
