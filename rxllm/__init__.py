@@ -29,6 +29,7 @@ from ._core.errors import (
     StoreError,
     StreamInterruptedError,
     StreamTimeoutError,
+    StructuredOutputError,
     ToolError,
     ToolTimeoutError,
     TransportError,
@@ -62,11 +63,14 @@ from ._models.model_stream import (
     ToolCallCompleteEvent,
     ToolCallDeltaEvent,
 )
+from ._models.prompt import Prompt
 from ._models.provider import ChunkParser, RequestMapper
+from ._models.response_stream import ResponseStream
 from ._models.retry import RetryPolicy, retry_before_first_item
 from ._models.sse import SseDecoder, SseEvent
 from ._models.sse_chat_model import SseChatModel
 from ._models.structured_stream import StructuredStream, structured_responses
+from ._rx.blocking import BlockingIterator, iterate
 from ._telemetry.otel import configure_telemetry
 from ._transports.asynchronous import AsyncHttpTransport
 from ._transports.base import HttpRequest
@@ -79,6 +83,7 @@ __all__ = [
     "BaseLlm",
     "BaseLlmConnection",
     "Blob",
+    "BlockingIterator",
     "BufferOverflowError",
     "Chunk",
     "ChunkParser",
@@ -104,11 +109,13 @@ __all__ = [
     "MalformedFunctionCallError",
     "ModelStreamEvent",
     "Part",
+    "Prompt",
     "ProtocolError",
     "ProviderError",
     "RequestMapper",
     "ResponseCompleteEvent",
     "ResponseSchema",
+    "ResponseStream",
     "ResponseTooLargeError",
     "RetryPolicy",
     "RxLlmError",
@@ -119,6 +126,7 @@ __all__ = [
     "StreamAggregator",
     "StreamInterruptedError",
     "StreamTimeoutError",
+    "StructuredOutputError",
     "StructuredStream",
     "TextDeltaEvent",
     "ThinkingConfig",
@@ -133,6 +141,7 @@ __all__ = [
     "UnsupportedOperationError",
     "UsageMetadata",
     "configure_telemetry",
+    "iterate",
     "model_stream_events",
     "retry_before_first_item",
     "structured_responses",
