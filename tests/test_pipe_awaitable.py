@@ -54,7 +54,9 @@ def server() -> Iterator[StubServer]:
 @pytest.fixture(params=["threads", "asyncio"])
 def transport(request: pytest.FixtureRequest) -> Iterator[HttpTransport | AsyncHttpTransport]:
     made: HttpTransport | AsyncHttpTransport = (
-        HttpTransport(max_concurrent_streams=4) if request.param == "threads" else AsyncHttpTransport(max_concurrent_streams=4)
+        HttpTransport(max_concurrent_streams=4)
+        if request.param == "threads"
+        else AsyncHttpTransport(max_concurrent_streams=4)
     )
     yield made
     made.close()
@@ -142,7 +144,8 @@ def test_runner_run_async_piped_is_awaitable(server: StubServer, transport: Http
     runner = InMemoryRunner(LlmAgent("bot", model_on(server, transport)))
 
     async def main() -> list[tuple[str, bool]]:
-        await runner.session_service.create_session(runner.app_name, "u1", session_id="s1").pipe(ops.map(lambda s: s.id))
+        sessions = runner.session_service
+        await sessions.create_session(runner.app_name, "u1", session_id="s1").pipe(ops.map(lambda s: s.id))
         return await runner.run_async("u1", "s1", "Hello").pipe(
             ops.map(lambda e: (e.text(), e.is_final_response())), ops.to_list()
         )
@@ -275,10 +278,22 @@ def test_user_content_in_a_pipe_chain_keeps_its_items(
 ) -> None:
     server.enqueue(OPENAI.response("r"))
     model = model_on(server, transport)
-    conversation = [Content(role="user", parts=[Part.from_text("one")]), Content(role="model", parts=[Part.from_text("two")])]
+    conversation = [
+        Content(role="user", parts=[Part.from_text("one")]),
+        Content(role="model", parts=[Part.from_text("two")]),
+    ]
 
     async def main() -> str:
         return await model.generate_content(conversation, stream=True).pipe(final(), ops.map(lambda r: r.text()))
 
     assert run(main) == "r"
     assert [m["content"] for m in server.requests[0].json()["messages"]] == ["one", "two"]
+
+
+def test_a_connectable_result_keeps_its_own_api() -> None:
+    seen: list[int] = []
+    connectable = AwaitableObservable(reactivex.of(1, 2)).pipe(ops.map(lambda x: x * 3), ops.publish())
+    assert isinstance(connectable, reactivex.ConnectableObservable)
+    connectable.subscribe(seen.append)
+    connectable.connect()
+    assert seen == [3, 6]

@@ -48,7 +48,9 @@ def server() -> Iterator[StubServer]:
 @pytest.fixture(params=["threads", "asyncio"])
 def transport(request: pytest.FixtureRequest) -> Iterator[HttpTransport | AsyncHttpTransport]:
     made: HttpTransport | AsyncHttpTransport = (
-        HttpTransport(max_concurrent_streams=4) if request.param == "threads" else AsyncHttpTransport(max_concurrent_streams=4)
+        HttpTransport(max_concurrent_streams=4)
+        if request.param == "threads"
+        else AsyncHttpTransport(max_concurrent_streams=4)
     )
     yield made
     made.close()
@@ -61,14 +63,18 @@ def model_on(server: StubServer, transport: HttpTransport | AsyncHttpTransport) 
 # -- short prompts ----------------------------------------------------------------------------------
 
 
-def test_a_string_is_one_user_turn_on_the_wire(server: StubServer, transport: HttpTransport | AsyncHttpTransport) -> None:
+def test_a_string_is_one_user_turn_on_the_wire(
+    server: StubServer, transport: HttpTransport | AsyncHttpTransport
+) -> None:
     server.enqueue(OPENAI.response("ok"))
     model = model_on(server, transport)
     assert model.generate_content("Say hello", stream=True).run().text() == "ok"
     assert server.requests[0].json()["messages"] == [{"role": "user", "content": "Say hello"}]
 
 
-def test_a_list_of_content_is_the_conversation(server: StubServer, transport: HttpTransport | AsyncHttpTransport) -> None:
+def test_a_list_of_content_is_the_conversation(
+    server: StubServer, transport: HttpTransport | AsyncHttpTransport
+) -> None:
     server.enqueue(OPENAI.response("fine"))
     model = model_on(server, transport)
     turns = [
@@ -276,3 +282,23 @@ def test_a_response_with_a_parsed_object_keeps_dumping_comparing_and_pickling() 
     response = LlmResponse(parsed=City(name="Oslo", population=700000))
     assert pickle.loads(pickle.dumps(response)) == response
     assert response.model_dump(exclude_none=True) == {"parsed": {"name": "Oslo", "population": 700000}}
+
+
+def test_the_readmes_first_snippet_prints_the_answer_once(
+    server: StubServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pathlib import Path
+
+    from test_docs import blocks_of
+
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    first = next(block.code for block in blocks_of(readme) if block.info == "python")
+    constructor = 'OpenAiChatModel("gpt-4o-mini")'
+    assert constructor in first
+    server.enqueue(OPENAI.response("Hello", "! ", "Bonjour", " !"))
+    local = f'OpenAiChatModel("gpt-4o-mini", base_url={server.url + "/v1"!r}, api_key="sk-test")'
+    exec(compile(first.replace(constructor, local), "README.md", "exec"), {"__name__": "readme"})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == "Hello! Bonjour !"  # the partials, once; the final's whole text is not printed again
+    assert printed[1].startswith("STOP ")  # the final's finish reason and usage
+    assert len(printed) == 2

@@ -40,6 +40,7 @@ from types import TracebackType
 from typing import Any, Generic, TypeVar, cast, overload
 
 import reactivex
+from reactivex import ConnectableObservable
 from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 from reactivex.scheduler.eventloop import AsyncIOScheduler
@@ -443,6 +444,13 @@ class AwaitableObservable(reactivex.Observable[T_co]):
     @overload  # type: ignore[override]
     def pipe(self) -> AwaitableObservable[T_co]: ...
 
+    @overload  # a ConnectableObservable keeps connect(): it overlaps the next overload on purpose
+    def pipe(  # type: ignore[overload-overlap]
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], ConnectableObservable[_R]],
+        /,
+    ) -> ConnectableObservable[_R]: ...
+
     @overload
     def pipe(
         self,
@@ -456,6 +464,14 @@ class AwaitableObservable(reactivex.Observable[T_co]):
         op1: Callable[[reactivex.Observable[T_co]], _A],
         /,
     ) -> _A: ...
+
+    @overload  # a ConnectableObservable keeps connect(): it overlaps the next overload on purpose
+    def pipe(  # type: ignore[overload-overlap]
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        op2: Callable[[_A], ConnectableObservable[_R]],
+        /,
+    ) -> ConnectableObservable[_R]: ...
 
     @overload
     def pipe(
@@ -472,6 +488,15 @@ class AwaitableObservable(reactivex.Observable[T_co]):
         op2: Callable[[_A], _B],
         /,
     ) -> _B: ...
+
+    @overload  # a ConnectableObservable keeps connect(): it overlaps the next overload on purpose
+    def pipe(  # type: ignore[overload-overlap]
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        op2: Callable[[_A], _B],
+        op3: Callable[[_B], ConnectableObservable[_R]],
+        /,
+    ) -> ConnectableObservable[_R]: ...
 
     @overload
     def pipe(
@@ -490,6 +515,16 @@ class AwaitableObservable(reactivex.Observable[T_co]):
         op3: Callable[[_B], _C],
         /,
     ) -> _C: ...
+
+    @overload  # a ConnectableObservable keeps connect(): it overlaps the next overload on purpose
+    def pipe(  # type: ignore[overload-overlap]
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        op2: Callable[[_A], _B],
+        op3: Callable[[_B], _C],
+        op4: Callable[[_C], ConnectableObservable[_R]],
+        /,
+    ) -> ConnectableObservable[_R]: ...
 
     @overload
     def pipe(
@@ -510,6 +545,17 @@ class AwaitableObservable(reactivex.Observable[T_co]):
         op4: Callable[[_C], _D],
         /,
     ) -> _D: ...
+
+    @overload  # a ConnectableObservable keeps connect(): it overlaps the next overload on purpose
+    def pipe(  # type: ignore[overload-overlap]
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        op2: Callable[[_A], _B],
+        op3: Callable[[_B], _C],
+        op4: Callable[[_C], _D],
+        op5: Callable[[_D], ConnectableObservable[_R]],
+        /,
+    ) -> ConnectableObservable[_R]: ...
 
     @overload
     def pipe(
@@ -532,6 +578,18 @@ class AwaitableObservable(reactivex.Observable[T_co]):
         op5: Callable[[_D], _E],
         /,
     ) -> _E: ...
+
+    @overload  # a ConnectableObservable keeps connect(): it overlaps the next overload on purpose
+    def pipe(  # type: ignore[overload-overlap]
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        op2: Callable[[_A], _B],
+        op3: Callable[[_B], _C],
+        op4: Callable[[_C], _D],
+        op5: Callable[[_D], _E],
+        op6: Callable[[_E], ConnectableObservable[_R]],
+        /,
+    ) -> ConnectableObservable[_R]: ...
 
     @overload
     def pipe(
@@ -556,6 +614,19 @@ class AwaitableObservable(reactivex.Observable[T_co]):
         op6: Callable[[_E], _F],
         /,
     ) -> _F: ...
+
+    @overload  # a ConnectableObservable keeps connect(): it overlaps the next overload on purpose
+    def pipe(  # type: ignore[overload-overlap]
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        op2: Callable[[_A], _B],
+        op3: Callable[[_B], _C],
+        op4: Callable[[_C], _D],
+        op5: Callable[[_D], _E],
+        op6: Callable[[_E], _F],
+        op7: Callable[[_F], ConnectableObservable[_R]],
+        /,
+    ) -> ConnectableObservable[_R]: ...
 
     @overload
     def pipe(
@@ -589,8 +660,9 @@ class AwaitableObservable(reactivex.Observable[T_co]):
     def pipe(self, *operators: Callable[[Any], Any]) -> Any:
         """Compose ``operators`` left to right on this Observable, as ``reactivex.Observable.pipe``.
 
-        An Observable result is an :class:`AwaitableObservable` (``await`` / ``async for`` keep
-        working after any chain); anything else an operator returns is returned as it is.
+        A plain Observable result (what operators build) is an :class:`AwaitableObservable`
+        (``await`` / ``async for`` keep working after any chain); anything else an operator
+        returns (a ``ConnectableObservable`` of ``ops.publish()``, a future) is returned as it is.
 
         >>> import asyncio, reactivex
         >>> from reactivex import operators as ops
@@ -601,7 +673,7 @@ class AwaitableObservable(reactivex.Observable[T_co]):
         result: Any = self
         for operator in operators:
             result = operator(result)
-        if isinstance(result, reactivex.Observable) and not isinstance(result, AwaitableObservable):
+        if type(result) is reactivex.Observable:  # subclasses keep their own API (connect(), on_next())
             return AwaitableObservable(result)
         return result
 
