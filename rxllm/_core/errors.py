@@ -79,6 +79,20 @@ class RxLlmError(Exception):
     def __str__(self) -> str:
         return f"[{self.provider}] {self.message}" if self.provider else self.message
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Exception's own pickling calls ``type(self)(*self.args)``, which a subclass with other (or
+        # keyword-only) arguments refuses; rebuild from the args and attributes instead, so an error
+        # crosses a process boundary (a process pool, a task queue) whole.
+        return (_restore_error, (type(self), self.args, self.__dict__))
+
+
+def _restore_error(cls: type[RxLlmError], args: tuple[object, ...], state: dict[str, object]) -> RxLlmError:
+    """An unpickled :class:`RxLlmError`: ``args`` and attributes as pickled, ``__init__`` not called."""
+    error = cls.__new__(cls, *args)
+    error.args = args  # OSError's __new__ (TimeoutError's) leaves them to __init__
+    error.__dict__.update(state)
+    return error
+
 
 class ConfigurationError(RxLlmError, ValueError):
     """A constructor or call got arguments it cannot work with (e.g. no API key)."""

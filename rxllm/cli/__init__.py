@@ -1,4 +1,8 @@
-"""The ``rxllm`` command: ``rxllm demo``, ``chat``, ``replay``, ``sessions`` (also ``python -m rxllm``)."""
+"""The ``rxllm`` command: ``rxllm demo``, ``chat``, ``replay``, ``sessions`` (also ``python -m rxllm``).
+
+The top room below the front doors: it may import every other room (it uses ``agents``,
+``providers``, ``testing``, ``_models`` and ``_core``).
+"""
 
 from __future__ import annotations
 
