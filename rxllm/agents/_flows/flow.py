@@ -99,15 +99,14 @@ def _set_model_response_tool(schema: type[BaseModel]) -> SetModelResponseTool:
     return SetModelResponseTool(schema)
 
 
-def _answers_through_tool(agent: FlowAgent) -> bool:
+def _answers_through_tool(agent: FlowAgent, tools: tuple[BaseTool, ...]) -> bool:
     """Whether the agent gives its structured answer with ``set_model_response`` (``output_schema`` and tools)."""
-    return agent.output_schema is not None and bool(agent.tools)
+    return agent.output_schema is not None and bool(tools)
 
 
-def _request_tools(agent: FlowAgent, targets: list[BaseAgent]) -> tuple[BaseTool, ...]:
+def _request_tools(agent: FlowAgent, targets: list[BaseAgent], tools: tuple[BaseTool, ...]) -> tuple[BaseTool, ...]:
     """The tools of a request: ``set_model_response`` (first, as ADK Java's ``OutputSchema`` adds
-    it), the agent's own, then ``transfer_to_agent`` when the agent has transfer targets."""
-    tools = agent.tools
+    it), the step's own (``tools``), then ``transfer_to_agent`` when the agent has transfer targets."""
     if agent.output_schema is not None and tools:
         tools = (_set_model_response_tool(agent.output_schema), *tools)
     if targets:
@@ -195,15 +194,11 @@ def _should_continue(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> b
 
 
 def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactivex.Observable[Event]:
-    def model_step(session: Session) -> reactivex.Observable[Event]:
-        step.state = State(session.state)
+    def model_step(session: Session, tools: tuple[BaseTool, ...]) -> reactivex.Observable[Event]:
         callback_ctx = CallbackContext(ctx, step.state)
         targets = transfer_targets(agent)
-        if targets or _answers_through_tool(agent):
-            step.tools = {tool.name: tool for tool in _request_tools(agent, targets)}
-        else:
-            step.tools = agent.tools_by_name
-        request = build_request(agent, ctx, session, ReadonlyContext(ctx, step.state))
+        step.tools = {tool.name: tool for tool in _request_tools(agent, targets, tools)}
+        request = build_request(agent, ctx, session, ReadonlyContext(ctx, step.state), tools)
         responses = within(ctx.telemetry_context, _call_model(agent, ctx, callback_ctx, request))
 
         def handle_response(response: LlmResponse) -> reactivex.Observable[Event]:
@@ -211,7 +206,12 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
 
         return concat_map_now(responses, handle_response)
 
-    return collect_then(ctx.session_now(), lambda sessions: model_step(sessions[0]))
+    def with_session(session: Session) -> reactivex.Observable[Event]:
+        step.state = State(session.state)  # toolsets are expanded before every model call (ADK's canonicalTools)
+        tools = agent.canonical_tools(ReadonlyContext(ctx, step.state))
+        return collect_then(tools, lambda found: model_step(session, found[-1]))
+
+    return collect_then(ctx.session_now(), lambda sessions: with_session(sessions[0]))
 
 
 def _invoke(kind: str, agent: FlowAgent, callback: Callable[..., T], *args: Any) -> T:
@@ -328,7 +328,13 @@ def _instruction_text(
     return inject_session_state(instruction, readonly.state, agent_name=agent.name, artifacts=artifacts)
 
 
-def build_request(agent: FlowAgent, ctx: InvocationContext, session: Session, readonly: ReadonlyContext) -> LlmRequest:
+def build_request(
+    agent: FlowAgent,
+    ctx: InvocationContext,
+    session: Session,
+    readonly: ReadonlyContext,
+    tools: tuple[BaseTool, ...] | None = None,
+) -> LlmRequest:
     """The request of one step: the instructions, the history as ``_contents`` builds it, the tools.
 
     The system instruction is, joined by blank lines as ADK Java's ``LlmRequest.appendInstructions``
@@ -338,11 +344,13 @@ def build_request(agent: FlowAgent, ctx: InvocationContext, session: Session, re
     name and description, ADK Java's ``Identity``), then (when the agent can transfer) ADK's
     transfer instruction. With ``output_schema`` and no tools the request asks for JSON of the
     schema; with tools it declares ``set_model_response`` instead (``.output_schema``).
+    ``tools`` are the step's tools (``agent.canonical_tools()``); the agent's own tools when None.
     """
     root = agent.root_agent
     artifacts = artifact_loader(ctx.artifact_service, session)
+    own_tools = agent.tools if tools is None else tools
     texts = []
-    if _answers_through_tool(agent):
+    if _answers_through_tool(agent, own_tools):
         texts.append(SET_MODEL_RESPONSE_INSTRUCTION)
     if isinstance(root, TreeLlmAgent) and root.global_instruction:
         texts.append(_instruction_text(agent, root.global_instruction, readonly, artifacts))
@@ -351,14 +359,14 @@ def build_request(agent: FlowAgent, ctx: InvocationContext, session: Session, re
     targets = transfer_targets(agent)
     if targets:
         texts.append(transfer_instruction(agent, targets))
-    tools = _request_tools(agent, targets)
+    request_tools = _request_tools(agent, targets, own_tools)
     text = "\n\n".join(t for t in texts if t)
     contents = request_contents(
         session.events, agent_name=agent.name, branch=ctx.branch, include_contents=agent.include_contents
     )
     contents = tuple(map(safe_content, contents))  # a stored value JSON cannot carry must not break the session
-    config = request_config(agent.generate_content_config, text or None, tool_declarations(tools))
-    if agent.output_schema is not None and not agent.tools:
+    config = request_config(agent.generate_content_config, text or None, tool_declarations(request_tools))
+    if agent.output_schema is not None and not own_tools:
         config = config.model_copy(update=output_schema_config(agent.output_schema))
     return LlmRequest(contents=contents, config=config)
 
