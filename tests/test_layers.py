@@ -3,7 +3,7 @@
 Layers, bottom up: errors/types/json → sse/chunk/provider protocols →
 aggregation → transports/retry → models and providers → the tool layer (``_tools``) and the Rx
 operators (``operators``) → the two runtimes, agents and service, side by side (neither imports
-the other) → testing → cli.
+the other) → testing and web → cli.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ LAYER = {
     "agents": 5,
     "service": 5,
     "testing": 6,
+    "web": 6,
     "cli": 7,
     "__init__": 8,
     "__main__": 8,

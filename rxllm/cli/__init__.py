@@ -15,6 +15,7 @@ from ._demo import PROVIDERS, run_demo
 from ._replay import REPLAY_PROTOCOLS, run_replay
 from ._sessions import CHAT_APP, default_user, run_sessions
 from ._style import Style
+from ._web import add_eval_parser, add_server_parsers, run_eval, run_server
 
 __all__ = ["main"]
 
@@ -60,6 +61,8 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--protocol", choices=REPLAY_PROTOCOLS, required=True, help="the wire protocol of the body")
     replay.add_argument("--json", action="store_true", dest="as_json",
                         help="print only the final aggregate, as genai-style JSON (the verdict goes to stderr)")
+    add_server_parsers(commands)
+    add_eval_parser(commands)
     return parser
 
 
@@ -104,4 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                             session_id=args.session_id, out=out, err=sys.stderr)
     if args.command == "replay":
         return run_replay(args.file, args.protocol, as_json=args.as_json, out=out, err=sys.stderr, style=style)
+    if args.command in ("api-server", "web"):
+        return run_server(args, err=sys.stderr)
+    if args.command == "eval":
+        return run_eval(args, out=out, err=sys.stderr)
     return 2
