@@ -3,6 +3,7 @@ uvicorn server on 127.0.0.1 serving ``rxllm.web.create_app``."""
 
 from __future__ import annotations
 
+import json
 import socket
 import textwrap
 import threading
@@ -74,13 +75,15 @@ def write_agents_dir(root: Path) -> Path:
 class OrderModel:
     """The stub model's responder: a ``get_order`` call first, the answer once the tool result is in.
 
-    With ``hold`` set, the answer stalls after its first text event until ``hold`` is set (only
-    the client can then end the connection).
+    With ``hold`` given and ``hold_when`` in the conversation, the answer is ``answer_words`` words
+    that stall after the first text events until ``hold`` is set (only the client can then end the
+    connection).
     """
 
-    def __init__(self, hold: threading.Event | None = None, answer_words: int = 4) -> None:
+    def __init__(self, hold: threading.Event | None = None, answer_words: int = 4, hold_when: str = "") -> None:
         self.hold = hold
         self.answer_words = answer_words
+        self.hold_when = hold_when
 
     def __call__(self, request: RecordedRequest) -> StubResponse:
         body: dict[str, Any] = request.json()
@@ -89,10 +92,10 @@ class OrderModel:
         if not body.get("stream"):
             return StubResponse.json(200, _completion(answering))
         if answering:
-            words = ["It shipped", " Tuesday."] if self.answer_words == 4 else [
-                f" word{i}" for i in range(self.answer_words)]
+            held = self.hold is not None and self.hold_when in json.dumps(messages)
+            words = ["It shipped", " Tuesday."] if not held else [f" word{i}" for i in range(self.answer_words)]
             events = sse_turn("openai-chat", text=words, usage=(9, 4))
-            if self.hold is None:
+            if self.hold is None or not held:
                 return StubResponse.sse(events)
             return StubResponse(body=[*events[:3], Hold(self.hold), *events[3:]])
         call = ToolCallScript("call_1", "get_order", ['{"order_', 'id": "A17"}'])
