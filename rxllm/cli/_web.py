@@ -6,9 +6,13 @@ import argparse
 import asyncio
 import json
 from pathlib import Path
-from typing import TextIO
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, TextIO
 
 from .._core.errors import RxLlmError
+
+if TYPE_CHECKING:
+    from ..web._eval import EvalMetricResult
 
 __all__ = ["add_eval_parser", "add_server_parsers", "run_eval", "run_server"]
 
@@ -37,8 +41,8 @@ def add_server_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPar
                             help="do not keep OpenTelemetry spans for /debug/trace")
         parser.add_argument("--log-level", default="info", help="uvicorn's log level (default: info)")
         if name == "web":
-            parser.add_argument("--ui", metavar="PATH",
-                                help="serve this built UI folder instead of rxllm's (e.g. ADK's google/adk/cli/browser)")
+            parser.add_argument("--ui", metavar="PATH", help="serve this built UI folder instead of rxllm's "
+                                "(e.g. ADK's google/adk/cli/browser)")
 
 
 def add_eval_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -137,12 +141,11 @@ def run_eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             for case in result.eval_case_results:
                 scores = {m.metric_name: m for m in case.overall_eval_metric_results}
 
-                def cell(metric: str, scores: dict[str, object] = scores) -> str:
+                def cell(metric: str, scores: Mapping[str, EvalMetricResult] = scores) -> str:
                     found = scores.get(metric)
-                    score = getattr(found, "score", None)
                     if found is None:
                         return "-"
-                    return "n/a" if score is None else f"{score:.2f} (>= {getattr(found, 'threshold', 0):.2f})"
+                    return "n/a" if found.score is None else f"{found.score:.2f} (>= {found.threshold:.2f})"
 
                 status = EvalStatus(case.final_eval_status).name
                 if case.error:

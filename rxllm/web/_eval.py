@@ -265,9 +265,7 @@ async def _run_case(runner: Runner, eval_set_id: str, case: EvalCase, criteria: 
         scores = [r.score for inv in per_invocation for r in inv.eval_metric_results
                   if r.metric_name == name and r.score is not None]
         overall.append(_metric(name, threshold, sum(scores) / len(scores) if scores else None))
-    if error is not None:
-        status = EvalStatus.FAILED
-    elif any(m.eval_status == EvalStatus.FAILED for m in overall):
+    if error is not None or any(m.eval_status == EvalStatus.FAILED for m in overall):
         status = EvalStatus.FAILED
     elif any(m.eval_status == EvalStatus.PASSED for m in overall):
         status = EvalStatus.PASSED

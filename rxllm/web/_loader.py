@@ -89,9 +89,9 @@ class AgentLoader:
         names: set[str] = set()
         for entry in self.agents_dir.iterdir():
             name = entry.stem if entry.is_file() and entry.suffix == ".py" else entry.name
-            if entry.is_dir() or (entry.is_file() and entry.suffix == ".py"):
-                if check_app_name(name) and not name.startswith("_"):
-                    names.add(name)
+            is_app = entry.is_dir() or (entry.is_file() and entry.suffix == ".py")
+            if is_app and check_app_name(name) and not name.startswith("_"):
+                names.add(name)
         return sorted(names)
 
     def exists(self, name: str) -> bool:
@@ -192,7 +192,7 @@ class AgentLoader:
         for plugin in plugins:
             if not isinstance(plugin, BasePlugin):
                 raise AppLoadError(f"app {name!r}: plugins must be BasePlugin instances, got {type(plugin).__name__}")
-        return LoadedApp(name=name, root_agent=root, plugins=tuple(plugins))
+        return LoadedApp(name=name, root_agent=root, plugins=tuple(p for p in plugins if isinstance(p, BasePlugin)))
 
 
 def _find(module: types.ModuleType) -> tuple[object, Sequence[object]] | None:

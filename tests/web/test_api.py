@@ -63,7 +63,8 @@ def test_list_apps_lists_packages_and_modules_and_shows_load_errors(api: httpx.C
     detailed = {app["name"]: app for app in api.get("/list-apps", params={"detailed": "true"}).json()["apps"]}
     assert detailed["order"]["rootAgentName"] == "support"
     assert detailed["order"]["description"] == "answers order questions"
-    assert "ModuleNotFoundError" in detailed["broken"]["error"] and "no_such_module_anywhere" in detailed["broken"]["error"]
+    error = detailed["broken"]["error"]
+    assert "ModuleNotFoundError" in error and "no_such_module_anywhere" in error
     # a broken app answers with its load error, and the server keeps serving the others
     create_session(api, "broken")
     run = api.post("/run", json={"appName": "broken", "userId": "u1", "sessionId": "s1", "newMessage": QUESTION})

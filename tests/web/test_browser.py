@@ -73,7 +73,8 @@ def test_chat_streams_the_answer_and_the_tool_call_and_a_reload_shows_the_stored
         tab.wait("document.body.dataset.ready === 'true'")
         assert tab.eval("document.getElementById('app').value") == "order"
         send(tab, "Where is order A17?")
-        tab.wait("[...document.querySelectorAll('.msg.model')].some(n => n.textContent.includes('It shipped Tuesday.'))")
+        tab.wait("[...document.querySelectorAll('.msg.model')].some(n => "
+                 "n.textContent.includes('It shipped Tuesday.'))")
         tab.wait("document.getElementById('status').textContent === 'idle'")
         lines = chat_lines(tab)
         assert lines[0] == "msg user: Where is order A17?"
