@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from .._core.errors import RxLlmError
