@@ -36,6 +36,7 @@ from ._core.errors import (
     TransportError,
     UnsupportedOperationError,
 )
+from ._core.public import publish as _publish
 from ._core.schema import INVALID_STRUCTURED_OUTPUT, ResponseSchema
 from ._core.types import (
     Blob,
@@ -94,6 +95,7 @@ def __getattr__(name: str) -> _Any:
     import importlib
 
     value = getattr(importlib.import_module(module, __name__), name)
+    _publish(__name__, {name: value}, (name,))
     globals()[name] = value
     return value
 
@@ -164,3 +166,5 @@ __all__ = [
     "retry_before_first_item",
     "structured_responses",
 ]
+
+_publish(__name__, globals(), __all__)  # public names show their public path (rxllm._core.public)

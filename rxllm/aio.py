@@ -31,6 +31,7 @@ wrapper adds nothing per item: subscribing to it subscribes the wrapped Observab
 (6, [2, 4, 6])
 """
 
+from ._core.public import publish as _publish
 from ._rx.aio import (
     DEFAULT_MAX_BUFFER,
     AwaitableObservable,
@@ -50,3 +51,5 @@ __all__ = [
     "iterate",
     "last",
 ]
+
+_publish(__name__, globals(), __all__)  # public names show their public path (rxllm._core.public)

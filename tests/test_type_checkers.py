@@ -29,7 +29,7 @@ TIMEOUT = 300
 
 def _tool(name: str) -> str:
     path = BIN / name
-    assert path.exists(), f"{name} is in the dev extra: pip install -e '.[dev]'"
+    assert path.exists(), f"{name} is in the dev dependency group: make .venv/.installed (pip install --group dev)"
     return str(path)
 
 

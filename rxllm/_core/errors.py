@@ -12,6 +12,7 @@ matching built-in, so ``except ValueError`` keeps working for callers who expect
     │                                            connect() on a model without live sessions
     ├── TransportError                           connection failed, reset, timed out
     │   ├── StreamInterruptedError               body ended before the provider said it was done
+    │   │   └── WebSocketClosedError             the server closed a WebSocket with an error code
     │   └── StreamTimeoutError                   a deadline fired (``limit`` says which one)
     ├── HttpStatusError                          non-2xx answer: status, message, request id
     ├── ProviderError                            the provider reported an error inside the body
@@ -56,6 +57,7 @@ __all__ = [
     "ToolTimeoutError",
     "TransportError",
     "UnsupportedOperationError",
+    "WebSocketClosedError",
 ]
 
 
@@ -77,6 +79,20 @@ class RxLlmError(Exception):
     def __str__(self) -> str:
         return f"[{self.provider}] {self.message}" if self.provider else self.message
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Exception's own pickling calls ``type(self)(*self.args)``, which a subclass with other (or
+        # keyword-only) arguments refuses; rebuild from the args and attributes instead, so an error
+        # crosses a process boundary (a process pool, a task queue) whole.
+        return (_restore_error, (type(self), self.args, self.__dict__))
+
+
+def _restore_error(cls: type[RxLlmError], args: tuple[object, ...], state: dict[str, object]) -> RxLlmError:
+    """An unpickled :class:`RxLlmError`: ``args`` and attributes as pickled, ``__init__`` not called."""
+    error = cls.__new__(cls, *args)
+    error.args = args  # OSError's __new__ (TimeoutError's) leaves them to __init__
+    error.__dict__.update(state)
+    return error
+
 
 class ConfigurationError(RxLlmError, ValueError):
     """A constructor or call got arguments it cannot work with (e.g. no API key)."""
@@ -97,6 +113,30 @@ class TransportError(RxLlmError):
 
 class StreamInterruptedError(TransportError):
     """The body ended (EOF or reset) before the provider said the stream was complete."""
+
+
+class WebSocketClosedError(StreamInterruptedError):
+    """The server ended a WebSocket session with a close code other than a normal closure.
+
+    Attributes:
+        code: the close code the server sent (RFC 6455 §7.4: ``1001`` going away, ``1008``
+            policy violation, ``1011`` internal error, ``4000``-``4999`` the application's own).
+        reason: the close frame's reason text (secrets cut out).
+        retryable: ``True`` for the codes that say "try again" (``1001``, ``1011``-``1014``).
+
+    >>> err = WebSocketClosedError(1011, "overloaded")
+    >>> (str(err), err.code, err.retryable, isinstance(err, StreamInterruptedError))
+    ('the server closed the WebSocket with code 1011: overloaded', 1011, True, True)
+    """
+
+    RETRYABLE_CODES = frozenset({1001, 1011, 1012, 1013, 1014})
+
+    def __init__(self, code: int, reason: str = "", *, provider: str | None = None) -> None:
+        detail = f"the server closed the WebSocket with code {code}"
+        super().__init__(f"{detail}: {reason}" if reason else detail, provider=provider)
+        self.code = code
+        self.reason = reason
+        self.retryable: bool = code in self.RETRYABLE_CODES
 
 
 class StreamTimeoutError(TransportError):

@@ -1,4 +1,8 @@
-"""The ``rxllm`` command: ``rxllm demo``, ``chat``, ``replay``, ``sessions`` (also ``python -m rxllm``)."""
+"""The ``rxllm`` command: ``rxllm demo``, ``chat``, ``replay``, ``sessions`` (also ``python -m rxllm``).
+
+The top room below the front doors: it may import every other room (it uses ``agents``,
+``providers``, ``testing``, ``_models`` and ``_core``).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from .._core.version import __version__
 from ._chat import CHAT_PROVIDERS, run_chat
 from ._demo import PROVIDERS, run_demo
 from ._replay import REPLAY_PROTOCOLS, run_replay
@@ -22,6 +27,8 @@ __all__ = ["main"]
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rxllm", description="LLM streams as ReactiveX Observables.")
+    parser.add_argument("--version", action="version", version=f"rxllm {__version__}",
+                        help="print rxllm's version and exit")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run the order-A17 agent against an embedded local provider")
     demo.add_argument("--provider", choices=sorted(PROVIDERS), default="openai",
@@ -30,9 +37,10 @@ def _parser() -> argparse.ArgumentParser:
                       help="pause between streamed events, like a real model (default: 0.04; 0 for none)")
     chat = commands.add_parser(
         "chat", help="chat with a real model, streaming (Ctrl-C cancels an answer)",
-        description="An interactive streaming chat. The key comes from OPENAI_API_KEY, ANTHROPIC_API_KEY or "
-                    "GEMINI_API_KEY/GOOGLE_API_KEY; a local OpenAI-compatible server (Ollama, vLLM, llama.cpp) "
-                    "needs none: rxllm chat --provider openai --model llama3.2 --base-url http://127.0.0.1:11434/v1",
+        description="An interactive streaming chat (/help at the prompt lists its commands). The key comes "
+                    "from OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY/GOOGLE_API_KEY; a local "
+                    "OpenAI-compatible server (Ollama, vLLM, llama.cpp) needs none: "
+                    "rxllm chat --provider openai --model llama3.2 --base-url http://127.0.0.1:11434/v1",
     )
     chat.add_argument("--provider", choices=CHAT_PROVIDERS, required=True,
                       help="the API to speak (openai also means any OpenAI-compatible server)")

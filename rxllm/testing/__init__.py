@@ -5,10 +5,15 @@
 Every name loads from its module on first use, so importing this package (as the pytest plugin
 does in every test session of a project that has rxllm installed) costs nothing and imports no
 HTTP library: the replay helpers load the provider parsers only when asked for.
+
+The room imports ``_core``, ``_rx``, ``_models`` and ``providers`` (to replay their wire formats);
+only ``cli`` and the front doors sit above it.
 """
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
+
+from .._core.public import publish as _publish
 
 if _TYPE_CHECKING:
     from ._contract import assert_stream_protocol
@@ -75,6 +80,7 @@ def __getattr__(name: str) -> _Any:
     import importlib
 
     value = getattr(importlib.import_module(module, __name__), name)
+    _publish(__name__, {name: value}, (name,))  # its public path (rxllm._core.public)
     globals()[name] = value  # found directly from now on
     return value
 

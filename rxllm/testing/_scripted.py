@@ -137,7 +137,8 @@ class ScriptedLlm(BaseLlm):
 
     >>> from reactivex import operators as ops
     >>> from reactivex.testing import TestScheduler
-    >>> from rxllm import LlmRequest
+    >>> from rxllm import Chunk, LlmRequest
+    >>> from rxllm.testing import ScriptedLlm, at_times, scripted_turn
     >>> llm = ScriptedLlm([scripted_turn(Chunk(text_delta="Hi"))])
     >>> [r.partial for r in llm.generate_content(LlmRequest(), stream=True).pipe(ops.to_list()).run()]
     [True, None]

@@ -36,7 +36,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
-from .. import aio
+from .._rx import aio
 from .._core.types import Content, FunctionCall
 from ..agents import Event, Runner, Session
 

@@ -16,17 +16,16 @@ from ..._rx.aio import AwaitableObservable, awaitable
 from ..._rx.direct import collect_then, defer_now, emit_now, fail_now, ignore_items, on_dispose, then_now
 from ..._telemetry.otel import current_context, within
 from ..._tools import ToolRuntime, check_timeout
-from .._agents.agent import BaseAgent
-from .._agents.context import InvocationContext
-from .._agents.plugins import BasePlugin, after_run, before_run, on_event, on_user_message
-from .._agents.run_config import RunConfig
+from .._agents.llm_agent import LlmAgent
 from .._artifacts.service import BaseArtifactService, InMemoryArtifactService
-from .._flows.transfer import agent_to_run
+from .._invocation.base import BaseAgent, BasePlugin, InvocationContext
+from .._invocation.plugins import after_run, before_run, on_event, on_user_message
+from .._invocation.run_config import RunConfig
 from .._memory.service import BaseMemoryService, InMemoryMemoryService
 from .._sessions.base import BaseSessionService, InMemorySessionService, Session
 from .._sessions.event import Event
 
-__all__ = ["InMemoryRunner", "Runner"]
+__all__ = ["InMemoryRunner", "Runner", "agent_to_run"]
 
 logger = logging.getLogger("rxllm.agents")
 
@@ -279,3 +278,45 @@ class InMemoryRunner(Runner):
             tool_scheduler=tool_scheduler,
             tool_timeout=tool_timeout,
         )
+
+
+def _transferable_across_tree(agent: BaseAgent) -> bool:
+    current: BaseAgent | None = agent
+    while current is not None:
+        if not isinstance(current, LlmAgent) or current.disallow_transfer_to_parent:
+            return False
+        current = current.parent_agent
+    return True
+
+
+def agent_to_run(root: BaseAgent, events: Sequence[Event]) -> BaseAgent:
+    """The agent that answers a new user message (ADK's ``Runner.findAgentToRun``).
+
+    A user message that answers a function call (a long-running tool's response) goes to the
+    agent that made the call. Otherwise the author of the latest agent event, when it is the root
+    or an agent from which transfer back up to the root is possible (an ``LlmAgent`` chain that
+    allows transfer to the parent); else the root.
+    """
+    answered = _last_user_function_response_ids(events)
+    if answered:
+        for event in reversed(events):
+            if {c.id for c in event.function_calls()} & answered:
+                found = root.find_agent(event.author)
+                if found is not None:
+                    return found
+                break
+    for event in reversed(events):
+        if event.author == "user":
+            continue
+        if event.author == root.name:
+            return root
+        agent = root.find_sub_agent(event.author)
+        if agent is not None and _transferable_across_tree(agent):
+            return agent
+    return root
+
+
+def _last_user_function_response_ids(events: Sequence[Event]) -> set[str]:
+    if not events or events[-1].author != "user":
+        return set()
+    return {r.id for r in events[-1].function_responses() if r.id}
