@@ -28,9 +28,9 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
-from .._rx import aio
 from .._core.errors import ConfigurationError, RxLlmError
 from .._core.types import Content, Part
+from .._rx import aio
 from .._rx.direct import collect_then, defer_now, ignore_items, nothing_now, then_now
 from .._telemetry.otel import configure_telemetry
 from ..agents import (

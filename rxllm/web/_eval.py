@@ -36,8 +36,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
-from .._rx import aio
 from .._core.types import Content, FunctionCall
+from .._rx import aio
 from ..agents import Event, Runner, Session
 
 __all__ = [
