@@ -14,8 +14,10 @@ imported by ``import rxllm``, and the eval names below need no FastAPI.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
+from .._core.public import publish as _publish
 from ._eval import (
     DEFAULT_CRITERIA,
     EvalCase,
@@ -30,7 +32,7 @@ from ._eval import (
 )
 from ._loader import AgentLoader, AppLoadError, LoadedApp
 
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from ._app import AgentRunRequest, create_app
 
 __all__ = [
@@ -51,15 +53,21 @@ __all__ = [
     "run_eval_set",
 ]
 
+_publish(__name__, globals(), [name for name in __all__ if name not in ("AgentRunRequest", "create_app")])
 _LAZY = {"AgentRunRequest", "create_app"}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     """``create_app`` and ``AgentRunRequest`` import FastAPI: loaded on first use."""
     if name in _LAZY:
         from . import _app
 
         value = getattr(_app, name)
+        _publish(__name__, {name: value}, (name,))
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
