@@ -19,7 +19,7 @@ import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import reactivex
 from fastapi import FastAPI, HTTPException, Query, Request
@@ -58,7 +58,9 @@ _MAX_EVENT_TRACES = 50_000
 
 
 class _CamelModel(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+    """Built by snake_case name or camelCase alias, as ADK's request bodies; unknown fields are ignored."""
+
+    model_config: ClassVar[ConfigDict] = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
 
 class AgentRunRequest(_CamelModel):

@@ -31,7 +31,7 @@ import time
 import uuid
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
@@ -62,7 +62,9 @@ _SUFFIX = ".evalset.json"
 
 
 class _EvalModel(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+    """Built by snake_case name or camelCase alias (ADK's ``EvalBaseModel``); unknown fields are ignored."""
+
+    model_config: ClassVar[ConfigDict] = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
 
 class EvalStatus(enum.IntEnum):
@@ -74,11 +76,15 @@ class EvalStatus(enum.IntEnum):
 
 
 class IntermediateData(_EvalModel):
+    """The tool calls (in order) and intermediate responses of one invocation."""
+
     tool_uses: list[FunctionCall] = Field(default_factory=list)
     intermediate_responses: list[Any] = Field(default_factory=list)
 
 
 class Invocation(_EvalModel):
+    """One turn: the user's message, and the final response and tool calls (expected or actual)."""
+
     invocation_id: str = ""
     user_content: Content
     final_response: Content | None = None
@@ -87,12 +93,16 @@ class Invocation(_EvalModel):
 
 
 class SessionInput(_EvalModel):
+    """How a case's session starts: its user and initial state."""
+
     app_name: str = ""
     user_id: str = "eval_user"
     state: dict[str, JsonValue] = Field(default_factory=dict)
 
 
 class EvalCase(_EvalModel):
+    """One eval case: a conversation of invocations, run in a fresh session."""
+
     eval_id: str
     conversation: list[Invocation]
     session_input: SessionInput | None = None
@@ -100,6 +110,8 @@ class EvalCase(_EvalModel):
 
 
 class EvalSet(_EvalModel):
+    """An eval set (ADK's ``EvalSet``): its id and cases."""
+
     eval_set_id: str
     name: str | None = None
     description: str | None = None
@@ -108,6 +120,8 @@ class EvalSet(_EvalModel):
 
 
 class EvalMetricResult(_EvalModel):
+    """One metric's score, threshold and status."""
+
     metric_name: str
     threshold: float
     score: float | None = None
@@ -115,12 +129,16 @@ class EvalMetricResult(_EvalModel):
 
 
 class EvalMetricResultPerInvocation(_EvalModel):
+    """The metrics of one invocation, with the actual and the expected invocation."""
+
     actual_invocation: Invocation
     expected_invocation: Invocation
     eval_metric_results: list[EvalMetricResult] = Field(default_factory=list)
 
 
 class EvalCaseResult(_EvalModel):
+    """A case's outcome (ADK's ``EvalCaseResult``); ``error`` when a run failed."""
+
     eval_set_id: str = ""
     eval_id: str = ""
     final_eval_status: EvalStatus
@@ -132,6 +150,8 @@ class EvalCaseResult(_EvalModel):
 
 
 class EvalSetResult(_EvalModel):
+    """An eval set's outcome (ADK's ``EvalSetResult``)."""
+
     eval_set_result_id: str
     eval_set_result_name: str | None = None
     eval_set_id: str

@@ -77,8 +77,8 @@ class AgentLoader:
     """
 
     def __init__(self, agents_dir: str | Path, *, reload: bool = False) -> None:
-        self.agents_dir = Path(agents_dir).resolve()
-        self.reload = reload
+        self.agents_dir: Path = Path(agents_dir).resolve()
+        self.reload: bool = reload
         self._lock = threading.RLock()
         self._entries: dict[str, _Entry] = {}
 
