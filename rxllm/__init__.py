@@ -31,6 +31,7 @@ from ._core.errors import (
     StoreError,
     StreamInterruptedError,
     StreamTimeoutError,
+    StructuredOutputError,
     ToolError,
     ToolTimeoutError,
     TransportError,
@@ -65,10 +66,13 @@ from ._models.model_stream import (
     ToolCallCompleteEvent,
     ToolCallDeltaEvent,
 )
+from ._models.prompt import Prompt
 from ._models.provider import ChunkParser, RequestMapper
+from ._models.response_stream import ResponseStream
 from ._models.retry import RetryPolicy, retry_before_first_item
 from ._models.sse import SseDecoder, SseEvent
 from ._models.structured_stream import StructuredStream, structured_responses
+from ._rx.blocking import BlockingIterator, iterate
 from ._telemetry.otel import configure_telemetry
 from ._transports.base import HttpRequest
 
@@ -108,6 +112,7 @@ __all__ = [
     "BaseLlm",
     "BaseLlmConnection",
     "Blob",
+    "BlockingIterator",
     "BufferOverflowError",
     "Chunk",
     "ChunkParser",
@@ -133,11 +138,13 @@ __all__ = [
     "MalformedFunctionCallError",
     "ModelStreamEvent",
     "Part",
+    "Prompt",
     "ProtocolError",
     "ProviderError",
     "RequestMapper",
     "ResponseCompleteEvent",
     "ResponseSchema",
+    "ResponseStream",
     "ResponseTooLargeError",
     "RetryPolicy",
     "RxLlmError",
@@ -148,6 +155,7 @@ __all__ = [
     "StreamAggregator",
     "StreamInterruptedError",
     "StreamTimeoutError",
+    "StructuredOutputError",
     "StructuredStream",
     "TextDeltaEvent",
     "ThinkingConfig",
@@ -162,6 +170,7 @@ __all__ = [
     "UnsupportedOperationError",
     "UsageMetadata",
     "configure_telemetry",
+    "iterate",
     "model_stream_events",
     "retry_before_first_item",
     "structured_responses",

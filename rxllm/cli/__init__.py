@@ -1,4 +1,4 @@
-"""The ``rxllm`` command: ``rxllm demo``, ``chat``, ``replay``, ``sessions`` (also ``python -m rxllm``).
+"""The ``rxllm`` command: ``demo``, ``chat``, ``replay``, ``sessions``, ``mcp-serve`` (also ``python -m rxllm``).
 
 The top room below the front doors: it may import every other room (it uses ``agents``,
 ``providers``, ``testing``, ``_models`` and ``_core``).
@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from .._core.version import __version__
 from ._chat import CHAT_PROVIDERS, run_chat
 from ._demo import PROVIDERS, run_demo
+from ._mcp_serve import run_mcp_serve
 from ._replay import REPLAY_PROTOCOLS, run_replay
 from ._sessions import CHAT_APP, default_user, run_sessions
 from ._style import Style
@@ -69,6 +70,14 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--protocol", choices=REPLAY_PROTOCOLS, required=True, help="the wire protocol of the body")
     replay.add_argument("--json", action="store_true", dest="as_json",
                         help="print only the final aggregate, as genai-style JSON (the verdict goes to stderr)")
+    mcp_serve = commands.add_parser("mcp-serve", help="serve a module's tools over MCP (needs the mcp extra)")
+    mcp_serve.add_argument("target", metavar="MODULE:ATTR", help="a list of tools (or one tool), e.g. my_tools:tools")
+    mcp_serve.add_argument("--transport", choices=("stdio", "streamable-http"), default="stdio",
+                           help="stdio (default) or streamable-http")
+    mcp_serve.add_argument("--host", default="127.0.0.1", help="streamable-http: the address (default: 127.0.0.1)")
+    mcp_serve.add_argument("--port", type=int, default=8000, help="streamable-http: the port (default: 8000)")
+    mcp_serve.add_argument("--path", default="/mcp", help="streamable-http: the endpoint path (default: /mcp)")
+    mcp_serve.add_argument("--name", default="rxllm", help="the server name in the MCP handshake")
     add_server_parsers(commands)
     add_eval_parser(commands)
     return parser
@@ -115,6 +124,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                             session_id=args.session_id, out=out, err=sys.stderr)
     if args.command == "replay":
         return run_replay(args.file, args.protocol, as_json=args.as_json, out=out, err=sys.stderr, style=style)
+    if args.command == "mcp-serve":
+        return run_mcp_serve(args.target, transport=args.transport, host=args.host, port=args.port, path=args.path,
+                             name=args.name, err=sys.stderr)
     if args.command in ("api-server", "web"):
         return run_server(args, err=sys.stderr)
     if args.command == "eval":
