@@ -633,11 +633,14 @@ class GeminiRequestMapper(JsonRequestMapper):
     with its ``functionDeclarations`` (schemas as ``parametersJsonSchema``) and its built-in
     tools (``googleSearch``, ``codeExecution``, ``urlContext``); another provider's built-in tool
     raises :class:`~rxllm.ConfigurationError`. ``tool_config`` becomes ``toolConfig``:
-    ``functionCallingConfig`` with ``mode``, ``allowedFunctionNames`` (with ``ANY`` and
+    ``functionCallingConfig`` with ``mode`` and ``allowedFunctionNames`` (with ``ANY`` and
     ``VALIDATED``; with ``AUTO`` or no mode, which the API does not allow them with, the names
-    restrict the declarations sent instead) and ``streamFunctionCallArguments``, plus
-    ``retrievalConfig`` and ``includeServerSideToolInvocations``. ``parallel_tool_calls=False``
-    cannot be expressed and raises. ``safety_settings`` become ``safetySettings``.
+    restrict the declarations sent instead), plus ``retrievalConfig`` and
+    ``includeServerSideToolInvocations``. ``parallel_tool_calls=False`` cannot be expressed and
+    raises. ``safety_settings`` become ``safetySettings``. The fields genai refuses for the Gemini
+    API as Vertex AI's (a safety setting's ``method``, ``google_search``'s ``exclude_domains`` and
+    ``blocking_confidence``, ``stream_function_call_arguments``) raise
+    :class:`~rxllm.ConfigurationError` here too; ``extra_body`` can still send them.
 
     Raises:
         ConfigurationError: for an empty base URL or API version, or a key that is not one line.
@@ -730,9 +733,7 @@ class GeminiRequestMapper(JsonRequestMapper):
         if tool_config:
             body["toolConfig"] = tool_config
         if config.safety_settings:
-            body["safetySettings"] = [
-                setting.model_dump(mode="json", by_alias=True, exclude_none=True) for setting in config.safety_settings
-            ]
+            body["safetySettings"] = _safety_settings(config)
         generation = _generation_config(config)
         if generation:
             body["generationConfig"] = generation
@@ -803,6 +804,9 @@ def _tools(config: GenerateContentConfig, choice: ToolChoice) -> list[_WireTool]
         if declarations:
             wire_tool["functionDeclarations"] = declarations
         if tool.google_search is not None:
+            for field in ("exclude_domains", "blocking_confidence"):
+                if getattr(tool.google_search, field) is not None:
+                    raise _vertex_only(f"google_search.{field}")
             wire_tool["googleSearch"] = tool.google_search.model_dump(mode="json", by_alias=True, exclude_none=True)
         if tool.code_execution is not None:
             wire_tool["codeExecution"] = {}
@@ -814,6 +818,24 @@ def _tools(config: GenerateContentConfig, choice: ToolChoice) -> list[_WireTool]
         if wire_tool:
             tools.append(wire_tool)
     return tools
+
+
+def _vertex_only(field: str) -> ConfigurationError:
+    """The error for a field the Gemini API does not take (genai refuses the same ones for it)."""
+    return ConfigurationError(
+        f"{field} is supported on Vertex AI only, not by the Gemini API (send it with extra_body to a server "
+        "that takes it)",
+        provider=_PROVIDER,
+    )
+
+
+def _safety_settings(config: GenerateContentConfig) -> list[dict[str, Any]]:
+    wire: list[dict[str, Any]] = []
+    for index, setting in enumerate(config.safety_settings or ()):
+        if setting.method is not None:
+            raise _vertex_only(f"safety_settings[{index}].method")
+        wire.append(setting.model_dump(mode="json", by_alias=True, exclude_none=True))
+    return wire
 
 
 _NAMES_CARRIED: Final = frozenset({FunctionCallingConfigMode.ANY, FunctionCallingConfigMode.VALIDATED})
@@ -834,7 +856,7 @@ def _tool_config(config: GenerateContentConfig, choice: ToolChoice) -> _WireTool
     if choice.names and choice.mode in _NAMES_CARRIED:
         calling["allowedFunctionNames"] = list(choice.names)
     if choice.stream_arguments is not None:
-        calling["streamFunctionCallArguments"] = choice.stream_arguments
+        raise _vertex_only("function_calling_config.stream_function_call_arguments")
     if calling:
         wire["functionCallingConfig"] = calling
     if config.tool_config.retrieval_config is not None:
