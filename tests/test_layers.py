@@ -34,6 +34,7 @@ ROOM_RANK = {
     "agents": 5,
     "service": 5,
     "testing": 6,
+    "mcp": 6,  # rxllm.mcp: the front door of serving tools over MCP (rxllm/_tools/_mcp/_serve.py)
     "cli": 7,
     "aio": 8,  # the asyncio front door (rxllm.aio)
     "__init__": 9,  # the front door (rxllm)

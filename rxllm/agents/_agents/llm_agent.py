@@ -8,6 +8,7 @@ imports go one way: this module imports the flow, never the reverse.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import reactivex
 from pydantic import BaseModel
@@ -16,6 +17,7 @@ from ..._core.errors import ConfigurationError
 from ..._core.types import GenerateContentConfig
 from ..._models.base_llm import BaseLlm
 from ..._tools import BaseTool, ToolLike, tools_by_name
+from ..._tools._toolset import BaseToolset, expand_tools
 from .._flows.contents import IncludeContents
 from .._flows.flow import run_llm_flow
 from .._flows.flow_agent import (
@@ -48,7 +50,8 @@ class LlmAgent(BaseAgent):
         global_instruction: an instruction for every agent of the tree: the root agent's is put
             before each agent's own instruction (same templating).
         tools: tools the model may call: :class:`BaseTool` instances or plain functions (wrapped
-            in :class:`FunctionTool`). Names must be unique.
+            in :class:`FunctionTool`), and toolsets (``McpToolset``: expanded into their tools
+            before every model call, see :meth:`canonical_tools`). Names must be unique.
         description: what the agent does (other agents read it when choosing whom to transfer to).
         sub_agents: agents this one may transfer to (ADK's transfer: see ``_transfer``).
         disallow_transfer_to_parent: never offer the parent as a transfer target.
@@ -91,7 +94,7 @@ class LlmAgent(BaseAgent):
         *,
         instruction: str | InstructionProvider = "",
         global_instruction: str | InstructionProvider = "",
-        tools: Sequence[ToolLike] = (),
+        tools: Sequence[ToolLike | BaseToolset] = (),
         description: str = "",
         sub_agents: Sequence[BaseAgent] = (),
         disallow_transfer_to_parent: bool = False,
@@ -142,7 +145,8 @@ class LlmAgent(BaseAgent):
         self._resolved: BaseLlm | None = model if isinstance(model, BaseLlm) else None
         self._instruction = instruction
         self._global_instruction = global_instruction
-        self._tools_by_name = tools_by_name(tools, f"LlmAgent {name!r}")
+        self._toolsets = tuple(t for t in tools if isinstance(t, BaseToolset))
+        self._tools_by_name = tools_by_name([t for t in tools if not isinstance(t, BaseToolset)], f"LlmAgent {name!r}")
         self._tools = tuple(self._tools_by_name.values())
         self._config = config
         self._disallow_transfer_to_parent = disallow_transfer_to_parent
@@ -198,8 +202,23 @@ class LlmAgent(BaseAgent):
 
     @property
     def tools_by_name(self) -> Mapping[str, BaseTool]:
-        """The tools by the name the model calls them."""
+        """The tools by the name the model calls them (toolsets' tools not included)."""
         return self._tools_by_name
+
+    @property
+    def toolsets(self) -> tuple[BaseToolset, ...]:
+        """The toolsets given in ``tools``."""
+        return self._toolsets
+
+    def canonical_tools(
+        self, readonly_context: Any = None
+    ) -> reactivex.Observable[tuple[BaseTool, ...]]:
+        """The agent's tools followed by its toolsets' tools, as one tuple (ADK Java's ``canonicalTools``).
+
+        Emitted during subscribe when the agent has no toolsets; a toolset whose listing fails is
+        left out with a warning (see ``rxllm._tools._toolset``).
+        """
+        return expand_tools(self._tools, self._toolsets, f"LlmAgent {self.name!r}", readonly_context)
 
     @property
     def generate_content_config(self) -> GenerateContentConfig:

@@ -165,12 +165,12 @@ def _should_continue(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> b
 
 
 def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactivex.Observable[Event]:
-    def model_step(session: Session) -> reactivex.Observable[Event]:
-        step.state = State(session.state)
+    def model_step(session: Session, tools: tuple[BaseTool, ...]) -> reactivex.Observable[Event]:
         callback_ctx = CallbackContext(ctx, step.state)
         targets = transfer_targets(agent)
-        step.tools = {**agent.tools_by_name, TRANSFER_TOOL.name: TRANSFER_TOOL} if targets else agent.tools_by_name
-        request = build_request(agent, ctx, session, ReadonlyContext(ctx, step.state))
+        by_name = {tool.name: tool for tool in tools}
+        step.tools = {**by_name, TRANSFER_TOOL.name: TRANSFER_TOOL} if targets else by_name
+        request = build_request(agent, ctx, session, ReadonlyContext(ctx, step.state), tools)
         responses = within(ctx.telemetry_context, _call_model(agent, ctx, callback_ctx, request))
 
         def handle_response(response: LlmResponse) -> reactivex.Observable[Event]:
@@ -178,7 +178,12 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
 
         return concat_map_now(responses, handle_response)
 
-    return collect_then(ctx.session_now(), lambda sessions: model_step(sessions[0]))
+    def with_session(session: Session) -> reactivex.Observable[Event]:
+        step.state = State(session.state)  # toolsets are expanded before every model call (ADK's canonicalTools)
+        tools = agent.canonical_tools(ReadonlyContext(ctx, step.state))
+        return collect_then(tools, lambda found: model_step(session, found[-1]))
+
+    return collect_then(ctx.session_now(), lambda sessions: with_session(sessions[0]))
 
 
 def _invoke(kind: str, agent: FlowAgent, callback: Callable[..., T], *args: Any) -> T:
@@ -295,12 +300,19 @@ def _instruction_text(
     return inject_session_state(instruction, readonly.state, agent_name=agent.name, artifacts=artifacts)
 
 
-def build_request(agent: FlowAgent, ctx: InvocationContext, session: Session, readonly: ReadonlyContext) -> LlmRequest:
+def build_request(
+    agent: FlowAgent,
+    ctx: InvocationContext,
+    session: Session,
+    readonly: ReadonlyContext,
+    tools: tuple[BaseTool, ...] | None = None,
+) -> LlmRequest:
     """The request of one step: the instructions, the history as ``_contents`` builds it, the tools.
 
     The system instruction is the root agent's ``global_instruction``, then the agent's
     ``instruction``, then (when the agent can transfer) ADK's transfer instruction, joined by blank
-    lines. With ``output_schema`` the request asks for JSON of the schema.
+    lines. With ``output_schema`` the request asks for JSON of the schema. ``tools`` are the
+    step's tools (``agent.canonical_tools()``); the agent's own tools when None.
     """
     root = agent.root_agent
     artifacts = artifact_loader(ctx.artifact_service, session)
@@ -309,7 +321,7 @@ def build_request(agent: FlowAgent, ctx: InvocationContext, session: Session, re
         texts.append(_instruction_text(agent, root.global_instruction, readonly, artifacts))
     texts.append(_instruction_text(agent, agent.instruction, readonly, artifacts))
     targets = transfer_targets(agent)
-    tools = agent.tools
+    tools = agent.tools if tools is None else tools
     if targets:
         texts.append(transfer_instruction(agent, targets))
         tools = (*tools, TRANSFER_TOOL)
