@@ -39,7 +39,16 @@ support 'It shipped Tuesday.' [] []
 """
 
 from .._core.public import publish as _publish
-from .._tools import BaseTool, CallbackContext, FunctionTool, ReadonlyContext, ToolActions, ToolContext, ToolLike
+from .._tools import (
+    BaseTool,
+    CallbackContext,
+    FunctionTool,
+    ReadonlyContext,
+    ToolActions,
+    ToolConfirmation,
+    ToolContext,
+    ToolLike,
+)
 from .._tools._long_running import LongRunningFunctionTool
 from .._tools._mcp import McpToolset, SseServerParameters, StdioServerParameters, StreamableHttpServerParameters
 from .._tools._services import MemoryEntry, SearchMemoryResponse
@@ -65,7 +74,7 @@ from ._memory.tools import LoadMemoryTool, load_memory
 from ._runners.agent_tool import AgentTool
 from ._runners.runner import InMemoryRunner, Runner
 from ._sessions.base import BaseSessionService, GetSessionConfig, InMemorySessionService, Session
-from ._sessions.event import Event, EventActions
+from ._sessions.event import Event, EventActions, EventCompaction
 from ._sessions.postgres import PostgresSessionService
 from ._sessions.sqlite import SqliteSessionService
 from ._sessions.state import STATE_REMOVED, State
@@ -87,6 +96,7 @@ __all__ = [
     "CallbackContext",
     "Event",
     "EventActions",
+    "EventCompaction",
     "FileArtifactService",
     "FunctionTool",
     "GetSessionConfig",
@@ -123,6 +133,7 @@ __all__ = [
     "StreamableHttpServerParameters",
     "StreamingMode",
     "ToolActions",
+    "ToolConfirmation",
     "ToolContext",
     "ToolLike",
     "load_memory",

@@ -14,6 +14,8 @@ The rules are ADK Java's ``flows/llmflows/Contents.java`` (``getContents``), in 
    answers them.
 4. **Empty events are skipped**: no content, no parts, or only invisible parts (thought text
    and empty text without a thought signature; ``Contents.isPartInvisible``).
+   Events holding an ``adk_request_confirmation`` call or response (a tool confirmation asked
+   and answered: ``.confirmation``) are skipped too (``Contents.isRequestConfirmationEvent``).
 5. **Only the current branch.** An event belongs to the branch ``a.b.c`` when it has no branch,
    the same branch, or an ancestor branch (``a`` or ``a.b``, on a segment boundary:
    ``isEventBelongsToBranch``). Parallel siblings never see each other.
@@ -39,6 +41,7 @@ from typing import Literal
 
 from ..._core.types import Content, Part
 from .._sessions.event import Event
+from .confirmation import is_request_confirmation_event
 
 __all__ = ["IncludeContents", "event_belongs_to_branch", "request_contents"]
 
@@ -67,7 +70,7 @@ def request_contents(
         kept = _current_turn(kept, agent_name)
     filtered: list[Event] = []
     for event in kept:
-        if _is_empty(event) or not event_belongs_to_branch(branch, event):
+        if _is_empty(event) or not event_belongs_to_branch(branch, event) or is_request_confirmation_event(event):
             continue
         if _is_other_agent_reply(agent_name, event):
             foreign = _convert_foreign_event(event)
