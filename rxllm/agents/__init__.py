@@ -72,6 +72,12 @@ from ._invocation.run_config import RunConfig, StreamingMode
 from ._memory.service import BaseMemoryService, InMemoryMemoryService
 from ._memory.tools import LoadMemoryTool, load_memory
 from ._runners.agent_tool import AgentTool
+from ._runners.compaction import (
+    BaseEventSummarizer,
+    EventsCompactionConfig,
+    LlmEventSummarizer,
+    SlidingWindowEventCompactor,
+)
 from ._runners.runner import InMemoryRunner, Runner
 from ._sessions.base import BaseSessionService, GetSessionConfig, InMemorySessionService, Session
 from ._sessions.event import Event, EventActions, EventCompaction
@@ -86,6 +92,7 @@ __all__ = [
     "AgentTool",
     "BaseAgent",
     "BaseArtifactService",
+    "BaseEventSummarizer",
     "BaseMemoryService",
     "BasePlugin",
     "BaseSessionService",
@@ -97,6 +104,7 @@ __all__ = [
     "Event",
     "EventActions",
     "EventCompaction",
+    "EventsCompactionConfig",
     "FileArtifactService",
     "FunctionTool",
     "GetSessionConfig",
@@ -108,6 +116,7 @@ __all__ = [
     "InstructionProvider",
     "InvocationContext",
     "LlmAgent",
+    "LlmEventSummarizer",
     "LlmFactory",
     "LlmRegistry",
     "LoadMemoryTool",
@@ -126,6 +135,7 @@ __all__ = [
     "SearchMemoryResponse",
     "SequentialAgent",
     "Session",
+    "SlidingWindowEventCompactor",
     "SqliteSessionService",
     "SseServerParameters",
     "State",
