@@ -69,23 +69,26 @@ from ._models.sse_chat_model import SseChatModel
 from ._models.structured_stream import StructuredStream, structured_responses
 from ._telemetry.otel import configure_telemetry
 from ._transports.asynchronous import AsyncHttpTransport
-from ._transports.base import HttpRequest
+from ._transports.base import AttemptSink, CancelScope, Exchange, HttpRequest, Transport, TransportLimits
 from ._transports.threaded import HttpTransport
 
 _logging.getLogger("rxllm").addHandler(_logging.NullHandler())  # the application decides where logs go
 
 __all__ = [
     "AsyncHttpTransport",
+    "AttemptSink",
     "BaseLlm",
     "BaseLlmConnection",
     "Blob",
     "BufferOverflowError",
+    "CancelScope",
     "Chunk",
     "ChunkParser",
     "ConfigurationError",
     "Content",
     "ContractViolationError",
     "EmptyStreamError",
+    "Exchange",
     "FinishReason",
     "FunctionCall",
     "FunctionDeclaration",
@@ -129,7 +132,9 @@ __all__ = [
     "ToolCallFragment",
     "ToolError",
     "ToolTimeoutError",
+    "Transport",
     "TransportError",
+    "TransportLimits",
     "UnsupportedOperationError",
     "UsageMetadata",
     "configure_telemetry",

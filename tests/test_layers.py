@@ -84,7 +84,8 @@ def test_httpx_is_imported_only_by_the_transports() -> None:
             )
             if any(n.split(".")[0] in ("httpx", "httpcore") for n in names):
                 importers.add(str(path.relative_to(PACKAGE)))
-    assert importers == {"_transports/threaded.py", "_transports/asynchronous.py"}
+    assert importers, "the transports import the HTTP client library"
+    assert {path for path in importers if not path.startswith("_transports/")} == set()
 
 
 RUNTIMES = ("agents", "service")

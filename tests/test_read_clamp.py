@@ -13,7 +13,8 @@ from collections.abc import Iterator
 import httpcore
 import pytest
 
-from rxllm._transports.threaded import CancelScope, _CancellableStream
+from rxllm._transports.base import CancelScope
+from rxllm._transports.threaded import _CancellableStream
 
 
 class _Inner:

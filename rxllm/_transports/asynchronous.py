@@ -1,9 +1,10 @@
-"""The asyncio transport: one event loop thread and ``httpx.AsyncClient`` pools for every open stream.
+"""The asyncio transport: one event loop (its own thread's, or the application's) and
+``httpx.AsyncClient`` pools for every open stream.
 
-With :mod:`rxllm._transports.threaded` (the threaded transport and what both share), the only modules that
-import httpx. Where the threaded transport holds a thread per open stream, this one holds a task:
-disposing a subscription cancels the task, and httpx closes the connection, whether the task was
-waiting for a pool slot, for the headers or for the next byte.
+Where the threaded transport holds a thread per open stream, this one holds a task. Cancelling an
+attempt shuts its sockets down from the cancelling thread (the server sees the close at once) and
+then ends its task, whether the task was waiting for a pool slot, for the headers or for the next
+byte. What both transports share comes from :mod:`rxllm._transports.base`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import logging
 import ssl
 import sys
 import threading
@@ -32,10 +34,8 @@ from .._core.errors import (
 )
 from .._core.redact import Redactor
 from .._core.threads import daemon_thread
-from .base import HttpRequest
-from .coalesce import ChunkCoalescer
-from .decoding import BodyDecoder
-from .threaded import (
+from .base import (
+    CLOSE_ERRORS,
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_MAX_STREAM_BYTES,
@@ -43,18 +43,25 @@ from .threaded import (
     DEFAULT_TOTAL_TIMEOUT,
     DRAIN_BYTES,
     DRAIN_SECONDS,
+    AttemptSink,
     CancelScope,
     ErrorBody,
-    HttpTransport,
+    Exchange,
+    HttpRequest,
     TransportLimits,
+    aclose_quietly,
+    expired_connections,
     headers_arrived,
     limit_of,
     log_request,
+    pools_of,
     request_headers,
     status_error_of,
     timeout_error,
     wrap_network_backends,
 )
+from .coalesce import ChunkCoalescer
+from .decoding import BodyDecoder
 
 __all__ = [
     "AsyncHttpResponse",
@@ -62,11 +69,13 @@ __all__ = [
     "Submitted",
     "make_async_cancellable",
     "total_timeout_error",
-    "transport_for_client",
 ]
 
 _POOL_SHARD = 256
 _STOP_SECONDS = 2.0  # close(): how long a stopped stream gets to end before it is cancelled
+_CLOSE_SECONDS = 10.0  # close(): how long the whole cleanup on the loop may take
+_log = logging.getLogger("rxllm.http")
+_DRAIN_ERRORS: tuple[type[BaseException], ...] = (TimeoutError, *CLOSE_ERRORS)
 
 
 _attempt_scope: contextvars.ContextVar[CancelScope | None] = contextvars.ContextVar("rxllm_attempt_scope", default=None)
@@ -194,8 +203,10 @@ class AsyncHttpResponse:
         the pool instead of closing it: the next call skips a TCP and TLS handshake (as
         :meth:`HttpResponse.release` on the threaded transport)."""
         if self._body is not None and self._ended:
-            with contextlib.suppress(Exception):
+            try:
                 await asyncio.wait_for(_drain(self._body), DRAIN_SECONDS)
+            except _DRAIN_ERRORS as exc:  # the body did not end in time: aclose() closes it
+                _log.debug("draining a response body: %s: %s", type(exc).__name__, exc)
 
     async def _iterate(self, cap: int | None) -> AsyncIterator[bytes]:
         decoder = BodyDecoder(self._response.headers.get("content-encoding", ""), max_bytes=cap,
@@ -241,8 +252,7 @@ class AsyncHttpResponse:
         if release is not None:
             await asyncio.shield(_keep(_aclose_then(self._response, release, body)))
         elif isinstance(body, AsyncGenerator):
-            with contextlib.suppress(Exception):
-                await body.aclose()
+            await aclose_quietly(body.aclose, "a response body")
 
 
 class Submitted:
@@ -461,6 +471,72 @@ class AsyncHttpTransport:
         with contextlib.suppress(RuntimeError):  # the loop is closed: the task is gone with it
             loop.call_soon_threadsafe(task.stop)
 
+    def scheduler_of(self, scheduler: rx_abc.SchedulerBase | None) -> None:
+        """Attempts run on the loop: no scheduler.
+
+        Raises:
+            ConfigurationError: a ``scheduler=`` was given.
+        """
+        if scheduler is not None:
+            raise ConfigurationError("scheduler= applies to HttpTransport; AsyncHttpTransport runs on its loop")
+
+    def start(
+        self, sink: AttemptSink, scope: CancelScope, *, scheduler: rx_abc.SchedulerBase | None = None
+    ) -> _LoopAttempt:
+        """Run one attempt as a task on the loop (from any thread), its sockets attached to ``scope``.
+
+        ``cancel()`` of the returned attempt shuts the scope's sockets down before it returns and
+        then ends the task (see :meth:`cancel`); an attempt that already ended is left alone, so its
+        task releases its connection undisturbed. The attempt's ``total_timeout`` covers it all.
+        """
+        self.scheduler_of(scheduler)
+        return _LoopAttempt(self, self.submit(self._run(sink, scope), scope), scope)
+
+    async def _run(self, sink: AttemptSink, scope: CancelScope) -> None:
+        """One attempt, on the loop: open, deliver the body, drain it for reuse, end; the response
+        is closed in ``finally`` whatever happens (a dispose's cancellation included)."""
+        response: AsyncHttpResponse | None = None
+        provider: str | None = None
+        deadline = asyncio.timeout(self.limits.total_timeout)
+        try:
+            try:
+                async with deadline:
+                    exchange = sink.exchange()
+                    provider = exchange.provider
+                    response = await self._open_exchange(exchange, scope)
+                    if not exchange.stream:
+                        sink.on_whole(await response.aread())
+                    else:
+                        feed = sink.on_body
+                        ended = False
+                        async for data in response.aiter_bytes():
+                            if feed(data):
+                                ended = True
+                                response.mark_ended()
+                                break
+                        sink.on_body_end(ended)
+                        await response.adrain()
+            except Exception as exc:
+                # Whatever the deadline's cancellation surfaced as (TimeoutError, or an httpx error from
+                # the interrupted exchange), it is the total timeout: not retried.
+                sink.on_error(total_timeout_error(self.limits, provider) if deadline.expired() else exc)
+                return
+            except asyncio.CancelledError:
+                sink.on_error(TransportError("the attempt was cancelled", provider=provider))
+                raise
+            sink.on_completed()
+        finally:
+            if response is not None:
+                await response.aclose()
+
+    async def _open_exchange(self, exchange: Exchange, scope: CancelScope) -> AsyncHttpResponse:
+        if exchange.context is None:
+            return await self.open(exchange.request, provider=exchange.provider, stream=exchange.stream,
+                                   redactor=exchange.redactor, scope=scope, attempt=exchange.attempt)
+        with exchange.context():
+            return await self.open(exchange.request, provider=exchange.provider, stream=exchange.stream,
+                                   redactor=exchange.redactor, scope=scope, attempt=exchange.attempt)
+
     def _take_shard(self) -> int:
         """The first pool with a free slot (so keep-alive connections get reused), else the least busy.
 
@@ -507,13 +583,11 @@ class AsyncHttpTransport:
 
         def tick() -> None:
             for client in list(self._clients):
-                if client is self._user_client:
+                if client is None or client is self._user_client:
                     continue  # the user's pool is the user's
-                pool = getattr(getattr(client, "_transport", None), "_pool", None)
-                for connection in list(getattr(pool, "connections", ())):
-                    with contextlib.suppress(Exception):
-                        if connection.is_idle() and connection.has_expired():
-                            _keep(connection.aclose())
+                for pool in pools_of(client):
+                    for connection in expired_connections(pool):
+                        _keep(aclose_quietly(connection.aclose, "an expired keep-alive connection"))
             self._prune_handle = loop.call_later(interval, tick)
 
         self._prune_handle = loop.call_later(interval, tick)
@@ -592,20 +666,37 @@ class AsyncHttpTransport:
                 await opened.aclose()
         return opened
 
-    async def aclose(self) -> None:
-        """:meth:`close` from the transport's (bound) loop, awaiting the cleanup."""
+    def _detach(self) -> tuple[asyncio.AbstractEventLoop | None, threading.Thread | None, list[httpx.AsyncClient],
+                               list[Submitted], asyncio.TimerHandle | None]:
+        """Forget the loop and the pools (a later close is a no-op): the loop, its own thread (if
+        any), rxllm's own clients, the tasks still running and the prune timer, for the caller to
+        stop and close."""
         with self._lock:
-            loop, clients = self._loop, self._clients
-            self._loop = None
+            loop, clients, thread = self._loop, self._clients, self._thread
+            self._loop = self._thread = None
             self._clients = []
             self._in_flight = []
             self._gate = None
             self._timer_scheduler = None
+            handle, self._prune_handle = self._prune_handle, None
+        owned = [c for c in clients if c is not None and c is not self._user_client]
+        return loop, thread, owned, list(self._tasks), handle
+
+    async def aclose(self) -> None:
+        """:meth:`close` from a coroutine, awaiting the cleanup: on a bound loop (the transport's own
+        cleanup runs here); on the transport's own loop, from another loop, the loop's thread is
+        stopped as :meth:`close` stops it (without blocking the awaiting loop)."""
+        loop, thread, owned, tasks, handle = self._detach()
         if loop is None:
             return
-        handle, self._prune_handle = self._prune_handle, None
-        owned = [c for c in clients if c is not None and c is not self._user_client]
-        await _close_bound(list(self._tasks), owned, handle)
+        if self._bound:
+            await _close_bound(tasks, owned, handle)
+            return
+        if _on_thread_of(loop):  # awaited on the transport's own loop: clean up here, then stop it
+            await _close_bound(tasks, owned, handle)
+            loop.call_soon(loop.stop)
+            return
+        await asyncio.to_thread(_stop_own_loop, loop, thread, tasks, owned, handle)
 
     def close(self) -> None:
         """Cancel the streams still open, close rxllm's own pools (never a client you passed), and
@@ -614,38 +705,58 @@ class AsyncHttpTransport:
         On a bound loop's own thread this only schedules the cleanup (it cannot wait there):
         ``await transport.aclose()`` instead.
         """
-        with self._lock:
-            loop, clients, thread = self._loop, self._clients, self._thread
-            self._loop = self._thread = None
-            self._clients = []
-            self._in_flight = []
-            self._gate = None
-            self._timer_scheduler = None
+        loop, thread, owned, tasks, handle = self._detach()
         if loop is None:
             return
-        handle, self._prune_handle = self._prune_handle, None
-        owned = [c for c in clients if c is not None and c is not self._user_client]
-        tasks = list(self._tasks)
         if self._bound:
             cleanup = _close_bound(tasks, owned, handle)
             if _on_thread_of(loop):
                 _keep(cleanup)
             else:
-                with contextlib.suppress(Exception):
-                    asyncio.run_coroutine_threadsafe(cleanup, loop).result(10)
+                try:
+                    asyncio.run_coroutine_threadsafe(cleanup, loop).result(_CLOSE_SECONDS)
+                except (TimeoutError, RuntimeError) as exc:  # the loop stopped, or the cleanup hung
+                    _log.warning("closing an AsyncHttpTransport on its bound loop: %s: %s", type(exc).__name__, exc)
             return
-        # Streams still open end first (stopped: their connections close), so no task is left
-        # suspended when the loop stops (the collector would then finalize it on any thread).
-        with contextlib.suppress(Exception):
-            asyncio.run_coroutine_threadsafe(_stop_all(tasks), loop).result(10)
-        if handle is not None:
-            loop.call_soon_threadsafe(handle.cancel)
-        for client in owned:
-            asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        if thread is not None:
-            thread.join(10)
-        loop.close()
+        _stop_own_loop(loop, thread, tasks, owned, handle)
+
+
+def _stop_own_loop(
+    loop: asyncio.AbstractEventLoop,
+    thread: threading.Thread | None,
+    tasks: list[Submitted],
+    clients: list[httpx.AsyncClient],
+    prune: asyncio.TimerHandle | None,
+) -> None:
+    """Stop the transport's own loop from another thread: streams still open end first (stopped:
+    their connections close, so no task is left suspended for the collector to finalize on any
+    thread), then the pools close, then the loop and its thread stop."""
+    try:
+        asyncio.run_coroutine_threadsafe(_stop_all(tasks, clients, prune), loop).result(_CLOSE_SECONDS)
+    except (TimeoutError, RuntimeError) as exc:
+        _log.warning("closing an AsyncHttpTransport: %s: %s", type(exc).__name__, exc)
+    loop.call_soon_threadsafe(loop.stop)
+    if thread is not None:
+        thread.join(_CLOSE_SECONDS)
+    loop.close()
+
+
+class _LoopAttempt:
+    """An attempt running as a task on the transport's loop (:meth:`AsyncHttpTransport.start`)."""
+
+    __slots__ = ("_scope", "_submitted", "_transport")
+
+    def __init__(self, transport: AsyncHttpTransport, submitted: Submitted, scope: CancelScope) -> None:
+        self._transport = transport
+        self._submitted = submitted
+        self._scope = scope
+
+    def cancel(self) -> None:
+        """Shut the attempt's sockets down now, then end its task; a no-op once the attempt ended
+        (reactivex disposes on the terminal event: a cancel then would interrupt the task's release
+        of its connection and leak it)."""
+        if self._scope.active:
+            self._transport.cancel(self._submitted)
 
 
 def _on_thread_of(loop: asyncio.AbstractEventLoop) -> bool:
@@ -665,8 +776,7 @@ async def _close_bound(
         prune.cancel()
     await _stop(tasks)
     for client in clients:
-        with contextlib.suppress(Exception):
-            await client.aclose()
+        await aclose_quietly(client.aclose, "a client")
 
 
 async def _stop(tasks: list[Submitted]) -> None:
@@ -687,9 +797,11 @@ async def _stop(tasks: list[Submitted]) -> None:
     await _closes_done()
 
 
-async def _stop_all(tasks: list[Submitted]) -> None:
-    """:func:`_stop`, then cancel every other task of the transport's own loop (it is about to stop)."""
-    await _stop(tasks)
+async def _stop_all(
+    tasks: list[Submitted], clients: list[httpx.AsyncClient], prune: asyncio.TimerHandle | None
+) -> None:
+    """:func:`_close_bound`, then cancel every other task of the transport's own loop (it is about to stop)."""
+    await _close_bound(tasks, clients, prune)
     current = asyncio.current_task()
     others = [task for task in asyncio.all_tasks() if task is not current and task not in _closing]
     for task in others:
@@ -775,10 +887,8 @@ async def _aclose_then(
 ) -> None:
     try:
         if isinstance(body, AsyncGenerator):  # closed here, not by the collector (it is in a cycle with us)
-            with contextlib.suppress(Exception):
-                await body.aclose()
-        with contextlib.suppress(Exception):
-            await response.aclose()
+            await aclose_quietly(body.aclose, "a response body")
+        await aclose_quietly(response.aclose, "a response")
     finally:
         release()
 
@@ -805,25 +915,6 @@ async def _async_status_error(response: httpx.Response, provider: str, redactor:
             if body.add(piece):
                 break
     return status_error_of(response, body.data, provider, redactor)
-
-
-def transport_for_client(client: object) -> HttpTransport | AsyncHttpTransport:
-    """The transport over a client the user built: an ``httpx.Client`` gets an :class:`HttpTransport`,
-    an ``httpx.AsyncClient`` an :class:`AsyncHttpTransport` on the running loop (if any; the client
-    belongs to the loop it is used on), else on its own loop.
-
-    Raises:
-        ConfigurationError: ``client`` is neither.
-    """
-    if isinstance(client, httpx.AsyncClient):
-        try:
-            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
-        return AsyncHttpTransport(http_client=client, loop=loop)
-    if isinstance(client, httpx.Client):
-        return HttpTransport(http_client=client)
-    raise ConfigurationError(f"http_client must be an httpx.Client or httpx.AsyncClient, got {type(client).__name__}")
 
 
 def total_timeout_error(limits: TransportLimits, provider: str | None) -> StreamTimeoutError:
