@@ -155,3 +155,27 @@ def test_a_custom_transport_refusing_a_scheduler_fails_when_the_model_is_built()
     with pytest.raises(ConfigurationError, match="own threads"):
         OpenAiChatModel("gpt-test", base_url="http://127.0.0.1:9/v1", api_key="sk-x",
                         transport=RecordedTransport(BODY), scheduler=reactivex.scheduler.ImmediateScheduler())
+
+
+def test_aclose_of_a_transport_on_its_own_loop_stops_the_loop_and_closes_its_connections() -> None:
+    import asyncio
+
+    from rxllm import AsyncHttpTransport
+    from rxllm.testing import StubResponse, StubServer
+
+    with StubServer([StubResponse.sse(BODY)]) as server:
+        transport = AsyncHttpTransport()
+        model = OpenAiChatModel("gpt-test", base_url=f"{server.url}/v1", api_key="sk-x", transport=transport)
+        items, errors = _collect(model.generate_content(REQUEST, stream=True))
+        assert errors == [] and items[-1].text() == "Hello"
+        loop = transport.loop
+        thread = transport._thread
+        assert thread is not None and thread.is_alive()
+        assert server.connections[0].closed_at is None  # kept alive in the pool
+
+        asyncio.run(transport.aclose())
+
+        assert server.connections[0].wait_closed_by_client(timeout=TIMEOUT)
+        assert not thread.is_alive() and loop.is_closed()
+        transport.close()  # a no-op now
+        assert transport._thread is None
