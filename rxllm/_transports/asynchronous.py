@@ -271,9 +271,10 @@ class Submitted:
     ) -> None:
         self._loop = loop
         self._pending = pending  # the transport's: what close() stops
-        self.scope = scope  # the attempt's, when the coroutine is one: close() stops it as a dispose does
+        # the attempt's scope, when the coroutine is one: close() stops it as a dispose does
+        self.scope: CancelScope | None = scope
         self.task: asyncio.Task[None] | None = None  # set on the loop when the task starts
-        self.cancelled = False
+        self.cancelled: bool = False
 
     def done(self, _task: asyncio.Task[None]) -> None:
         """The task ended (its done callback, on the loop)."""

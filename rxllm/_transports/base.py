@@ -236,7 +236,7 @@ class CancelScope:
         self._closed = False
         self._shut = False  # shutdown(): sockets attached from now on are shut down at once
         self._finished = False
-        self.attached = False  # a socket was attached at some point (then cancel() has shut it down)
+        self.attached: bool = False  # a socket was attached at some point (then cancel() has shut it down)
         self.cancelled: bool = False
         self.deadline: float | None = None  # time.monotonic() when the attempt's total_timeout fires
 
