@@ -50,6 +50,7 @@ from .base import (
     HttpRequest,
     TransportLimits,
     aclose_quietly,
+    check_client,
     expired_connections,
     headers_arrived,
     limit_of,
@@ -232,6 +233,9 @@ class AsyncHttpResponse:
         except httpx.HTTPError as exc:
             raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}",
                                          provider=self._provider) from exc
+        except httpx.StreamError as exc:  # e.g. a mocked transport's response whose body was already read
+            raise TransportError(f"the http_client returned a body that cannot be streamed: {type(exc).__name__}: "
+                                 f"{exc}", provider=self._provider) from exc
 
     async def aread(self) -> bytes:
         """The whole decoded body (at most ``max_response_bytes``)."""
@@ -351,11 +355,8 @@ class AsyncHttpTransport:
         http_client: httpx.AsyncClient | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
-        if http_client is not None and not isinstance(http_client, httpx.AsyncClient):
-            raise ConfigurationError(
-                f"http_client must be an httpx.AsyncClient for AsyncHttpTransport, got {type(http_client).__name__} "
-                "(an httpx.Client goes to HttpTransport)"
-            )
+        if http_client is not None:
+            check_client(http_client, (httpx.AsyncClient,), " (an httpx.Client goes to HttpTransport)")
         self.max_concurrent_streams = max_concurrent_streams
         self.limits: TransportLimits = TransportLimits(
             max_concurrent_streams,
@@ -911,7 +912,7 @@ def _close_abandoned(task: asyncio.Future[httpx.Response], *, release: Callable[
 
 async def _async_status_error(response: httpx.Response, provider: str, redactor: Redactor) -> HttpStatusError:
     body = ErrorBody(response)
-    with contextlib.suppress(httpx.HTTPError):
+    with contextlib.suppress(httpx.HTTPError, httpx.StreamError):  # the message is best effort
         async for piece in response.aiter_raw():
             if body.add(piece):
                 break

@@ -56,6 +56,7 @@ __all__ = [
     "TransportLimits",
     "CLOSE_ERRORS",
     "aclose_quietly",
+    "check_client",
     "close_quietly",
     "current_scope",
     "expired_connections",
@@ -605,3 +606,19 @@ def expired_connections(pool: Any) -> list[Any]:
     out an expired connection, so a request cannot race the close.
     """
     return [connection for connection in list(pool.connections) if connection.is_idle() and connection.has_expired()]
+
+
+def check_client(client: object, accepted: tuple[type[Any], ...], hint: str = "") -> None:
+    """Refuse, with a message naming what is accepted, a client rxllm cannot send with: an object of
+    another kind (another library's client, a session, a transport) or a client already closed
+    (httpx would raise ``RuntimeError`` on the first request, deep inside an attempt).
+
+    Raises:
+        ConfigurationError: ``client`` is not one of ``accepted``, or is closed.
+    """
+    names = " or ".join(f"{kind.__module__.split('.')[0]}.{kind.__name__}" for kind in accepted)
+    if not isinstance(client, accepted):
+        kind = type(client)
+        raise ConfigurationError(f"http_client must be an {names}, got {kind.__module__}.{kind.__qualname__}{hint}")
+    if getattr(client, "is_closed", False):
+        raise ConfigurationError(f"http_client is closed: pass an open {names} (rxllm never closes it)")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 import httpx
 
-from .._core.errors import ConfigurationError
 from .asynchronous import AsyncHttpTransport
+from .base import check_client
 from .threaded import HttpTransport
 
 __all__ = ["transport_for_client"]
@@ -19,14 +20,14 @@ def transport_for_client(client: object) -> HttpTransport | AsyncHttpTransport:
     belongs to the loop it is used on), else on its own loop.
 
     Raises:
-        ConfigurationError: ``client`` is neither.
+        ConfigurationError: ``client`` is neither, or is closed.
     """
+    check_client(client, (httpx.Client, httpx.AsyncClient))
     if isinstance(client, httpx.AsyncClient):
         try:
             loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             loop = None
         return AsyncHttpTransport(http_client=client, loop=loop)
-    if isinstance(client, httpx.Client):
-        return HttpTransport(http_client=client)
-    raise ConfigurationError(f"http_client must be an httpx.Client or httpx.AsyncClient, got {type(client).__name__}")
+    return HttpTransport(http_client=cast(httpx.Client, client))
+

@@ -58,6 +58,7 @@ from .base import (
     Exchange,
     HttpRequest,
     TransportLimits,
+    check_client,
     close_quietly,
     current_scope,
     expired_connections,
@@ -317,6 +318,9 @@ class HttpResponse(rx_abc.DisposableBase):
         except httpx.HTTPError as exc:
             raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}",
                                          provider=self._provider) from exc
+        except httpx.StreamError as exc:  # e.g. a mocked transport's response whose body was already read
+            raise TransportError(f"the http_client returned a body that cannot be streamed: {type(exc).__name__}: "
+                                 f"{exc}", provider=self._provider) from exc
         finally:
             # Closed here, on this thread, down to httpcore's body (as ``yield from`` would): left to
             # the collector it would be finalized on any thread, after the connection went back.
@@ -429,11 +433,8 @@ class HttpTransport:
         http_client: httpx.Client | None = None,
         trust_env: bool = True,
     ) -> None:
-        if http_client is not None and not isinstance(http_client, httpx.Client):
-            raise ConfigurationError(
-                f"http_client must be an httpx.Client for HttpTransport, got {type(http_client).__name__} "
-                "(an httpx.AsyncClient goes to AsyncHttpTransport)"
-            )
+        if http_client is not None:
+            check_client(http_client, (httpx.Client,), " (an httpx.AsyncClient goes to AsyncHttpTransport)")
         self.max_concurrent_streams = max_concurrent_streams
         self.limits: TransportLimits = TransportLimits(
             max_concurrent_streams,
@@ -626,7 +627,7 @@ class _ThreadedAttempt:
 
 def _status_error(response: httpx.Response, provider: str, redactor: Redactor) -> HttpStatusError:
     body = ErrorBody(response)
-    with contextlib.suppress(httpx.HTTPError):
+    with contextlib.suppress(httpx.HTTPError, httpx.StreamError):  # the message is best effort
         for piece in response.iter_raw():
             if body.add(piece):
                 break

@@ -424,3 +424,48 @@ def test_dispose_on_a_mocked_transport_stops_every_emission_at_once(kind: str) -
     model._transport.close()  # type: ignore[union-attr]
     assert [r.text() for r in seen] == ["Hello"] and recorder.items == seen
     assert recorder.errors == [] and not recorder.completed
+
+
+def test_a_closed_or_foreign_http_client_is_a_configuration_error_naming_what_is_accepted() -> None:
+    import http.client
+    import re
+
+    from rxllm import ConfigurationError
+
+    closed = httpx.Client()
+    closed.close()
+    with pytest.raises(ConfigurationError, match="http_client is closed"):
+        OpenAiChatModel("m", base_url="http://127.0.0.1:1/v1", http_client=closed)
+    with pytest.raises(ConfigurationError, match="http_client is closed"):
+        HttpTransport(http_client=closed)
+    foreign = http.client.HTTPConnection("127.0.0.1", 1)  # another library's client
+    with pytest.raises(ConfigurationError, match=re.escape("httpx.Client or httpx.AsyncClient, got http.client")):
+        OpenAiChatModel("m", base_url="http://127.0.0.1:1/v1", http_client=foreign)
+    with pytest.raises(ConfigurationError, match=re.escape("goes to HttpTransport")):
+        AsyncHttpTransport(http_client=httpx.Client())  # type: ignore[arg-type]
+
+
+def test_a_mocked_client_whose_body_is_not_a_stream_ends_in_an_error_not_a_hang() -> None:
+    from rxllm import TransportError
+
+    client = httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200, json={"ok": True})))
+    model = OpenAiChatModel("m", base_url="http://127.0.0.1:1/v1", api_key="sk-x", http_client=client)
+    with pytest.raises(TransportError, match="http_client returned a body that cannot be streamed"):
+        model.generate_content(REQUEST, stream=True).run()
+    assert not client.is_closed
+    client.close()
+
+
+def test_a_mocked_async_client_whose_body_is_not_a_stream_ends_in_an_error_not_a_hang() -> None:
+    from rxllm import TransportError
+
+    async def main() -> None:
+        client = httpx.AsyncClient(
+            transport=httpx.MockTransport(lambda request: httpx.Response(200, json={"ok": True})))
+        model = OpenAiChatModel("m", base_url="http://127.0.0.1:1/v1", api_key="sk-x", http_client=client)
+        with pytest.raises(TransportError, match="http_client returned a body that cannot be streamed"):
+            await model.generate_content(REQUEST, stream=True)
+        assert not client.is_closed
+        await client.aclose()
+
+    asyncio.run(main())
