@@ -72,7 +72,7 @@ def test_imports_go_downward(path: Path) -> None:
         assert LAYER[target] <= layer, f"{name} (layer {layer}) imports {target} (layer {LAYER[target]})"
 
 
-def test_httpx_is_imported_only_by_the_transports() -> None:
+def test_httpx2_and_httpx_are_imported_only_by_the_transports() -> None:
     importers = set()
     for path in _modules():
         tree = ast.parse(path.read_text())
@@ -82,7 +82,7 @@ def test_httpx_is_imported_only_by_the_transports() -> None:
                 if isinstance(node, ast.Import)
                 else ([node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
             )
-            if any(n.split(".")[0] in ("httpx", "httpcore") for n in names):
+            if any(n.split(".")[0] in ("httpx", "httpcore", "httpx2", "httpcore2") for n in names):
                 importers.add(str(path.relative_to(PACKAGE)))
     assert importers, "the transports import the HTTP client library"
     assert {path for path in importers if not path.startswith("_transports/")} == set()
@@ -104,3 +104,19 @@ def test_the_two_runtimes_never_import_each_other(path: Path) -> None:
 def test_the_runtimes_share_one_tool_layer() -> None:
     importers = {_layer_of(path)[0] for path in _modules() if "_tools" in _rxllm_imports(path)}
     assert {"agents", "service"} <= importers
+
+
+def test_rxllm_never_imports_legacy_httpx_unless_given_a_legacy_client() -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, rxllm\n"
+        "from rxllm.providers.openai import OpenAiChatModel\n"
+        "from rxllm import AsyncHttpTransport, HttpTransport\n"
+        "OpenAiChatModel('m', base_url='http://127.0.0.1:1/v1', api_key='k', transport=HttpTransport()).provider\n"
+        "AsyncHttpTransport().close()\n"
+        "print(sorted(m for m in ('httpx', 'httpcore') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -1,5 +1,5 @@
 """The asyncio transport: one event loop (its own thread's, or the application's) and
-``httpx.AsyncClient`` pools for every open stream.
+``Any`` pools for every open stream.
 
 Where the threaded transport holds a thread per open stream, this one holds a task. Cancelling an
 attempt shuts its sockets down from the cancelling thread (the server sees the close at once) and
@@ -21,8 +21,8 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterable
 from typing import Any
 
-import httpcore
-import httpx
+import httpcore2
+import httpx2
 from reactivex import abc as rx_abc
 
 from .._core.errors import (
@@ -35,7 +35,6 @@ from .._core.errors import (
 from .._core.redact import Redactor
 from .._core.threads import daemon_thread
 from .base import (
-    CLOSE_ERRORS,
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_MAX_STREAM_BYTES,
@@ -63,6 +62,7 @@ from .base import (
 )
 from .coalesce import ChunkCoalescer
 from .decoding import BodyDecoder
+from .stack import ERRORS, stack_of
 
 __all__ = [
     "AsyncHttpResponse",
@@ -76,13 +76,12 @@ _POOL_SHARD = 256
 _STOP_SECONDS = 2.0  # close(): how long a stopped stream gets to end before it is cancelled
 _CLOSE_SECONDS = 10.0  # close(): how long the whole cleanup on the loop may take
 _log = logging.getLogger("rxllm.http")
-_DRAIN_ERRORS: tuple[type[BaseException], ...] = (TimeoutError, *CLOSE_ERRORS)
 
 
 _attempt_scope: contextvars.ContextVar[CancelScope | None] = contextvars.ContextVar("rxllm_attempt_scope", default=None)
 
 
-class _CancellableAsyncStream(httpcore.AsyncNetworkStream):
+class _CancellableAsyncStream(httpcore2.AsyncNetworkStream):
     """A pool's network stream whose socket is attached to the :class:`~rxllm._transports.threaded.CancelScope` of
     the attempt using it (the context's ``_attempt_scope``), at connect and on every read and write,
     so a reused keep-alive connection is covered too. Attaching to a scope already cancelled shuts
@@ -90,7 +89,7 @@ class _CancellableAsyncStream(httpcore.AsyncNetworkStream):
 
     __slots__ = ("_coalescer", "_inner", "owner", "sock")
 
-    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
+    def __init__(self, inner: httpcore2.AsyncNetworkStream) -> None:
         self._inner = inner
         self.sock: Any = inner.get_extra_info("socket")  # asyncio's TransportSocket
         self.owner: CancelScope | None = None  # the scope that used the socket last
@@ -120,17 +119,17 @@ class _CancellableAsyncStream(httpcore.AsyncNetworkStream):
 
     async def start_tls(
         self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
-    ) -> httpcore.AsyncNetworkStream:
+    ) -> httpcore2.AsyncNetworkStream:
         return _CancellableAsyncStream(await self._inner.start_tls(ssl_context, server_hostname, timeout))
 
     def get_extra_info(self, info: str) -> Any:
         return self._inner.get_extra_info(info)
 
 
-class _CancellableAsyncBackend(httpcore.AsyncNetworkBackend):
+class _CancellableAsyncBackend(httpcore2.AsyncNetworkBackend):
     """Wraps an async pool's network backend: every stream it opens is a :class:`_CancellableAsyncStream`."""
 
-    def __init__(self, inner: httpcore.AsyncNetworkBackend) -> None:
+    def __init__(self, inner: httpcore2.AsyncNetworkBackend) -> None:
         self._inner = inner
 
     async def connect_tcp(
@@ -140,7 +139,7 @@ class _CancellableAsyncBackend(httpcore.AsyncNetworkBackend):
         timeout: float | None = None,
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
+    ) -> httpcore2.AsyncNetworkStream:
         stream = _CancellableAsyncStream(
             await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
         )
@@ -149,7 +148,7 @@ class _CancellableAsyncBackend(httpcore.AsyncNetworkBackend):
 
     async def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore.AsyncNetworkStream:
+    ) -> httpcore2.AsyncNetworkStream:
         stream = _CancellableAsyncStream(await self._inner.connect_unix_socket(path, timeout, socket_options))
         stream.attach()
         return stream
@@ -158,8 +157,8 @@ class _CancellableAsyncBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
-def make_async_cancellable(client: httpx.AsyncClient) -> int:
-    """:func:`~rxllm._transports.threaded.make_cancellable` for an ``httpx.AsyncClient`` (its HTTP/1.1 pools' sockets
+def make_async_cancellable(client: Any) -> int:
+    """:func:`~rxllm._transports.threaded.make_cancellable` for an ``Any`` (its HTTP/1.1 pools' sockets
     attach to the attempt's scope); how many pools were made cancellable."""
     return len(wrap_network_backends(client, _CancellableAsyncBackend))
 
@@ -174,7 +173,7 @@ class AsyncHttpResponse:
 
     def __init__(
         self,
-        response: httpx.Response,
+        response: httpx2.Response,
         release: Callable[[], None],
         *,
         limits: TransportLimits | None = None,
@@ -206,7 +205,7 @@ class AsyncHttpResponse:
         if self._body is not None and self._ended:
             try:
                 await asyncio.wait_for(_drain(self._body), DRAIN_SECONDS)
-            except _DRAIN_ERRORS as exc:  # the body did not end in time: aclose() closes it
+            except (TimeoutError, *ERRORS.close) as exc:  # type: ignore[misc]  # a tuple built at run time  # the body did not end in time: aclose() closes it
                 _log.debug("draining a response body: %s: %s", type(exc).__name__, exc)
 
     async def _iterate(self, cap: int | None) -> AsyncIterator[bytes]:
@@ -227,13 +226,13 @@ class AsyncHttpResponse:
                         yield piece
                 for piece in decoder.flush():
                     yield piece
-        except httpx.TimeoutException as exc:
+        except ERRORS.timeout as exc:
             raise timeout_error(exc, limit_of(exc, headers=True, expired=False), self._limits,
                                 self._provider) from exc
-        except httpx.HTTPError as exc:
+        except ERRORS.http as exc:
             raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}",
                                          provider=self._provider) from exc
-        except httpx.StreamError as exc:  # e.g. a mocked transport's response whose body was already read
+        except ERRORS.stream as exc:  # e.g. a mocked transport's response whose body was already read
             raise TransportError(f"the http_client returned a body that cannot be streamed: {type(exc).__name__}: "
                                  f"{exc}", provider=self._provider) from exc
 
@@ -309,7 +308,7 @@ class Submitted:
 
 
 class AsyncHttpTransport:
-    """The asyncio transport: one event loop thread and an ``httpx.AsyncClient`` for every open stream.
+    """The asyncio transport: one event loop thread and an ``Any`` for every open stream.
 
     Where :class:`HttpTransport` holds a thread per open stream, this one holds a task: thousands
     of concurrent streams cost one thread. Disposing a subscription cancels its task; httpx then
@@ -328,7 +327,7 @@ class AsyncHttpTransport:
         max_response_bytes: cap on a non-streamed (``stream=False``) body, decoded.
         max_stream_bytes: cap on a streamed body, decoded (``None``: no cap).
         keepalive_expiry: seconds an idle keep-alive connection is kept.
-        http_client: an ``httpx.AsyncClient`` you built (proxy, ``verify``, limits, headers, event
+        http_client: an ``Any`` you built (proxy, ``verify``, limits, headers, event
             hooks, mounts, ``http2=True``...) to send every request with; rxllm never closes it.
             rxllm's timeouts above still apply to each request. Disposing cancels the request's
             task, which closes the connection on httpx's own transports; on a mocked transport the
@@ -352,11 +351,13 @@ class AsyncHttpTransport:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_stream_bytes: int | None = DEFAULT_MAX_STREAM_BYTES,
         keepalive_expiry: float = 30.0,
-        http_client: httpx.AsyncClient | None = None,
+        http_client: httpx2.AsyncClient | Any | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         if http_client is not None:
-            check_client(http_client, (httpx.AsyncClient,), " (an httpx.Client goes to HttpTransport)")
+            stack = stack_of(http_client)
+            kind = stack.httpx.AsyncClient if stack is not None else httpx2.AsyncClient
+            check_client(http_client, (kind,), " (a Client goes to HttpTransport)")
         self.max_concurrent_streams = max_concurrent_streams
         self.limits: TransportLimits = TransportLimits(
             max_concurrent_streams,
@@ -373,14 +374,14 @@ class AsyncHttpTransport:
         # that cost flat.
         shards = -(-max_concurrent_streams // _POOL_SHARD)
         per_shard = -(-max_concurrent_streams // shards)
-        self._limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard,
+        self._limits = httpx2.Limits(max_connections=per_shard, max_keepalive_connections=per_shard,
                                     keepalive_expiry=keepalive_expiry)
         self._shards = shards
         self._per_shard = per_shard
         self._in_flight: list[int] = []  # open exchanges per pool (touched on the loop thread only)
         self._gate: asyncio.Semaphore | None = None  # one permit per connection: see open()
         self._lock = threading.Lock()
-        self._clients: list[httpx.AsyncClient | None] = []  # built on first use (see _client)
+        self._clients: list[Any | None] = []  # built on first use (see _client)
         self._ssl_context: ssl.SSLContext | None = None
         self._prune_handle: asyncio.TimerHandle | None = None
         self._user_client = http_client
@@ -552,7 +553,7 @@ class AsyncHttpTransport:
         in_flight[shard] += 1
         return shard
 
-    def _client(self, shard: int) -> httpx.AsyncClient:
+    def _client(self, shard: int) -> Any:
         """The pool of ``shard``, built on first use: a fresh transport builds one client, not 40
         (building every pool eagerly cost ~740 ms and +34 MB on the first request). The pools share
         one SSL context (loading the CA bundle is most of a client's cost)."""
@@ -565,8 +566,8 @@ class AsyncHttpTransport:
             make_async_cancellable(client)
         if client is None:
             if self._ssl_context is None:
-                self._ssl_context = httpx.create_ssl_context()
-            client = clients[shard] = httpx.AsyncClient(
+                self._ssl_context = httpx2.create_ssl_context()
+            client = clients[shard] = httpx2.AsyncClient(
                 timeout=self._timeout, limits=self._limits, follow_redirects=False, verify=self._ssl_context
             )
             make_async_cancellable(client)
@@ -649,11 +650,11 @@ class AsyncHttpTransport:
         try:
             # releases on failure
             response = await _send_cancel_safely(client, http_request, release, scope)
-        except httpx.InvalidURL as exc:
+        except ERRORS.invalid_url as exc:
             raise ConfigurationError(f"invalid URL {redactor.url(request.url)!r}: {exc}", provider=provider) from exc
-        except httpx.TimeoutException as exc:
+        except ERRORS.timeout as exc:
             raise timeout_error(exc, limit_of(exc, headers=False, expired=False), limits, provider) from exc
-        except httpx.HTTPError as exc:
+        except ERRORS.http as exc:
             raise TransportError(
                 redactor.redact(f"request to {redactor.url(request.url)} failed: {type(exc).__name__}: {exc}"),
                 provider=provider,
@@ -668,7 +669,7 @@ class AsyncHttpTransport:
                 await opened.aclose()
         return opened
 
-    def _detach(self) -> tuple[asyncio.AbstractEventLoop | None, threading.Thread | None, list[httpx.AsyncClient],
+    def _detach(self) -> tuple[asyncio.AbstractEventLoop | None, threading.Thread | None, list[Any],
                                list[Submitted], asyncio.TimerHandle | None]:
         """Forget the loop and the pools (a later close is a no-op): the loop, its own thread (if
         any), rxllm's own clients, the tasks still running and the prune timer, for the caller to
@@ -727,7 +728,7 @@ def _stop_own_loop(
     loop: asyncio.AbstractEventLoop,
     thread: threading.Thread | None,
     tasks: list[Submitted],
-    clients: list[httpx.AsyncClient],
+    clients: list[Any],
     prune: asyncio.TimerHandle | None,
 ) -> None:
     """Stop the transport's own loop from another thread: streams still open end first (stopped:
@@ -770,7 +771,7 @@ def _on_thread_of(loop: asyncio.AbstractEventLoop) -> bool:
 
 async def _close_bound(
     tasks: list[Submitted],
-    clients: list[httpx.AsyncClient],
+    clients: list[Any],
     prune: asyncio.TimerHandle | None,
 ) -> None:
     """A bound transport's cleanup, on its loop: only what the transport started is touched."""
@@ -800,7 +801,7 @@ async def _stop(tasks: list[Submitted]) -> None:
 
 
 async def _stop_all(
-    tasks: list[Submitted], clients: list[httpx.AsyncClient], prune: asyncio.TimerHandle | None
+    tasks: list[Submitted], clients: list[Any], prune: asyncio.TimerHandle | None
 ) -> None:
     """:func:`_close_bound`, then cancel every other task of the transport's own loop (it is about to stop)."""
     await _close_bound(tasks, clients, prune)
@@ -822,11 +823,11 @@ async def _closes_done() -> None:
 
 
 async def _send_cancel_safely(
-    client: httpx.AsyncClient,
-    request: httpx.Request,
+    client: Any,
+    request: httpx2.Request,
     release: Callable[[], None],
     scope: CancelScope | None = None,
-) -> httpx.Response:
+) -> httpx2.Response:
     """``client.send(request, stream=True)``, which a cancellation can never make leak a pool slot.
 
     httpcore cleans up after an exception anywhere in an exchange, but not after a *second* one
@@ -885,7 +886,7 @@ def _keep(coroutine: Coroutine[Any, Any, None]) -> asyncio.Future[None]:
 
 
 async def _aclose_then(
-    response: httpx.Response, release: Callable[[], None], body: AsyncIterator[bytes] | None = None
+    response: httpx2.Response, release: Callable[[], None], body: AsyncIterator[bytes] | None = None
 ) -> None:
     try:
         if isinstance(body, AsyncGenerator):  # closed here, not by the collector (it is in a cycle with us)
@@ -903,16 +904,16 @@ async def _drain(body: AsyncIterator[bytes]) -> None:
             return
 
 
-def _close_abandoned(task: asyncio.Future[httpx.Response], *, release: Callable[[], None]) -> None:
+def _close_abandoned(task: asyncio.Future[httpx2.Response], *, release: Callable[[], None]) -> None:
     if task.cancelled() or task.exception() is not None:
         release()
     else:
         _keep(_aclose_then(task.result(), release))
 
 
-async def _async_status_error(response: httpx.Response, provider: str, redactor: Redactor) -> HttpStatusError:
+async def _async_status_error(response: httpx2.Response, provider: str, redactor: Redactor) -> HttpStatusError:
     body = ErrorBody(response)
-    with contextlib.suppress(httpx.HTTPError, httpx.StreamError):  # the message is best effort
+    with contextlib.suppress(*ERRORS.http, *ERRORS.stream):  # the message is best effort
         async for piece in response.aiter_raw():
             if body.add(piece):
                 break

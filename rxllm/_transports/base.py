@@ -28,13 +28,13 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import httpcore
-import httpx
+import httpx2
 from reactivex import abc as rx_abc
 
 from .._core.errors import ConfigurationError, HttpStatusError, RxLlmError, StreamTimeoutError
 from .._core.redact import Redactor, redact_headers, redact_url
 from .decoding import ACCEPT_ENCODING, BodyDecoder
+from .stack import ERRORS, stack_of
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -54,7 +54,6 @@ __all__ = [
     "HttpRequest",
     "Transport",
     "TransportLimits",
-    "CLOSE_ERRORS",
     "aclose_quietly",
     "check_client",
     "close_quietly",
@@ -362,9 +361,9 @@ class TransportLimits:
         if self.max_response_bytes <= 0 or (self.max_stream_bytes is not None and self.max_stream_bytes <= 0):
             raise ConfigurationError("max_response_bytes and max_stream_bytes must be positive")
 
-    def client_timeout(self) -> httpx.Timeout:
+    def client_timeout(self) -> httpx2.Timeout:
         """The client-wide httpx timeout (waiting for a pooled connection counts as connecting)."""
-        return httpx.Timeout(connect=self.connect_timeout, read=self.read_timeout, write=self.read_timeout,
+        return httpx2.Timeout(connect=self.connect_timeout, read=self.read_timeout, write=self.read_timeout,
                              pool=self.connect_timeout)
 
     def request_timeouts(self) -> dict[str, float | None]:
@@ -378,7 +377,7 @@ class TransportLimits:
         return self.max_stream_bytes if stream else self.max_response_bytes
 
 
-def headers_arrived(request: httpx.Request, limits: TransportLimits) -> None:
+def headers_arrived(request: httpx2.Request, limits: TransportLimits) -> None:
     """Switch the request's read timeout from the first-byte one to the one between chunks.
 
     httpcore reads the request's ``timeout`` extension when it starts reading the body, so
@@ -418,15 +417,15 @@ def timeout_error(exc: Exception, limit: str, limits: TransportLimits, provider:
     )
 
 
-def limit_of(exc: httpx.TimeoutException, *, headers: bool, expired: bool) -> str:
+def limit_of(exc: Exception, *, headers: bool, expired: bool) -> str:
     """Which limit an httpx timeout stands for (``headers``: it fired after the response headers)."""
     if expired:
         return "total"
-    if isinstance(exc, httpx.PoolTimeout):
+    if isinstance(exc, ERRORS.pool_timeout):
         return "pool"
-    if isinstance(exc, httpx.ConnectTimeout):
+    if isinstance(exc, ERRORS.connect_timeout):
         return "connect"
-    if isinstance(exc, httpx.WriteTimeout):
+    if isinstance(exc, ERRORS.write_timeout):
         return "write"
     return "read" if headers else "first_byte"
 
@@ -436,7 +435,7 @@ class ErrorBody:
 
     __slots__ = ("_decoder", "data")
 
-    def __init__(self, response: httpx.Response) -> None:
+    def __init__(self, response: httpx2.Response) -> None:
         self.data = b""
         try:
             self._decoder: BodyDecoder | None = BodyDecoder(response.headers.get("content-encoding", ""),
@@ -480,7 +479,7 @@ def log_request(
 
 
 def status_error_of(
-    response: httpx.Response, body: bytes, provider: str, redactor: Redactor | None = None
+    response: httpx2.Response, body: bytes, provider: str, redactor: Redactor | None = None
 ) -> HttpStatusError:
     """The :class:`HttpStatusError` of ``response`` and its (bounded) ``body``: the provider's message
     with every secret of the request cut out (providers echo a wrong key back)."""
@@ -519,7 +518,7 @@ def _error_message(body: bytes) -> str | None:
     return text[:500]
 
 
-def _retry_after(headers: httpx.Headers) -> float | None:
+def _retry_after(headers: httpx2.Headers) -> float | None:
     value = headers.get("retry-after-ms")
     if value is not None:
         with contextlib.suppress(ValueError):
@@ -537,7 +536,7 @@ def _retry_after(headers: httpx.Headers) -> float | None:
     return None
 
 
-def wrap_network_backends(client: httpx.Client | httpx.AsyncClient, wrapper: type[Any]) -> list[Any]:
+def wrap_network_backends(client: Any, wrapper: type[Any]) -> list[Any]:
     """Wrap the network backend of each HTTP/1.1 pool of ``client``'s own httpx transports in
     ``wrapper`` (once: a backend already wrapped is left as it is); the pools, wrapped or already so.
 
@@ -555,9 +554,12 @@ def wrap_network_backends(client: httpx.Client | httpx.AsyncClient, wrapper: typ
     return wrapped
 
 
-def pools_of(client: httpx.Client | httpx.AsyncClient) -> list[Any]:
+def pools_of(client: Any) -> list[Any]:
     """The httpcore pools of ``client``'s own httpx transports (the default one and each mount's)."""
-    own = httpx.HTTPTransport if isinstance(client, httpx.Client) else httpx.AsyncHTTPTransport
+    stack = stack_of(client)
+    if stack is None:
+        return []
+    own = stack.httpx.HTTPTransport if isinstance(client, stack.httpx.Client) else stack.httpx.AsyncHTTPTransport
     transports = [getattr(client, "_transport", None), *getattr(client, "_mounts", {}).values()]
     return [
         pool
@@ -568,24 +570,11 @@ def pools_of(client: httpx.Client | httpx.AsyncClient) -> list[Any]:
 
 
 
-# What closing a response, a body or a connection may raise once its socket was shut down or the
-# peer went away (httpx does not map httpcore's errors raised while closing a stream).
-CLOSE_ERRORS: tuple[type[BaseException], ...] = (
-    OSError,
-    httpx.HTTPError,
-    httpx.StreamError,
-    httpcore.NetworkError,
-    httpcore.ProtocolError,
-    httpcore.TimeoutException,
-    RxLlmError,
-)
-
-
 def close_quietly(close: Callable[[], object], what: str) -> None:
-    """Call ``close``; a :data:`CLOSE_ERRORS` error (the connection is gone anyway) is logged at DEBUG."""
+    """Call ``close``; an ``ERRORS.close`` error (the connection is gone anyway) is logged at DEBUG."""
     try:
         close()
-    except CLOSE_ERRORS as exc:
+    except ERRORS.close as exc:
         _log.debug("closing %s: %s: %s", what, type(exc).__name__, exc)
 
 
@@ -593,7 +582,7 @@ async def aclose_quietly(close: Callable[[], Awaitable[object]], what: str) -> N
     """:func:`close_quietly` for a coroutine function."""
     try:
         await close()
-    except CLOSE_ERRORS as exc:
+    except ERRORS.close as exc:
         _log.debug("closing %s: %s: %s", what, type(exc).__name__, exc)
 
 
@@ -617,6 +606,8 @@ def check_client(client: object, accepted: tuple[type[Any], ...], hint: str = ""
         ConfigurationError: ``client`` is not one of ``accepted``, or is closed.
     """
     names = " or ".join(f"{kind.__module__.split('.')[0]}.{kind.__name__}" for kind in accepted)
+    if all(kind.__module__.startswith("httpx2") for kind in accepted):
+        names += " (or its legacy httpx counterpart)"
     if not isinstance(client, accepted):
         kind = type(client)
         raise ConfigurationError(f"http_client must be an {names}, got {kind.__module__}.{kind.__qualname__}{hint}")

@@ -36,8 +36,8 @@ import weakref
 from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any, ClassVar
 
-import httpcore
-import httpx
+import httpcore2
+import httpx2
 from reactivex import abc as rx_abc
 from reactivex.scheduler import ThreadPoolScheduler
 
@@ -74,6 +74,7 @@ from .base import (
 )
 from .coalesce import ChunkCoalescer
 from .decoding import BodyDecoder
+from .stack import ERRORS, core_of, stack_of
 
 __all__ = ["HttpResponse", "HttpTransport", "make_cancellable", "prune"]
 
@@ -92,15 +93,16 @@ def _clamp(timeout: float | None, scope: CancelScope, error: type[Exception]) ->
     return remaining if timeout is None else min(timeout, remaining)
 
 
-class _CancellableStream(httpcore.NetworkStream):
+class _CancellableStream(httpcore2.NetworkStream):
     """A pool's network stream: its socket attaches to the scope of the thread using it, reads are
     clamped to the scope's deadline, and a chunked response body reaches h11 one chunk per read
     (:class:`~rxllm._transports.coalesce.ChunkCoalescer`)."""
 
-    __slots__ = ("_coalescer", "_inner", "owner", "sock")
+    __slots__ = ("_coalescer", "_core", "_inner", "owner", "sock")
 
-    def __init__(self, inner: httpcore.NetworkStream) -> None:
+    def __init__(self, inner: httpcore2.NetworkStream) -> None:
         self._inner = inner
+        self._core = core_of(inner)  # the pool's httpcore: its timeouts are the ones the pool maps
         self.sock: socket.socket | None = inner.get_extra_info("socket")
         self.owner: CancelScope | None = None  # the scope that used the socket last
         self._coalescer = ChunkCoalescer()
@@ -125,7 +127,7 @@ class _CancellableStream(httpcore.NetworkStream):
                 if deadline is not None:
                     remaining = deadline - _monotonic()
                     if remaining <= 0:
-                        raise httpcore.ReadTimeout("the total deadline passed")
+                        raise self._core.ReadTimeout("the total deadline passed")
                     if wait is None or remaining < wait:
                         wait = remaining
             data = self._inner.read(max_bytes, wait)
@@ -136,7 +138,7 @@ class _CancellableStream(httpcore.NetworkStream):
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         scope = self._attach()
         if scope is not None and scope.deadline is not None:
-            timeout = _clamp(timeout, scope, httpcore.WriteTimeout)
+            timeout = _clamp(timeout, scope, self._core.WriteTimeout)
         self._coalescer.sent(buffer)
         self._inner.write(buffer, timeout)
 
@@ -145,19 +147,19 @@ class _CancellableStream(httpcore.NetworkStream):
 
     def start_tls(
         self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
-    ) -> httpcore.NetworkStream:
+    ) -> httpcore2.NetworkStream:
         return _CancellableStream(self._inner.start_tls(ssl_context, server_hostname, timeout))
 
     def get_extra_info(self, info: str) -> Any:
         return self._inner.get_extra_info(info)
 
 
-class _CancellableBackend(httpcore.NetworkBackend):
+class _CancellableBackend(httpcore2.NetworkBackend):
     """Wraps a pool's network backend: every stream it opens registers its socket with the scope
     of the thread using it (nothing else changes; on a thread with no scope, nothing at all)."""
 
-    def __init__(self, inner: httpcore.NetworkBackend | None = None) -> None:
-        self._inner = inner or httpcore.SyncBackend()
+    def __init__(self, inner: httpcore2.NetworkBackend | None = None) -> None:
+        self._inner = inner or httpcore2.SyncBackend()
 
     def connect_tcp(
         self,
@@ -166,17 +168,17 @@ class _CancellableBackend(httpcore.NetworkBackend):
         timeout: float | None = None,
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.NetworkStream:
+    ) -> httpcore2.NetworkStream:
         scope: CancelScope | None = getattr(thread_scope, "scope", None)
         if scope is not None and scope.deadline is not None:
-            timeout = _clamp(timeout, scope, httpcore.ConnectTimeout)
+            timeout = _clamp(timeout, scope, core_of(self._inner).ConnectTimeout)
         stream = _CancellableStream(self._inner.connect_tcp(host, port, timeout, local_address, socket_options))
         stream._attach()  # a cancel that raced the connect shuts the new socket down at once
         return stream
 
     def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore.NetworkStream:
+    ) -> httpcore2.NetworkStream:
         return _CancellableStream(self._inner.connect_unix_socket(path, timeout, socket_options))
 
     def sleep(self, seconds: float) -> None:
@@ -189,12 +191,12 @@ class _Pruner:
     transport, started with the first one, holding the pools weakly."""
 
     _lock: ClassVar[threading.Lock] = threading.Lock()
-    _pools: ClassVar[weakref.WeakKeyDictionary[httpcore.ConnectionPool, float]] = weakref.WeakKeyDictionary()
+    _pools: ClassVar[weakref.WeakKeyDictionary[Any, float]] = weakref.WeakKeyDictionary()
     _wake: ClassVar[threading.Event] = threading.Event()
     _thread: ClassVar[threading.Thread | None] = None
 
     @classmethod
-    def watch(cls, pool: httpcore.ConnectionPool, keepalive_expiry: float) -> None:
+    def watch(cls, pool: Any, keepalive_expiry: float) -> None:
         with cls._lock:
             cls._pools[pool] = keepalive_expiry
             if cls._thread is None:
@@ -202,7 +204,7 @@ class _Pruner:
         cls._wake.set()
 
     @classmethod
-    def forget(cls, pool: httpcore.ConnectionPool) -> None:
+    def forget(cls, pool: Any) -> None:
         """Stop watching ``pool`` (its transport closed); the thread ends with the last pool."""
         with cls._lock:
             cls._pools.pop(pool, None)
@@ -233,7 +235,7 @@ def prune(pool: Any) -> None:
         close_quietly(connection.close, "an expired keep-alive connection")
 
 
-def make_cancellable(client: httpx.Client, *, watch_idle: bool = False) -> int:
+def make_cancellable(client: Any, *, watch_idle: bool = False) -> int:
     """Let a :class:`CancelScope` see every socket of ``client``'s own httpx transports.
 
     httpx builds one httpcore pool per transport (the default one and one per proxy mount, from
@@ -266,7 +268,7 @@ class HttpResponse(rx_abc.DisposableBase):
 
     def __init__(
         self,
-        response: httpx.Response,
+        response: httpx2.Response,
         *,
         limits: TransportLimits | None = None,
         stream: bool = True,
@@ -311,14 +313,14 @@ class HttpResponse(rx_abc.DisposableBase):
                 for raw in raw_body:
                     yield from decoder.feed(raw)
                 yield from decoder.flush()
-        except httpx.TimeoutException as exc:
+        except ERRORS.timeout as exc:
             scope = self._scope
             limit = limit_of(exc, headers=True, expired=scope is not None and scope.expired())
             raise timeout_error(exc, limit, self._limits, self._provider) from exc
-        except httpx.HTTPError as exc:
+        except ERRORS.http as exc:
             raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}",
                                          provider=self._provider) from exc
-        except httpx.StreamError as exc:  # e.g. a mocked transport's response whose body was already read
+        except ERRORS.stream as exc:  # e.g. a mocked transport's response whose body was already read
             raise TransportError(f"the http_client returned a body that cannot be streamed: {type(exc).__name__}: "
                                  f"{exc}", provider=self._provider) from exc
         finally:
@@ -430,11 +432,13 @@ class HttpTransport:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_stream_bytes: int | None = DEFAULT_MAX_STREAM_BYTES,
         keepalive_expiry: float = 30.0,
-        http_client: httpx.Client | None = None,
+        http_client: httpx2.Client | Any | None = None,
         trust_env: bool = True,
     ) -> None:
         if http_client is not None:
-            check_client(http_client, (httpx.Client,), " (an httpx.AsyncClient goes to AsyncHttpTransport)")
+            stack = stack_of(http_client)
+            kind = stack.httpx.Client if stack is not None else httpx2.Client
+            check_client(http_client, (kind,), " (an AsyncClient goes to AsyncHttpTransport)")
         self.max_concurrent_streams = max_concurrent_streams
         self.limits: TransportLimits = TransportLimits(
             max_concurrent_streams,
@@ -447,8 +451,8 @@ class HttpTransport:
         )
         self._owns_client = http_client is None
         if http_client is None:
-            http_client = httpx.Client(
-                limits=httpx.Limits(max_connections=max_concurrent_streams,
+            http_client = httpx2.Client(
+                limits=httpx2.Limits(max_connections=max_concurrent_streams,
                                     max_keepalive_connections=max_concurrent_streams,
                                     keepalive_expiry=keepalive_expiry),
                 timeout=self.limits.client_timeout(),
@@ -501,12 +505,12 @@ class HttpTransport:
                                                       headers=request_headers(request),
                                                       extensions={"timeout": limits.request_timeouts()})
             response = self._client.send(http_request, stream=True)
-        except httpx.InvalidURL as exc:
+        except ERRORS.invalid_url as exc:
             raise ConfigurationError(f"invalid URL {redactor.url(request.url)!r}: {exc}", provider=provider) from exc
-        except httpx.TimeoutException as exc:
+        except ERRORS.timeout as exc:
             limit = limit_of(exc, headers=False, expired=scope is not None and scope.expired())
             raise timeout_error(exc, limit, limits, provider) from exc
-        except httpx.HTTPError as exc:
+        except ERRORS.http as exc:
             raise TransportError(
                 redactor.redact(f"request to {redactor.url(request.url)} failed: {type(exc).__name__}: {exc}"),
                 provider=provider,
@@ -625,9 +629,9 @@ class _ThreadedAttempt:
         self._cancel_scheduled()
 
 
-def _status_error(response: httpx.Response, provider: str, redactor: Redactor) -> HttpStatusError:
+def _status_error(response: httpx2.Response, provider: str, redactor: Redactor) -> HttpStatusError:
     body = ErrorBody(response)
-    with contextlib.suppress(httpx.HTTPError, httpx.StreamError):  # the message is best effort
+    with contextlib.suppress(*ERRORS.http, *ERRORS.stream):  # the message is best effort
         for piece in response.iter_raw():
             if body.add(piece):
                 break
