@@ -62,7 +62,7 @@ from .base import (
 )
 from .coalesce import ChunkCoalescer
 from .decoding import BodyDecoder
-from .stack import ERRORS, stack_of
+from .stack import ERRORS, shared_ssl_context, stack_of
 
 __all__ = [
     "AsyncHttpResponse",
@@ -382,7 +382,6 @@ class AsyncHttpTransport:
         self._gate: asyncio.Semaphore | None = None  # one permit per connection: see open()
         self._lock = threading.Lock()
         self._clients: list[Any | None] = []  # built on first use (see _client)
-        self._ssl_context: ssl.SSLContext | None = None
         self._prune_handle: asyncio.TimerHandle | None = None
         self._user_client = http_client
         if http_client is not None:  # one pool, the user's
@@ -565,10 +564,8 @@ class AsyncHttpTransport:
             client = clients[shard] = self._user_client
             make_async_cancellable(client)
         if client is None:
-            if self._ssl_context is None:
-                self._ssl_context = httpx2.create_ssl_context()
             client = clients[shard] = httpx2.AsyncClient(
-                timeout=self._timeout, limits=self._limits, follow_redirects=False, verify=self._ssl_context
+                timeout=self._timeout, limits=self._limits, follow_redirects=False, verify=shared_ssl_context(True)
             )
             make_async_cancellable(client)
             if self._prune_handle is None:

@@ -14,6 +14,8 @@ reads when an exception arrives, so one handler covers a response of either stac
 from __future__ import annotations
 
 import importlib
+import os
+import ssl
 import sys
 import threading
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ import httpx2
 
 from .._core.errors import RxLlmError
 
-__all__ = ["ERRORS", "HTTPX2", "HttpStack", "core_of", "stack_of"]
+__all__ = ["ERRORS", "HTTPX2", "HttpStack", "core_of", "shared_ssl_context", "stack_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,3 +105,24 @@ def core_of(stream: object) -> ModuleType:
         if kind.__module__.partition(".")[0] == "httpcore" and "httpcore" in sys.modules:
             return _legacy_stack().httpcore
     return httpcore2
+
+
+_contexts: dict[tuple[bool, str | None, str | None], ssl.SSLContext] = {}
+_contexts_lock = threading.Lock()
+
+
+def shared_ssl_context(trust_env: bool) -> ssl.SSLContext:
+    """The SSL context of rxllm's own clients, built once per process (per ``SSL_CERT_FILE`` /
+    ``SSL_CERT_DIR`` when ``trust_env``) exactly as httpx2 builds its default one.
+
+    Loading the trust store is most of what building a client costs (~18 ms); a client given an
+    ``SSLContext`` uses it as it is, so every transport after the process's first builds its clients
+    at once. The pools only set the ALPN protocols on it, the same for every HTTP/1.1 connection.
+    """
+    key = (trust_env, os.environ.get("SSL_CERT_FILE") if trust_env else None,
+           os.environ.get("SSL_CERT_DIR") if trust_env else None)
+    with _contexts_lock:
+        context = _contexts.get(key)
+        if context is None:
+            context = _contexts[key] = httpx2.create_ssl_context(trust_env=trust_env)
+        return context

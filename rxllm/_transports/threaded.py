@@ -74,7 +74,7 @@ from .base import (
 )
 from .coalesce import ChunkCoalescer
 from .decoding import BodyDecoder
-from .stack import ERRORS, core_of, stack_of
+from .stack import ERRORS, core_of, shared_ssl_context, stack_of
 
 __all__ = ["HttpResponse", "HttpTransport", "make_cancellable", "prune"]
 
@@ -457,6 +457,7 @@ class HttpTransport:
                                     keepalive_expiry=keepalive_expiry),
                 timeout=self.limits.client_timeout(),
                 follow_redirects=False,
+                verify=shared_ssl_context(trust_env),
                 trust_env=trust_env,
             )
         self._client = http_client
