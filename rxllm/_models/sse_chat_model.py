@@ -78,9 +78,9 @@ class SseChatModel(BaseLlm):
             thread per open stream), or an :class:`AsyncHttpTransport` (a task per open stream,
             for thousands of concurrent streams; subscribers are then called on its loop), or any
             object with the members of :class:`~rxllm.Transport`.
-        http_client: an ``httpx.Client`` or ``httpx.AsyncClient`` you built (proxy, ``verify``,
-            limits, headers, event hooks, mounts, HTTP/2...) to send this model's requests with,
-            instead of ``transport``: wrapped in an :class:`HttpTransport` or an
+        http_client: an ``httpx2.Client`` or ``httpx2.AsyncClient`` (or a legacy ``httpx`` one) you
+            built (proxy, ``verify``, limits, headers, event hooks, mounts, HTTP/2...) to send this
+            model's requests with, instead of ``transport``: wrapped in an :class:`HttpTransport` or an
             :class:`AsyncHttpTransport` (bound to the running loop when the model is built inside
             one). rxllm never closes it. See ``docs/asyncio.md``.
         scheduler: where the blocking request and reads run (default: the transport's

@@ -1,5 +1,5 @@
 """The asyncio transport: one event loop (its own thread's, or the application's) and
-``Any`` pools for every open stream.
+``httpx2.AsyncClient`` pools for every open stream.
 
 Where the threaded transport holds a thread per open stream, this one holds a task. Cancelling an
 attempt shuts its sockets down from the cancelling thread (the server sees the close at once) and
@@ -158,7 +158,7 @@ class _CancellableAsyncBackend(httpcore2.AsyncNetworkBackend):
 
 
 def make_async_cancellable(client: Any) -> int:
-    """:func:`~rxllm._transports.threaded.make_cancellable` for an ``Any`` (its HTTP/1.1 pools' sockets
+    """:func:`~rxllm._transports.threaded.make_cancellable` for an async client (its HTTP/1.1 pools' sockets
     attach to the attempt's scope); how many pools were made cancellable."""
     return len(wrap_network_backends(client, _CancellableAsyncBackend))
 
@@ -308,7 +308,7 @@ class Submitted:
 
 
 class AsyncHttpTransport:
-    """The asyncio transport: one event loop thread and an ``Any`` for every open stream.
+    """The asyncio transport: one event loop thread and ``httpx2.AsyncClient`` pools for every open stream.
 
     Where :class:`HttpTransport` holds a thread per open stream, this one holds a task: thousands
     of concurrent streams cost one thread. Disposing a subscription cancels its task; httpx then
@@ -327,10 +327,11 @@ class AsyncHttpTransport:
         max_response_bytes: cap on a non-streamed (``stream=False``) body, decoded.
         max_stream_bytes: cap on a streamed body, decoded (``None``: no cap).
         keepalive_expiry: seconds an idle keep-alive connection is kept.
-        http_client: an ``Any`` you built (proxy, ``verify``, limits, headers, event
-            hooks, mounts, ``http2=True``...) to send every request with; rxllm never closes it.
-            rxllm's timeouts above still apply to each request. Disposing cancels the request's
-            task, which closes the connection on httpx's own transports; on a mocked transport the
+        http_client: an ``httpx2.AsyncClient`` (or a legacy ``httpx.AsyncClient``) you built (proxy,
+            ``verify``, limits, headers, event hooks, mounts, ``http2=True``...) to send every request
+            with; rxllm never closes it. rxllm's timeouts above still apply to each request.
+            Disposing cancels the request's task, which closes the connection on the library's own
+            transports; on a mocked transport the
             emissions stop at once. Use it on the loop it belongs to (``loop=``).
         loop: an event loop that is already running (your application's): the transport runs
             its tasks there and calls subscribers on it, with no thread of its own. Without it
@@ -576,8 +577,8 @@ class AsyncHttpTransport:
         """Every half ``keepalive_expiry``, close idle connections that passed it (on the loop).
 
         httpcore drops an expired connection only when its pool is next used; an idle process kept
-        them until ``close()``. httpx exposes no public handle on an ``AsyncClient``'s pool, so this
-        looks for httpx 0.28's (and does nothing if a later httpx moves it)."""
+        them until ``close()``. httpx2 exposes no public handle on an ``AsyncClient``'s pool, so this
+        reads its transports' ``_pool`` (:func:`~rxllm._transports.base.pools_of`); a user's client is left alone."""
         loop = asyncio.get_running_loop()
         interval = min(max(self._limits.keepalive_expiry or 5.0, 0.1) / 2, 5.0)
 

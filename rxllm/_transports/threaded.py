@@ -1,25 +1,26 @@
-"""The threaded transport: a plain ``httpx.Client`` whose sockets can be cancelled from any thread.
+"""The threaded transport: a plain ``httpx2.Client`` whose sockets can be cancelled from any thread.
 
 Each open stream holds one I/O thread. Three facts shape the transport:
 
-* closing an httpx response from another thread does not wake a thread blocked reading it;
+* closing an httpx2 response from another thread does not wake a thread blocked reading it;
   shutting the socket down (``SHUT_RDWR``) does, within a millisecond, and the server sees the
   close at once;
-* the socket exists only inside httpcore. The seam where every socket can be seen is a pool's
+* the socket exists only inside httpcore2. The seam where every socket can be seen is a pool's
   network backend: every stream the pool opens goes through :class:`_CancellableBackend`, whose
   streams register their socket with the :class:`~rxllm._transports.base.CancelScope` of the
   thread using them (on every read and write, so a reused keep-alive connection is covered while
   waiting for headers too);
-* the tools people use on httpx (pytest-httpx, vcrpy, OpenTelemetry, respx) patch
-  ``httpx.HTTPTransport`` / httpcore, and ``HTTP(S)_PROXY`` is honoured by ``httpx.Client`` only
-  when it builds its own transports. So the client is httpx's own, built as httpx builds it, and
-  :func:`make_cancellable` only wraps its pools' backends (also on a client the user passes).
+* ``HTTP(S)_PROXY`` is honoured by a client only when it builds its own transports, and the
+  tools people use on a legacy httpx client (pytest-httpx, respx, OpenTelemetry) patch its
+  ``HTTPTransport`` / httpcore. So the client is httpx2's own, built as httpx2 builds it, and
+  :func:`make_cancellable` only wraps its pools' backends (also on a client the user passes, of
+  httpx2 or of the legacy httpx: :mod:`rxllm._transports.stack`).
 
 An attempt (:meth:`HttpTransport.start`) runs on an I/O thread inside its scope; ``cancel()``
 from any other thread shuts down every socket the scope has touched, which wakes the blocked
 reader with an error that is never delivered because the scope is cancelled. The scope also
 carries the attempt's total deadline, to which every socket timeout is clamped. Bodies are
-decoded here (:mod:`rxllm._transports.decoding`), bounded, never by httpx.
+decoded here (:mod:`rxllm._transports.decoding`), bounded, never by the client library.
 """
 
 from __future__ import annotations
@@ -238,13 +239,13 @@ def prune(pool: Any) -> None:
 def make_cancellable(client: Any, *, watch_idle: bool = False) -> int:
     """Let a :class:`CancelScope` see every socket of ``client``'s own httpx transports.
 
-    httpx builds one httpcore pool per transport (the default one and one per proxy mount, from
+    httpx2 (like httpx) builds one httpcore pool per transport (the default one and one per proxy mount, from
     ``HTTP(S)_PROXY`` / ``NO_PROXY`` when ``trust_env``); each pool opens its connections through a
     network backend, the public seam where every socket can be seen, the header wait on a reused
     keep-alive connection included. The backend is wrapped, not replaced: the pool, the proxy, TLS
-    and the ecosystem's patches of ``httpx.HTTPTransport.handle_request`` (pytest-httpx, vcrpy,
-    OpenTelemetry) all stay httpx's own. httpx offers no public handle on a transport's pool, so
-    this reads httpx 0.28 / httpcore 1.0's attribute; a transport that is not httpx's own (a
+    and the ecosystem's patches of ``HTTPTransport.handle_request`` (pytest-httpx, vcrpy,
+    OpenTelemetry) all stay the library's own. Neither library offers a public handle on a
+    transport's pool, so this reads its ``_pool`` attribute; a transport that is not the library's own (a
     mock) or an HTTP/2 pool (one socket shared by many streams: shutting it would end them all)
     is left alone, and disposal then only stops the emissions.
 
@@ -407,18 +408,16 @@ class HttpTransport:
         max_stream_bytes: cap on a streamed body, decoded (``None``: no cap); ignored bytes
             such as SSE comments count too.
         keepalive_expiry: seconds an idle keep-alive connection is kept.
-        http_client: an ``httpx.Client`` you built (proxy, ``verify``, certificates, limits,
-            headers, event hooks, mounts...) to send the requests with instead of one of
-            rxllm's; rxllm never closes it (:meth:`close` leaves it open). rxllm's timeouts
+        http_client: an ``httpx2.Client`` (or a legacy ``httpx.Client``) you built (proxy,
+            ``verify``, certificates, limits, headers, event hooks, mounts...) to send the requests
+            with instead of one of rxllm's; rxllm never closes it (:meth:`close` leaves it open). rxllm's timeouts
             above still apply to each request. Cancellation closes the socket at once where the
-            client's transport is httpx's own (HTTP/1.1), else it stops the emissions at once.
+            client's transport is the library's own (HTTP/1.1), else it stops the emissions at once.
         trust_env: for rxllm's own client: honour ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``,
-            ``NO_PROXY``, ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` exactly as httpx does (default).
+            ``NO_PROXY``, ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` exactly as httpx2 does (default).
 
-    The client is a plain ``httpx.Client`` over ``httpx.HTTPTransport``, so the tools that patch
-    httpx (pytest-httpx, respx, vcrpy / pytest-recording, opentelemetry-instrumentation-httpx)
-    see every request; the sockets are made cancellable by wrapping the pools' network backend
-    (see :func:`make_cancellable`).
+    The client is a plain ``httpx2.Client`` over ``httpx2.HTTPTransport``; the sockets are made
+    cancellable by wrapping the pools' network backend (see :func:`make_cancellable`).
     """
 
     def __init__(

@@ -19,8 +19,8 @@ class SseModelOptions(TypedDict, total=False):
     """Keyword options every provider model passes to :class:`~rxllm.SseChatModel`.
 
     Keys: ``transport`` (:class:`~rxllm.HttpTransport`, :class:`~rxllm.AsyncHttpTransport` or any
-    :class:`~rxllm.Transport`), ``http_client`` (an ``httpx.Client`` or
-    ``httpx.AsyncClient`` you built, instead of ``transport``; never closed by rxllm),
+    :class:`~rxllm.Transport`), ``http_client`` (an ``httpx2.Client`` or
+    ``httpx2.AsyncClient``, or a legacy ``httpx`` one, you built, instead of ``transport``; never closed by rxllm),
     ``scheduler`` (where blocking I/O runs),
     ``retry_policy`` (:class:`~rxllm.RetryPolicy`), ``timer_scheduler`` (retry timers),
     ``max_line_bytes`` (the SSE line cap), ``secret_names`` (more credential header/query names to
