@@ -1,4 +1,4 @@
-"""The seed's worked example, end to end: "Where is order A17?" over a real (loopback) SSE server.
+"""The order-status worked example, end to end: "Where is order A17?" over a real (loopback) SSE server.
 
 A loopback stub server plays an OpenAI-compatible chat-completions API. The model first streams a
 short explanation and a ``get_order`` call whose arguments arrive split across chunks; the agent
@@ -62,7 +62,7 @@ def _sse(*events: str) -> list[bytes]:
 
 
 def first_turn_events() -> list[bytes]:
-    """The seed's six data lines: two text deltas, a tool call split in two fragments, the finish, [DONE]."""
+    """The first turn's six data lines: two text deltas, a tool call split in two fragments, the finish, [DONE]."""
     return _sse(
         _chunk({"role": "assistant", "content": "Let me look "}),
         _chunk({"content": "that up."}),

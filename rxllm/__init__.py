@@ -10,6 +10,8 @@
 """
 
 import logging as _logging
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
 from . import aio as aio
 from ._core.errors import (
@@ -29,11 +31,13 @@ from ._core.errors import (
     StoreError,
     StreamInterruptedError,
     StreamTimeoutError,
+    StructuredOutputError,
     ToolError,
     ToolTimeoutError,
     TransportError,
     UnsupportedOperationError,
 )
+from ._core.public import publish as _publish
 from ._core.schema import INVALID_STRUCTURED_OUTPUT, ResponseSchema
 from ._core.types import (
     Blob,
@@ -62,17 +66,46 @@ from ._models.model_stream import (
     ToolCallCompleteEvent,
     ToolCallDeltaEvent,
 )
+from ._models.prompt import Prompt
 from ._models.provider import ChunkParser, RequestMapper
+from ._models.response_stream import ResponseStream
 from ._models.retry import RetryPolicy, retry_before_first_item
 from ._models.sse import SseDecoder, SseEvent
-from ._models.sse_chat_model import SseChatModel
 from ._models.structured_stream import StructuredStream, structured_responses
+from ._rx.blocking import BlockingIterator, iterate
 from ._telemetry.otel import configure_telemetry
-from ._transports.asynchronous import AsyncHttpTransport
 from ._transports.base import AttemptSink, CancelScope, Exchange, HttpRequest, Transport, TransportLimits
-from ._transports.threaded import HttpTransport
+
+if _TYPE_CHECKING:
+    from ._models.sse_chat_model import SseChatModel
+    from ._transports.asynchronous import AsyncHttpTransport
+    from ._transports.threaded import HttpTransport
 
 _logging.getLogger("rxllm").addHandler(_logging.NullHandler())  # the application decides where logs go
+
+# The names that need an HTTP library load on first use, so that importing rxllm (or its pytest
+# plugin) imports no httpx: an application may still call ``httpx2.alias_httpx()`` after it.
+_LAZY = {
+    "AsyncHttpTransport": "._transports.asynchronous",
+    "HttpTransport": "._transports.threaded",
+    "SseChatModel": "._models.sse_chat_model",
+}
+
+
+def __getattr__(name: str) -> _Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    _publish(__name__, {name: value}, (name,))
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 __all__ = [
     "AsyncHttpTransport",
@@ -80,6 +113,7 @@ __all__ = [
     "BaseLlm",
     "BaseLlmConnection",
     "Blob",
+    "BlockingIterator",
     "BufferOverflowError",
     "CancelScope",
     "Chunk",
@@ -107,11 +141,13 @@ __all__ = [
     "MalformedFunctionCallError",
     "ModelStreamEvent",
     "Part",
+    "Prompt",
     "ProtocolError",
     "ProviderError",
     "RequestMapper",
     "ResponseCompleteEvent",
     "ResponseSchema",
+    "ResponseStream",
     "ResponseTooLargeError",
     "RetryPolicy",
     "RxLlmError",
@@ -122,6 +158,7 @@ __all__ = [
     "StreamAggregator",
     "StreamInterruptedError",
     "StreamTimeoutError",
+    "StructuredOutputError",
     "StructuredStream",
     "TextDeltaEvent",
     "ThinkingConfig",
@@ -138,7 +175,10 @@ __all__ = [
     "UnsupportedOperationError",
     "UsageMetadata",
     "configure_telemetry",
+    "iterate",
     "model_stream_events",
     "retry_before_first_item",
     "structured_responses",
 ]
+
+_publish(__name__, globals(), __all__)  # public names show their public path (rxllm._core.public)

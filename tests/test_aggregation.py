@@ -485,7 +485,7 @@ def test_a_fresh_aggregator_never_inherits_state() -> None:
     assert final.usage_metadata is None
 
 
-# --- linear in the number of tool calls (issue 11, defect 5) --------------------------------------------
+# --- linear in the number of tool calls -----------------------------------------------------------------
 
 
 def _cpu_seconds_for_calls(n: int) -> float:

@@ -47,12 +47,6 @@ REQUEST = LlmRequest(contents=[Content(role="user", parts=[Part.from_text("hi")]
 DEBUG = [False, True]
 
 
-@pytest.fixture
-def server() -> Iterator[StubServer]:
-    with StubServer() as stub:
-        yield stub
-
-
 @pytest.fixture(params=["threads", "asyncio"])
 def transport(request: pytest.FixtureRequest) -> Iterator[HttpTransport | AsyncHttpTransport]:
     made: HttpTransport | AsyncHttpTransport = (
@@ -80,10 +74,10 @@ def run(main: Callable[[], Awaitable[Any]], *, debug: bool = False) -> Any:
 
 @pytest.mark.parametrize("debug", DEBUG, ids=["normal", "debug"])
 def test_await_generate_content_gives_the_final(
-    server: StubServer, transport: HttpTransport | AsyncHttpTransport, debug: bool
+    stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport, debug: bool
 ) -> None:
-    server.enqueue(OPENAI.response("Hello", " world"), StubResponse.json(200, OPENAI.complete_body("Hi there")))
-    model = model_on(server, transport)
+    stub_server.enqueue(OPENAI.response("Hello", " world"), StubResponse.json(200, OPENAI.complete_body("Hi there")))
+    model = model_on(stub_server, transport)
 
     async def main() -> tuple[LlmResponse, LlmResponse]:
         return await model.generate_content(REQUEST, stream=True), await model.generate_content(REQUEST)
@@ -95,10 +89,10 @@ def test_await_generate_content_gives_the_final(
 
 @pytest.mark.parametrize("debug", DEBUG, ids=["normal", "debug"])
 def test_await_stream_events_gives_the_response_complete_event(
-    server: StubServer, transport: HttpTransport | AsyncHttpTransport, debug: bool
+    stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport, debug: bool
 ) -> None:
-    server.enqueue(OPENAI.response("Hello", " world"))
-    model = model_on(server, transport)
+    stub_server.enqueue(OPENAI.response("Hello", " world"))
+    model = model_on(stub_server, transport)
 
     async def main() -> Any:
         return await model.stream_events(REQUEST)
@@ -110,10 +104,10 @@ def test_await_stream_events_gives_the_response_complete_event(
 
 @pytest.mark.parametrize("debug", DEBUG, ids=["normal", "debug"])
 def test_await_runner_and_session_service(
-    server: StubServer, transport: HttpTransport | AsyncHttpTransport, debug: bool
+    stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport, debug: bool
 ) -> None:
-    server.enqueue(StubResponse.json(200, OPENAI.complete_body("Hi there")))
-    runner = InMemoryRunner(LlmAgent("bot", model_on(server, transport)))
+    stub_server.enqueue(StubResponse.json(200, OPENAI.complete_body("Hi there")))
+    runner = InMemoryRunner(LlmAgent("bot", model_on(stub_server, transport)))
     sessions = runner.session_service
     message = Content(role="user", parts=[Part.from_text("Hello")])
 
@@ -138,10 +132,10 @@ def test_await_runner_and_session_service(
 
 @pytest.mark.parametrize("debug", DEBUG, ids=["normal", "debug"])
 def test_await_and_iterate_the_service_stream(
-    server: StubServer, transport: HttpTransport | AsyncHttpTransport, debug: bool
+    stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport, debug: bool
 ) -> None:
-    server.enqueue(OPENAI.response("It ", "shipped."), OPENAI.response("Again."))
-    service = AiService(model_on(server, transport))
+    stub_server.enqueue(OPENAI.response("It ", "shipped."), OPENAI.response("Again."))
+    service = AiService(model_on(stub_server, transport))
 
     async def main() -> tuple[Any, list[Any]]:
         last = await service.stream("Where is my order?")
@@ -154,10 +148,10 @@ def test_await_and_iterate_the_service_stream(
 
 
 def test_await_after_pipe_goes_through_rxllm_aio(
-    server: StubServer, transport: HttpTransport | AsyncHttpTransport
+    stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport
 ) -> None:
-    server.enqueue(OPENAI.response("a", "b", "c"))
-    model = model_on(server, transport)
+    stub_server.enqueue(OPENAI.response("a", "b", "c"))
+    model = model_on(stub_server, transport)
 
     async def main() -> list[str]:
         texts = model.generate_content(REQUEST, stream=True).pipe(ops.map(lambda r: r.text()), ops.to_list())
@@ -171,12 +165,12 @@ def test_await_after_pipe_goes_through_rxllm_aio(
 
 @pytest.mark.parametrize("debug", DEBUG, ids=["normal", "debug"])
 def test_iterate_gets_each_partial_while_the_server_holds_the_rest(
-    server: StubServer, transport: HttpTransport | AsyncHttpTransport, debug: bool
+    stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport, debug: bool
 ) -> None:
     release = threading.Event()
     stream = OPENAI.stream("one", "two")
-    server.enqueue(StubResponse(body=[*stream[:2], Hold(release), *stream[2:]]))
-    model = model_on(server, transport)
+    stub_server.enqueue(StubResponse(body=[*stream[:2], Hold(release), *stream[2:]]))
+    model = model_on(stub_server, transport)
 
     async def main() -> list[tuple[str, bool | None]]:
         seen = []
@@ -191,9 +185,9 @@ def test_iterate_gets_each_partial_while_the_server_holds_the_rest(
         release.set()
 
 
-def test_iterate_any_piped_observable(server: StubServer, transport: HttpTransport | AsyncHttpTransport) -> None:
-    server.enqueue(OPENAI.response("x", "y"))
-    model = model_on(server, transport)
+def test_iterate_any_piped_observable(stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport) -> None:
+    stub_server.enqueue(OPENAI.response("x", "y"))
+    model = model_on(stub_server, transport)
 
     async def main() -> list[str]:
         deltas = model.stream_events(REQUEST).pipe(ops.filter(lambda e: isinstance(e, TextDeltaEvent)))
@@ -264,39 +258,39 @@ async def _consume(stream: reactivex.Observable[LlmResponse], seen: list[str], f
 
 @pytest.mark.parametrize("how", ["break", "exception", "aclose", "timeout_iterating", "timeout_awaiting", "cancel"])
 def test_leaving_early_closes_the_connection(
-    server: StubServer, transport: HttpTransport | AsyncHttpTransport, how: str
+    stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport, how: str
 ) -> None:
-    release = _held(server)
-    model = model_on(server, transport)
+    release = _held(stub_server)
+    model = model_on(stub_server, transport)
     try:
-        seen = run(lambda: _leave_by(how, model, server), debug=True)
+        seen = run(lambda: _leave_by(how, model, stub_server), debug=True)
         if how != "timeout_awaiting":
             assert seen[0] == "one"
-        connection = server.wait_for_connection(1, TIMEOUT)
+        connection = stub_server.wait_for_connection(1, TIMEOUT)
         assert connection is not None
         assert connection.wait_closed_by_client(TIMEOUT), "the server never saw the connection close"
-        assert len(server.requests) == 1
+        assert len(stub_server.requests) == 1
     finally:
         release.set()
 
 
 def test_leaving_during_the_wait_for_headers_closes_the_connection(
-    server: StubServer, transport: HttpTransport | AsyncHttpTransport
+    stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport
 ) -> None:
     release = threading.Event()
-    server.enqueue(StubResponse(before_headers=[Hold(release)], body=OPENAI.stream("late")))
-    model = model_on(server, transport)
+    stub_server.enqueue(StubResponse(before_headers=[Hold(release)], body=OPENAI.stream("late")))
+    model = model_on(stub_server, transport)
 
     async def main() -> None:
         waiting = asyncio.ensure_future(rxllm.aio.last(model.generate_content(REQUEST, stream=True)))
-        await asyncio.to_thread(server.wait_for_requests, 1, TIMEOUT)
+        await asyncio.to_thread(stub_server.wait_for_requests, 1, TIMEOUT)
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting
 
     try:
         run(main)
-        connection = server.wait_for_connection(1, TIMEOUT)
+        connection = stub_server.wait_for_connection(1, TIMEOUT)
         assert connection is not None and connection.wait_closed_by_client(TIMEOUT)
     finally:
         release.set()
@@ -307,11 +301,11 @@ def test_leaving_during_the_wait_for_headers_closes_the_connection(
 
 @pytest.mark.parametrize("debug", DEBUG, ids=["normal", "debug"])
 def test_errors_arrive_as_the_same_rxllm_errors(
-    server: StubServer, transport: HttpTransport | AsyncHttpTransport, debug: bool
+    stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport, debug: bool
 ) -> None:
     error = StubResponse.json(400, {"error": {"message": "bad request", "type": "invalid_request_error"}})
-    server.enqueue(error, error)
-    model = model_on(server, transport)
+    stub_server.enqueue(error, error)
+    model = model_on(stub_server, transport)
 
     async def main() -> tuple[HttpStatusError, HttpStatusError]:
         with pytest.raises(HttpStatusError) as awaited:
@@ -410,13 +404,13 @@ class CountingPool(ThreadPoolScheduler):
             return self._idle.wait_for(lambda: self.running == 0, timeout)
 
 
-def test_leaving_while_the_io_thread_waits_for_room_frees_it_and_closes_the_connection(server: StubServer) -> None:
+def test_leaving_while_the_io_thread_waits_for_room_frees_it_and_closes_the_connection(stub_server: StubServer) -> None:
     release = threading.Event()
     stream = OPENAI.stream(*[f"w{i} " for i in range(8)])
-    server.enqueue(StubResponse(body=[*stream, Hold(release)]))  # all partials sent, then the body stays open
+    stub_server.enqueue(StubResponse(body=[*stream, Hold(release)]))  # all partials sent, then the body stays open
     pool = CountingPool()
     transport = HttpTransport(max_concurrent_streams=2)
-    model = OpenAiChatModel("gpt-test", base_url=f"{server.url}/v1", transport=transport, scheduler=pool)
+    model = OpenAiChatModel("gpt-test", base_url=f"{stub_server.url}/v1", transport=transport, scheduler=pool)
 
     third_offered = threading.Event()  # set on the I/O thread as it hands the third partial over
 
@@ -441,7 +435,7 @@ def test_leaving_while_the_io_thread_waits_for_room_frees_it_and_closes_the_conn
 
     try:
         assert run(main) == "w0 "
-        connection = server.wait_for_connection(1, TIMEOUT)
+        connection = stub_server.wait_for_connection(1, TIMEOUT)
         assert connection is not None and connection.wait_closed_by_client(TIMEOUT)
         assert pool.wait_idle(TIMEOUT), "the I/O thread stayed blocked after the consumer left"
     finally:
@@ -501,13 +495,15 @@ def test_iterating_does_not_subscribe_until_the_first_item_is_asked_for() -> Non
     assert subscribed == [True]
 
 
-def test_await_inside_a_fastapi_endpoint(server: StubServer, transport: HttpTransport | AsyncHttpTransport) -> None:
+def test_await_inside_a_fastapi_endpoint(
+    stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport
+) -> None:
     """Under an ASGI app (FastAPI through httpx's ASGI transport): the endpoint awaits the final."""
     import fastapi
     import httpx
 
-    server.enqueue(OPENAI.response("Hello", " from", " ASGI"))
-    model = model_on(server, transport)
+    stub_server.enqueue(OPENAI.response("Hello", " from", " ASGI"))
+    model = model_on(stub_server, transport)
     app = fastapi.FastAPI()
 
     @app.get("/answer")

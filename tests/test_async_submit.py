@@ -1,5 +1,5 @@
 """``AsyncHttpTransport.submit`` hands a coroutine to the transport's loop and returns a small handle
-(issue 14 item 4: every open stream keeps it, so it is not a ``concurrent.futures.Future``):
+(every open stream keeps one for its whole life, so it is not a ``concurrent.futures.Future``):
 cancelling it from any thread cancels the task, or keeps a task that has not started from ever
 running; closing the transport cancels what is still pending. Synchronised with events, no sleeps."""
 

@@ -3,7 +3,8 @@
 Each parser checks the common shape of a text event inline (one ``type`` test per field) and
 builds its chunk with :func:`rxllm._models.chunk.text_chunk`; anything else takes the general path. Here
 every fast-shaped event and its near misses go through both, and must agree: the same chunk, or
-the same :class:`~rxllm.ProtocolError`.
+the same :class:`~rxllm.ProtocolError`. For OpenAI the tests also see which path ran: a fast-shaped
+event must not reach the general path, and a near miss must.
 """
 
 from __future__ import annotations
@@ -199,39 +200,85 @@ _OPENAI_TEXT: dict[str, Any] = {
 }
 
 
-def _openai_variants() -> list[Any]:
-    def changed(change: Callable[[dict[str, Any]], object]) -> dict[str, Any]:
-        payload = copy.deepcopy(_OPENAI_TEXT)
-        change(payload)
-        return payload
+class _CountingOpenAiParser(OpenAiChatChunkParser):
+    """Counts the events :meth:`parse` hands to the general path (``_chunk``)."""
 
-    return [
-        _OPENAI_TEXT,
-        changed(lambda p: p["choices"][0].update(index=False)),  # a bool is not an index
-        changed(lambda p: p["choices"][0].update(index=0.0)),
-        changed(lambda p: p["choices"][0].update(index=1)),
-        changed(lambda p: p["choices"][0].pop("index")),
-        changed(lambda p: p["choices"][0].update(finish_reason="stop")),
-        changed(lambda p: p["choices"][0].update(delta={"content": "", "role": "assistant"})),
-        changed(lambda p: p["choices"][0].update(delta={"content": None})),
-        changed(lambda p: p["choices"][0].update(delta={"content": 3})),
-        changed(lambda p: p["choices"][0].update(delta={"content": "a", "reasoning_content": "b"})),
-        changed(lambda p: p["choices"][0].update(delta=None)),
-        changed(lambda p: p["choices"][0].update(delta="x")),
-        changed(lambda p: p["choices"].append({"index": 1, "delta": {"content": "other"}})),
-        changed(lambda p: p.update(choices=["x"])),
-        changed(lambda p: p.update(choices=[])),
-        changed(lambda p: p.update(usage={"prompt_tokens": 1, "completion_tokens": 2})),
-        changed(lambda p: p.update(error={"message": "boom"})),
-        changed(lambda p: p.update(model=3, id=None)),
-    ]
+    __slots__ = ("general_calls",)
+
+    def __init__(self) -> None:
+        self.general_calls = 0
+
+    def _chunk(self, payload: dict[str, Any]) -> Chunk:  # type: ignore[override]
+        self.general_calls += 1
+        return OpenAiChatChunkParser._chunk(payload)
 
 
-@pytest.mark.parametrize("payload", _openai_variants())
+def _openai(change: Callable[[dict[str, Any]], object]) -> dict[str, Any]:
+    payload = copy.deepcopy(_OPENAI_TEXT)
+    change(payload)
+    return payload
+
+
+# Plain text deltas of choice 0: parse() answers them inline, without the general path.
+_OPENAI_FAST: list[Any] = [
+    _OPENAI_TEXT,
+    _openai(lambda p: p["choices"][0].update(delta={"content": "", "role": "assistant"})),
+    _openai(lambda p: p["choices"][0].update(delta={"content": "caf\u00e9 \u4e2d\u6587"})),
+    _openai(lambda p: p["choices"][0].update(delta={"role": "assistant", "content": "a"})),
+    _openai(lambda p: p["choices"][0].pop("index")),
+    _openai(lambda p: p["choices"][0].pop("finish_reason")),
+    _openai(lambda p: p.update(model=3, id=None)),
+    _openai(lambda p: p.update(id=7)),
+    _openai(lambda p: (p.pop("model"), p.pop("id"))),
+    _openai(lambda p: p.update(usage=None, error=None, system_fingerprint="fp", created=1)),
+    _openai(lambda p: p["choices"][0].update(logprobs=None)),
+]
+
+# Near misses: parse() must hand each to the general path (which decides what it is).
+_OPENAI_GENERAL: list[Any] = [
+    _openai(lambda p: p["choices"][0].update(index=False)),  # a bool is not an index
+    _openai(lambda p: p["choices"][0].update(index=0.0)),
+    _openai(lambda p: p["choices"][0].update(index=1)),
+    _openai(lambda p: p["choices"][0].update(finish_reason="stop")),
+    _openai(lambda p: p["choices"][0].update(delta={"content": None})),
+    _openai(lambda p: p["choices"][0].update(delta={"content": 3})),
+    _openai(lambda p: p["choices"][0].update(delta={})),
+    _openai(lambda p: p["choices"][0].update(delta={"content": "a", "reasoning_content": "b"})),
+    _openai(lambda p: p["choices"][0].update(delta={"content": "a", "refusal": None})),
+    _openai(lambda p: p["choices"][0].update(delta=None)),
+    _openai(lambda p: p["choices"][0].update(delta="x")),
+    _openai(lambda p: p["choices"].append({"index": 1, "delta": {"content": "other"}})),
+    _openai(lambda p: p["choices"].insert(0, {"index": 1, "delta": {"content": "other"}})),
+    _openai(lambda p: p.update(choices=["x"])),
+    _openai(lambda p: p.update(choices=[])),
+    _openai(lambda p: p.pop("choices")),
+    _openai(lambda p: p.update(usage={"prompt_tokens": 1, "completion_tokens": 2})),
+    _openai(lambda p: p.update(error={"message": "boom"})),
+]
+
+
+def _openai_parse(data: str) -> tuple[object, int]:
+    """What parse() answers for ``data``, and how many times it took the general path."""
+    parser = _CountingOpenAiParser()
+    return _outcome(lambda: parser.parse(SseEvent(data=data))), parser.general_calls
+
+
+@pytest.mark.parametrize("payload", _OPENAI_FAST)
 def test_openai_fast_path_matches_the_general_path(payload: Any) -> None:
     data = json.dumps(payload)
-    fast = _outcome(lambda: OpenAiChatChunkParser().parse(SseEvent(data=data)))
-    assert fast == _outcome(lambda: OpenAiChatChunkParser._chunk(json.loads(data)))
+    fast, general_calls = _openai_parse(data)
+    assert general_calls == 0  # parse() answered inline: the fast path ran
+    general = _outcome(lambda: OpenAiChatChunkParser._chunk(json.loads(data)))  # the general path, called directly
+    assert type(fast) is Chunk and type(general) is Chunk
+    assert fast == general
+
+
+@pytest.mark.parametrize("payload", _OPENAI_GENERAL)
+def test_openai_near_misses_take_the_general_path(payload: Any) -> None:
+    data = json.dumps(payload)
+    outcome, general_calls = _openai_parse(data)
+    assert general_calls == 1
+    assert outcome == _outcome(lambda: OpenAiChatChunkParser._chunk(json.loads(data)))
 
 
 # --- the aggregator's one-partial step -------------------------------------------------------------------------------

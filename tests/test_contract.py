@@ -1,4 +1,4 @@
-"""assert_stream_protocol: passes a correct stream and names the invariant each seed failure breaks."""
+"""assert_stream_protocol: passes a correct stream and names the invariant each classic failure breaks."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def test_scripted_turn_output_passes() -> None:
     assert final.function_calls()[0].args == {"order_id": "A17"}
 
 
-# --- the seed's failure modes ------------------------------------------------------------------------
+# --- the failure modes of hand-written streaming models ----------------------------------------------
 
 
 def test_empty_list() -> None:

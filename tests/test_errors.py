@@ -28,6 +28,7 @@ from rxllm import (
     TransportError,
     UnsupportedOperationError,
 )
+from rxllm._core.errors import WebSocketClosedError
 from rxllm.testing import ScriptedLlm
 
 
@@ -49,6 +50,7 @@ def test_every_exported_exception_is_an_rxllm_error() -> None:
         (UnsupportedOperationError, (RxLlmError, NotImplementedError)),
         (TransportError, (RxLlmError,)),
         (StreamInterruptedError, (TransportError,)),
+        (WebSocketClosedError, (StreamInterruptedError, TransportError)),
         (rxllm.StreamTimeoutError, (TransportError,)),
         (rxllm.ResponseTooLargeError, (LimitExceededError,)),
         (HttpStatusError, (RxLlmError,)),
@@ -56,6 +58,7 @@ def test_every_exported_exception_is_an_rxllm_error() -> None:
         (ProtocolError, (RxLlmError, ValueError)),
         (LineTooLongError, (ProtocolError, ValueError)),
         (MalformedFunctionCallError, (ProtocolError, ValueError)),
+        (rxllm.StructuredOutputError, (ProtocolError, ValueError)),
         (BufferOverflowError, (RxLlmError,)),
         (LimitExceededError, (RxLlmError,)),
         (ToolError, (RxLlmError,)),
@@ -66,6 +69,16 @@ def test_every_exported_exception_is_an_rxllm_error() -> None:
 def test_tree(error: type[Exception], bases: tuple[type[Exception], ...]) -> None:
     for base in bases:
         assert issubclass(error, base)
+
+
+@pytest.mark.parametrize(
+    ("code", "retryable"), [(1001, True), (1011, True), (1013, True), (1002, False), (1008, False), (4000, False)]
+)
+def test_websocket_closed_error_carries_the_code_and_judges_retry_by_it(code: int, retryable: bool) -> None:
+    error = WebSocketClosedError(code, "why", provider="gemini")
+    assert (error.code, error.reason, error.retryable) == (code, "why", retryable)
+    assert str(error) == f"[gemini] the server closed the WebSocket with code {code}: why"
+    assert str(WebSocketClosedError(code)) == f"the server closed the WebSocket with code {code}"
 
 
 def test_rxllm_error_message_and_provider() -> None:

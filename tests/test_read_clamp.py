@@ -1,4 +1,4 @@
-"""The threaded transport's per-read deadline clamp (``_CancellableStream.read``, issue 14 item 4:
+"""The threaded transport's per-read deadline clamp (``_CancellableStream.read``,
 inlined because it runs once per network read, once per chunk on a trickling stream). Every socket
 timeout ends at the attempt's total deadline; a read after it fails at once; the socket is attached
 to the reading thread's scope once. (The server-observed trickle test is in

@@ -1,4 +1,4 @@
-"""Jittered backoff (issue 11, defect 8): failures that happen together do not retry together,
+"""Jittered backoff: failures that happen together do not retry together,
 and a seeded random source makes the schedule repeatable under a ``TestScheduler``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``retry_before_first_item`` as one object per subscription (issue 14 item 4: an open stream keeps
+"""``retry_before_first_item`` as one object per subscription (an open stream keeps
 its retry state for its whole life, so the state is one slotted object, not closures and disposables):
 the attempts, the backoff timer and disposal, in virtual time."""
 

@@ -1,4 +1,4 @@
-"""SseChatModel over a real loopback server: the seed's four tests, for every provider.
+"""SseChatModel over a real loopback server: the four tests a streaming model needs, for every provider.
 
 Streaming follows the protocol; dispose closes the connection at once (the server observes it)
 while waiting for headers, mid-body and between chunks; a transport failure after the first
@@ -45,12 +45,6 @@ from rxllm.testing import Delay, Disconnect, Hold, StubResponse, StubServer, ass
 
 REQUEST = LlmRequest(contents=(Content(role="user", parts=(Part.from_text("Where is order A17?"),)),))
 TIMEOUT = 5.0
-
-
-@pytest.fixture
-def server() -> Iterator[StubServer]:
-    with StubServer() as stub:
-        yield stub
 
 
 @pytest.fixture(params=WIRES, ids=lambda w: w.name)
@@ -166,29 +160,29 @@ def run_to_list(source: reactivex.Observable[LlmResponse]) -> list[LlmResponse]:
     return recorder.items
 
 
-# --- the seed's streamFollowsProtocol, against every provider's wire -------------------------------
+# --- the stream follows the protocol, against every provider's wire --------------------------------
 
 
-def test_stream_follows_protocol(server: StubServer, wire: Wire, harness: Harness) -> None:
-    server.enqueue(wire.response("The order", " ships", " Tuesday."))
-    responses = run_to_list(harness.model(wire, server.url).generate_content(REQUEST, stream=True))
+def test_stream_follows_protocol(stub_server: StubServer, wire: Wire, harness: Harness) -> None:
+    stub_server.enqueue(wire.response("The order", " ships", " Tuesday."))
+    responses = run_to_list(harness.model(wire, stub_server.url).generate_content(REQUEST, stream=True))
     final = assert_stream_protocol(responses)
     assert [r.text() for r in responses[:-1]] == ["The order", " ships", " Tuesday."]
     assert final.text() == "The order ships Tuesday."
     assert final.finish_reason is FinishReason.STOP
     assert final.usage_metadata is not None and final.usage_metadata.total_token_count == 8
-    assert len(server.requests) == 1
+    assert len(stub_server.requests) == 1
 
 
 def test_partials_arrive_while_the_server_still_holds_the_stream(
-    server: StubServer, wire: Wire, harness: Harness
+    stub_server: StubServer, wire: Wire, harness: Harness
 ) -> None:
     release = threading.Event()
     stream = wire.stream("first", " second")
     cut = len(wire.prelude()) + 1
-    server.enqueue(StubResponse(body=[*stream[:cut], Hold(release), *stream[cut:]]))
+    stub_server.enqueue(StubResponse(body=[*stream[:cut], Hold(release), *stream[cut:]]))
     recorder = Recorder(notify_after=1)
-    recorder.subscribe(harness.model(wire, server.url).generate_content(REQUEST, stream=True))
+    recorder.subscribe(harness.model(wire, stub_server.url).generate_content(REQUEST, stream=True))
     try:
         assert recorder.reached.wait(TIMEOUT), "the first partial did not arrive while the body was held open"
         assert recorder.items[0].partial and recorder.items[0].text() == "first"
@@ -199,9 +193,9 @@ def test_partials_arrive_while_the_server_still_holds_the_stream(
     assert assert_stream_protocol(recorder.items).text() == "first second"
 
 
-def test_stream_false_returns_exactly_one_final(server: StubServer, wire: Wire, harness: Harness) -> None:
-    server.enqueue(StubResponse.json(200, wire.complete_body("The order ships Tuesday.")))
-    responses = run_to_list(harness.model(wire, server.url).generate_content(REQUEST, stream=False))
+def test_stream_false_returns_exactly_one_final(stub_server: StubServer, wire: Wire, harness: Harness) -> None:
+    stub_server.enqueue(StubResponse.json(200, wire.complete_body("The order ships Tuesday.")))
+    responses = run_to_list(harness.model(wire, stub_server.url).generate_content(REQUEST, stream=False))
     assert len(responses) == 1
     (only,) = responses
     assert not only.partial and only.text() == "The order ships Tuesday."
@@ -209,16 +203,16 @@ def test_stream_false_returns_exactly_one_final(server: StubServer, wire: Wire, 
 
 
 def test_every_subscription_is_a_fresh_request_with_a_fresh_aggregator(
-    server: StubServer, wire: Wire, harness: Harness
+    stub_server: StubServer, wire: Wire, harness: Harness
 ) -> None:
-    server.enqueue(wire.response("one"), wire.response("two"))
-    source = harness.model(wire, server.url).generate_content(REQUEST, stream=True)
+    stub_server.enqueue(wire.response("one"), wire.response("two"))
+    source = harness.model(wire, stub_server.url).generate_content(REQUEST, stream=True)
     assert run_to_list(source)[-1].text() == "one"
     assert run_to_list(source)[-1].text() == "two"  # not "onetwo": the aggregator is per subscription
-    assert len(server.requests) == 2
+    assert len(stub_server.requests) == 2
 
 
-def test_stream_events_reports_a_tool_call_before_the_final(server: StubServer, harness: Harness) -> None:
+def test_stream_events_reports_a_tool_call_before_the_final(stub_server: StubServer, harness: Harness) -> None:
     release = threading.Event()
 
     def tool(index: int, arguments: str, call_id: str | None = None, name: str | None = None) -> dict[str, Any]:
@@ -240,9 +234,9 @@ def test_stream_events_reports_a_tool_call_before_the_final(server: StubServer, 
         openai_chunk({}, "tool_calls"),
         b"data: [DONE]\n\n",
     ]
-    server.enqueue(StubResponse(body=events))
+    stub_server.enqueue(StubResponse(body=events))
     recorder = Recorder()
-    model = harness.model(OPENAI, server.url)
+    model = harness.model(OPENAI, stub_server.url)
 
     def on_next(event: Any) -> None:
         recorder.on_next(event)
@@ -270,29 +264,31 @@ def test_stream_events_reports_a_tool_call_before_the_final(server: StubServer, 
 
 
 @pytest.mark.parametrize("phase", ["mid_body", "between_chunks", "headers", "headers_on_reused_connection"])
-def test_dispose_closes_the_connection_at_once(server: StubServer, wire: Wire, phase: str, harness: Harness) -> None:
+def test_dispose_closes_the_connection_at_once(
+    stub_server: StubServer, wire: Wire, phase: str, harness: Harness
+) -> None:
     release = threading.Event()
     stream = wire.stream("Hello", " world", "!")
     cut = len(wire.prelude()) + 2
-    model = harness.model(wire, server.url)
+    model = harness.model(wire, stub_server.url)
     if phase == "headers_on_reused_connection":  # a complete non-streamed answer leaves the connection pooled
-        server.enqueue(StubResponse.json(200, wire.complete_body("warm-up")))
+        stub_server.enqueue(StubResponse.json(200, wire.complete_body("warm-up")))
         run_to_list(model.generate_content(REQUEST, stream=False))
     if phase in ("headers", "headers_on_reused_connection"):
-        server.enqueue(StubResponse(before_headers=[Hold(release)], body=stream))
+        stub_server.enqueue(StubResponse(before_headers=[Hold(release)], body=stream))
     else:
         pause = Hold(release) if phase == "mid_body" else Delay(30.0)
-        server.enqueue(StubResponse(body=[*stream[:cut], pause, *stream[cut:]]))
+        stub_server.enqueue(StubResponse(body=[*stream[:cut], pause, *stream[cut:]]))
 
     recorder = Recorder(notify_after=2)
     subscription = recorder.subscribe(model.generate_content(REQUEST, stream=True))
     if phase.startswith("headers"):
-        assert server.wait_for_requests(2 if phase == "headers_on_reused_connection" else 1, TIMEOUT)
+        assert stub_server.wait_for_requests(2 if phase == "headers_on_reused_connection" else 1, TIMEOUT)
     else:
         assert recorder.reached.wait(TIMEOUT), "two partials did not arrive"
-    connection = server.connections[-1]
+    connection = stub_server.connections[-1]
     if phase == "headers_on_reused_connection":
-        assert len(server.connections) == 1, "the second request should reuse the keep-alive connection"
+        assert len(stub_server.connections) == 1, "the second request should reuse the keep-alive connection"
     seen = len(recorder.items)
 
     disposed_at = time.monotonic()
@@ -307,58 +303,58 @@ def test_dispose_closes_the_connection_at_once(server: StubServer, wire: Wire, p
     assert not recorder.errors and not recorder.completed, "no terminal signal after dispose"
 
 
-def test_dispose_before_the_work_starts_sends_nothing(server: StubServer) -> None:
+def test_dispose_before_the_work_starts_sends_nothing(stub_server: StubServer) -> None:
     gate = threading.Event()
     pool = ThreadPoolScheduler(1)
     pool.schedule(lambda *_: gate.wait(TIMEOUT))  # occupy the only worker
-    subscription = OPENAI.model(server.url, scheduler=pool).generate_content(REQUEST, stream=True).subscribe()
+    subscription = OPENAI.model(stub_server.url, scheduler=pool).generate_content(REQUEST, stream=True).subscribe()
     subscription.dispose()
     gate.set()
     finished = threading.Event()
     pool.schedule(lambda *_: finished.set())
     assert finished.wait(TIMEOUT)
-    assert server.requests == []
+    assert stub_server.requests == []
 
 
 # --- errors before and after the first chunk ------------------------------------------------------
 
 
 def test_transport_failure_after_one_chunk_is_on_error_without_retry(
-    server: StubServer, wire: Wire, harness: Harness
+    stub_server: StubServer, wire: Wire, harness: Harness
 ) -> None:
     stream = wire.stream("Hello", " world")
     cut = len(wire.prelude()) + 1
-    server.enqueue(StubResponse(body=[*stream[:cut], Disconnect(reset=True)]), wire.response("never"))
+    stub_server.enqueue(StubResponse(body=[*stream[:cut], Disconnect(reset=True)]), wire.response("never"))
     recorder = Recorder()
-    recorder.subscribe(harness.model(wire, server.url).generate_content(REQUEST, stream=True))
+    recorder.subscribe(harness.model(wire, stub_server.url).generate_content(REQUEST, stream=True))
     assert recorder.done.wait(TIMEOUT)
     assert [r.text() for r in recorder.items] == ["Hello"] and all(r.partial for r in recorder.items)
     assert len(recorder.errors) == 1 and isinstance(recorder.errors[0], StreamInterruptedError)
-    assert len(server.requests) == 1
+    assert len(stub_server.requests) == 1
 
 
-def test_body_ending_early_after_a_chunk_is_on_error(server: StubServer, wire: Wire, harness: Harness) -> None:
+def test_body_ending_early_after_a_chunk_is_on_error(stub_server: StubServer, wire: Wire, harness: Harness) -> None:
     stream = wire.stream("Hello", " world")
     cut = len(wire.prelude()) + 1
-    server.enqueue(StubResponse(body=[*stream[:cut], Disconnect(reset=False)]))
+    stub_server.enqueue(StubResponse(body=[*stream[:cut], Disconnect(reset=False)]))
     recorder = Recorder()
-    recorder.subscribe(harness.model(wire, server.url).generate_content(REQUEST, stream=True))
+    recorder.subscribe(harness.model(wire, stub_server.url).generate_content(REQUEST, stream=True))
     assert recorder.done.wait(TIMEOUT)
     assert isinstance(recorder.errors[0], StreamInterruptedError)
-    assert len(server.requests) == 1
+    assert len(stub_server.requests) == 1
 
 
 def test_in_band_error_after_the_first_chunk_ends_in_an_error_final(
-    server: StubServer, wire: Wire, harness: Harness
+    stub_server: StubServer, wire: Wire, harness: Harness
 ) -> None:
     stream = wire.stream("Partial answer")
     cut = len(wire.prelude()) + 1
-    server.enqueue(StubResponse(body=[*stream[:cut], wire.error(True)]))
-    responses = run_to_list(harness.model(wire, server.url).generate_content(REQUEST, stream=True))
+    stub_server.enqueue(StubResponse(body=[*stream[:cut], wire.error(True)]))
+    responses = run_to_list(harness.model(wire, stub_server.url).generate_content(REQUEST, stream=True))
     final = assert_stream_protocol(responses)
     assert final.text() == "Partial answer"
     assert final.error_code and final.error_message
-    assert len(server.requests) == 1
+    assert len(stub_server.requests) == 1
 
 
 def _virtual_time_model(harness: Harness, wire: Wire, url: str) -> tuple[SseChatModel, VirtualClock]:
@@ -366,65 +362,66 @@ def _virtual_time_model(harness: Harness, wire: Wire, url: str) -> tuple[SseChat
     return harness.model(wire, url, clock=clock, retry_policy=RetryPolicy(jitter="none")), clock
 
 
-def test_429_before_any_chunk_is_retried_exactly_once(server: StubServer, wire: Wire, harness: Harness) -> None:
-    server.enqueue(StubResponse.json(429, {"error": {"message": "slow down"}}), wire.response("after retry"))
-    model, clock = _virtual_time_model(harness, wire, server.url)
+def test_429_before_any_chunk_is_retried_exactly_once(stub_server: StubServer, wire: Wire, harness: Harness) -> None:
+    stub_server.enqueue(StubResponse.json(429, {"error": {"message": "slow down"}}), wire.response("after retry"))
+    model, clock = _virtual_time_model(harness, wire, stub_server.url)
     recorder = Recorder()
     recorder.subscribe(model.generate_content(REQUEST, stream=True))
     assert clock.wait_timers(1), "no retry was scheduled"
-    assert len(server.requests) == 1 and not recorder.items
+    assert len(stub_server.requests) == 1 and not recorder.items
     clock.advance_to(0.399)
-    assert len(server.requests) == 1
+    assert len(stub_server.requests) == 1
     clock.advance_to(0.4)
     assert recorder.done.wait(TIMEOUT) and not recorder.errors
-    assert len(server.requests) == 2 and clock.timers == 1
+    assert len(stub_server.requests) == 2 and clock.timers == 1
     assert assert_stream_protocol(recorder.items).text() == "after retry"
 
 
-def test_three_503s_make_three_requests_then_the_error(server: StubServer, wire: Wire, harness: Harness) -> None:
+def test_three_503s_make_three_requests_then_the_error(stub_server: StubServer, wire: Wire, harness: Harness) -> None:
     for _ in range(3):
-        server.enqueue(StubResponse.json(503, {"error": {"message": "overloaded"}}, headers={"x-request-id": "req-9"}))
-    model, clock = _virtual_time_model(harness, wire, server.url)
+        stub_server.enqueue(StubResponse.json(503, {"error": {"message": "overloaded"}},
+                                               headers={"x-request-id": "req-9"}))
+    model, clock = _virtual_time_model(harness, wire, stub_server.url)
     recorder = Recorder()
     recorder.subscribe(model.generate_content(REQUEST, stream=True))
     assert clock.wait_timers(1)
-    assert len(server.requests) == 1
+    assert len(stub_server.requests) == 1
     clock.advance_to(0.4)
     assert clock.wait_timers(2)
-    assert len(server.requests) == 2 and not recorder.done.is_set()
+    assert len(stub_server.requests) == 2 and not recorder.done.is_set()
     clock.advance_to(1.199)
-    assert len(server.requests) == 2
+    assert len(stub_server.requests) == 2
     clock.advance_to(1.2)
     assert recorder.done.wait(TIMEOUT)
-    assert len(server.requests) == 3
+    assert len(stub_server.requests) == 3
     (error,) = recorder.errors
     assert isinstance(error, HttpStatusError) and error.status_code == 503
     assert error.provider_message == "overloaded" and error.request_id == "req-9"
     clock.advance_to(100.0)
-    assert len(server.requests) == 3 and clock.timers == 2
+    assert len(stub_server.requests) == 3 and clock.timers == 2
 
 
-def test_retry_after_is_honoured(server: StubServer, harness: Harness) -> None:
-    server.enqueue(
+def test_retry_after_is_honoured(stub_server: StubServer, harness: Harness) -> None:
+    stub_server.enqueue(
         StubResponse.json(429, {"error": {"message": "later"}}, headers={"retry-after": "2"}), OPENAI.response("ok")
     )
-    model, clock = _virtual_time_model(harness, OPENAI, server.url)
+    model, clock = _virtual_time_model(harness, OPENAI, stub_server.url)
     recorder = Recorder()
     recorder.subscribe(model.generate_content(REQUEST, stream=True))
     assert clock.wait_timers(1)
     clock.advance_to(1.999)
-    assert len(server.requests) == 1
+    assert len(stub_server.requests) == 1
     clock.advance_to(2.0)
-    assert recorder.done.wait(TIMEOUT) and recorder.completed and len(server.requests) == 2
+    assert recorder.done.wait(TIMEOUT) and recorder.completed and len(stub_server.requests) == 2
 
 
 def test_other_4xx_fails_at_once_with_status_message_and_request_id(
-    server: StubServer, wire: Wire, harness: Harness
+    stub_server: StubServer, wire: Wire, harness: Harness
 ) -> None:
-    server.enqueue(
+    stub_server.enqueue(
         StubResponse.json(400, {"error": {"message": "max_tokens is too large"}}, headers={"request-id": "req-42"})
     )
-    model, clock = _virtual_time_model(harness, wire, server.url)
+    model, clock = _virtual_time_model(harness, wire, stub_server.url)
     recorder = Recorder()
     recorder.subscribe(model.generate_content(REQUEST, stream=True))
     assert recorder.done.wait(TIMEOUT)
@@ -432,29 +429,33 @@ def test_other_4xx_fails_at_once_with_status_message_and_request_id(
     assert isinstance(error, HttpStatusError)
     assert (error.status_code, error.provider_message, error.request_id) == (400, "max_tokens is too large", "req-42")
     assert "max_tokens is too large" in str(error) and "req-42" in str(error)
-    assert clock.timers == 0 and len(server.requests) == 1
+    assert clock.timers == 0 and len(stub_server.requests) == 1
 
 
-def test_retryable_in_band_error_before_any_chunk_is_retried(server: StubServer, wire: Wire, harness: Harness) -> None:
-    server.enqueue(StubResponse(body=[*wire.prelude(), wire.error(True)]), wire.response("second try"))
-    model, clock = _virtual_time_model(harness, wire, server.url)
+def test_retryable_in_band_error_before_any_chunk_is_retried(
+    stub_server: StubServer, wire: Wire, harness: Harness
+) -> None:
+    stub_server.enqueue(StubResponse(body=[*wire.prelude(), wire.error(True)]), wire.response("second try"))
+    model, clock = _virtual_time_model(harness, wire, stub_server.url)
     recorder = Recorder()
     recorder.subscribe(model.generate_content(REQUEST, stream=True))
     assert clock.wait_timers(1)
-    assert len(server.requests) == 1 and not recorder.done.is_set()
+    assert len(stub_server.requests) == 1 and not recorder.done.is_set()
     clock.advance_to(0.4)
     assert recorder.done.wait(TIMEOUT)
     assert recorder.completed and assert_stream_protocol(recorder.items).text() == "second try"
 
 
-def test_non_retryable_in_band_error_before_any_chunk_fails(server: StubServer, wire: Wire, harness: Harness) -> None:
-    server.enqueue(StubResponse(body=[*wire.prelude(), wire.error(False)]))
-    model, clock = _virtual_time_model(harness, wire, server.url)
+def test_non_retryable_in_band_error_before_any_chunk_fails(
+    stub_server: StubServer, wire: Wire, harness: Harness
+) -> None:
+    stub_server.enqueue(StubResponse(body=[*wire.prelude(), wire.error(False)]))
+    model, clock = _virtual_time_model(harness, wire, stub_server.url)
     recorder = Recorder()
     recorder.subscribe(model.generate_content(REQUEST, stream=True))
     assert recorder.done.wait(TIMEOUT)
     assert len(recorder.errors) == 1 and isinstance(recorder.errors[0], ProviderError)
-    assert clock.timers == 0 and len(server.requests) == 1
+    assert clock.timers == 0 and len(stub_server.requests) == 1
 
 
 def test_connection_refused_is_retried_then_fails(harness: Harness) -> None:
@@ -470,42 +471,44 @@ def test_connection_refused_is_retried_then_fails(harness: Harness) -> None:
     assert recorder.done.wait(TIMEOUT) and type(recorder.errors[0]).__name__ == "TransportError"
 
 
-def test_retry_policy_never_makes_one_attempt(server: StubServer, harness: Harness) -> None:
-    server.enqueue(StubResponse.json(503, {"error": {"message": "overloaded"}}))
-    model = harness.model(OPENAI, server.url, retry_policy=RetryPolicy.never())
+def test_retry_policy_never_makes_one_attempt(stub_server: StubServer, harness: Harness) -> None:
+    stub_server.enqueue(StubResponse.json(503, {"error": {"message": "overloaded"}}))
+    model = harness.model(OPENAI, stub_server.url, retry_policy=RetryPolicy.never())
     recorder = Recorder()
     recorder.subscribe(model.generate_content(REQUEST, stream=True))
     assert recorder.done.wait(TIMEOUT)
-    assert isinstance(recorder.errors[0], HttpStatusError) and len(server.requests) == 1
+    assert isinstance(recorder.errors[0], HttpStatusError) and len(stub_server.requests) == 1
 
 
 # --- misc contract points -------------------------------------------------------------------------
 
 
-def test_connect_refuses_naming_the_model(server: StubServer, wire: Wire, harness: Harness) -> None:
-    model = harness.model(wire, server.url)
+def test_connect_refuses_naming_the_model(stub_server: StubServer, wire: Wire, harness: Harness) -> None:
+    model = harness.model(wire, stub_server.url)
     with pytest.raises(UnsupportedOperationError, match=model.model):
         model.connect(REQUEST)
 
 
-def test_the_requests_model_wins_over_the_models_own(server: StubServer, harness: Harness) -> None:
-    server.enqueue(OPENAI.response("hi"))
-    run_to_list(
-        harness.model(OPENAI, server.url).generate_content(REQUEST.model_copy(update={"model": "other"}), stream=True)
-    )
-    assert server.requests[0].json()["model"] == "other"
+def test_the_requests_model_wins_over_the_models_own(stub_server: StubServer, harness: Harness) -> None:
+    stub_server.enqueue(OPENAI.response("hi"))
+    model = harness.model(OPENAI, stub_server.url)
+    run_to_list(model.generate_content(REQUEST.model_copy(update={"model": "other"}), stream=True))
+    assert stub_server.requests[0].json()["model"] == "other"
 
 
-def test_api_key_never_appears_in_repr_errors_or_logs(server: StubServer, caplog: pytest.LogCaptureFixture) -> None:
+def test_api_key_never_appears_in_repr_errors_or_logs(
+    stub_server: StubServer, caplog: pytest.LogCaptureFixture
+) -> None:
     from rxllm.providers.openai import OpenAiChatModel
 
     secret = "sk-very-secret-key-123"
-    server.enqueue(StubResponse.json(401, {"error": {"message": "invalid api key"}}))
-    model = OpenAiChatModel("gpt-test", base_url=f"{server.url}/v1", api_key=secret, scheduler=ImmediateScheduler())
+    stub_server.enqueue(StubResponse.json(401, {"error": {"message": "invalid api key"}}))
+    model = OpenAiChatModel("gpt-test", base_url=f"{stub_server.url}/v1", api_key=secret,
+                            scheduler=ImmediateScheduler())
     with caplog.at_level(logging.DEBUG, logger="rxllm"):
         recorder = Recorder()
         recorder.subscribe(model.generate_content(REQUEST, stream=True))
-    assert server.requests[0].headers["authorization"] == f"Bearer {secret}"
+    assert stub_server.requests[0].headers["authorization"] == f"Bearer {secret}"
     (error,) = recorder.errors
     for text in (repr(model), str(error), repr(error), caplog.text):
         assert secret not in text
@@ -545,40 +548,40 @@ def test_1000_subscribe_dispose_cycles_leak_no_threads_or_sockets(kind: str) -> 
     ids=["openai", "anthropic", "gemini"],
 )
 def test_the_environments_key_is_only_sent_to_the_official_endpoint(
-    server: StubServer, wire: Wire, variable: str, monkeypatch: pytest.MonkeyPatch
+    stub_server: StubServer, wire: Wire, variable: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(variable, "sk-users-real-key")
-    server.enqueue(wire.response("hi"), wire.response("hi"))
-    run_to_list(wire.model(server.url).generate_content(REQUEST, stream=True))
-    run_to_list(wire.model(server.url, api_key="sk-for-this-server").generate_content(REQUEST, stream=True))
-    first, second = server.requests
+    stub_server.enqueue(wire.response("hi"), wire.response("hi"))
+    run_to_list(wire.model(stub_server.url).generate_content(REQUEST, stream=True))
+    run_to_list(wire.model(stub_server.url, api_key="sk-for-this-server").generate_content(REQUEST, stream=True))
+    first, second = stub_server.requests
     assert all("sk-users-real-key" not in value for value in first.headers.values())
     assert any("sk-for-this-server" in value for value in second.headers.values())
 
 
-def test_consecutive_streams_reuse_the_keep_alive_connection_on_asyncio(server: StubServer, wire: Wire) -> None:
+def test_consecutive_streams_reuse_the_keep_alive_connection_on_asyncio(stub_server: StubServer, wire: Wire) -> None:
     harness = Harness("asyncio")
-    server.enqueue(wire.response("one"), wire.response("two"), wire.response("three"))
-    model = harness.model(wire, server.url)
+    stub_server.enqueue(wire.response("one"), wire.response("two"), wire.response("three"))
+    model = harness.model(wire, stub_server.url)
     try:
         texts = [run_to_list(model.generate_content(REQUEST, stream=True))[-1].text() for _ in range(3)]
     finally:
         harness.close()
     assert texts == ["one", "two", "three"]
-    assert len(server.connections) == 1, "the body's end was not read, so the connection was not reused"
+    assert len(stub_server.connections) == 1, "the body's end was not read, so the connection was not reused"
 
 
 def test_a_body_held_open_after_the_end_marker_neither_delays_the_final_nor_leaks(
-    server: StubServer, harness: Harness
+    stub_server: StubServer, harness: Harness
 ) -> None:
     release = threading.Event()
-    server.enqueue(StubResponse(body=[*OPENAI.stream("done"), Hold(release)]))
+    stub_server.enqueue(StubResponse(body=[*OPENAI.stream("done"), Hold(release)]))
     try:
         recorder = Recorder()
-        recorder.subscribe(harness.model(OPENAI, server.url).generate_content(REQUEST, stream=True))
+        recorder.subscribe(harness.model(OPENAI, stub_server.url).generate_content(REQUEST, stream=True))
         assert recorder.done.wait(TIMEOUT) and recorder.completed
         assert recorder.items[-1].text() == "done"
-        assert server.connections[0].wait_closed_by_client(TIMEOUT), "the held-open connection was never closed"
+        assert stub_server.connections[0].wait_closed_by_client(TIMEOUT), "the held-open connection was never closed"
         assert harness.wait_idle()
     finally:
         release.set()

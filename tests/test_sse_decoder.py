@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from collections.abc import Iterable
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from transcripts import Transcript, load_manifest
 
 from rxllm import LineTooLongError, ProtocolError, SseDecoder, SseEvent
 
 BOM = b"\xef\xbb\xbf"
-TRANSCRIPTS = Path(__file__).resolve().parents[2] / "shared" / "transcripts"
-SSE_FILES = sorted(TRANSCRIPTS.glob("*/*.sse"))
+TRANSCRIPTS = load_manifest()  # raises when tests/fixtures/transcripts or a file it lists is missing
 
 
 def decode(*feeds: bytes, max_line_bytes: int | None = None) -> list[SseEvent]:
@@ -24,7 +22,6 @@ def decode(*feeds: bytes, max_line_bytes: int | None = None) -> list[SseEvent]:
     events: list[SseEvent] = []
     for piece in feeds:
         events.extend(decoder.feed(piece))
-    events.extend(decoder.flush())
     return events
 
 
@@ -205,12 +202,10 @@ def test_bom_prefix_that_is_not_a_bom_is_kept() -> None:
 
 
 @pytest.mark.parametrize("tail", [b"data: x", b"data: x\n", b"data: x\r", b"event: e\ndata: x\r\n"])
-def test_unterminated_trailing_event_is_discarded_by_flush(tail: bytes) -> None:
+def test_unterminated_trailing_event_is_never_dispatched(tail: bytes) -> None:
     decoder = SseDecoder()
     assert decoder.feed(b"data: done\n\n" + tail) == [SseEvent(data="done")]
-    assert decoder.has_pending is True
-    assert decoder.flush() == []
-    assert decoder.has_pending is False
+    assert decoder.has_pending is True  # the stream ended inside an event: it is held, never dispatched
 
 
 def test_nothing_pending_after_a_complete_stream() -> None:
@@ -342,20 +337,15 @@ def test_arbitrary_bytes_split_anywhere_match_the_reference(stream: bytes, data:
 # --- recorded transcripts --------------------------------------------------------------------------------------------
 
 
-def test_transcripts_are_present() -> None:
-    assert len(SSE_FILES) >= 20, f"expected the recorded transcripts under {TRANSCRIPTS}"
-
-
-@pytest.mark.parametrize("path", SSE_FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
-def test_transcript_whole_and_byte_by_byte_give_identical_events(path: Path) -> None:
-    stream = path.read_bytes()
+@pytest.mark.parametrize("transcript", TRANSCRIPTS, ids=lambda t: t.name)
+def test_transcript_whole_and_byte_by_byte_give_identical_events(transcript: Transcript) -> None:
+    stream = transcript.raw
     whole_decoder = SseDecoder()
     whole = whole_decoder.feed(stream)
     assert whole_decoder.has_pending is False  # every recorded file ends with a blank line
     assert decode(*bytewise(stream)) == whole
     assert whole == reference_parse(stream)
-    expected = json.loads(path.with_name(path.stem + ".expected.json").read_text(encoding="utf-8"))
-    assert len(whole) == expected["_info"]["sse_events"]
+    assert len(whole) == transcript.expected["_info"]["sse_events"]
 
 
 # --- the one-event-per-read fast paths give what the general path gives --------------------------------------------

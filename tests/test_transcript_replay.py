@@ -1,10 +1,11 @@
-"""Every recorded transcript, served by a real loopback server and read by the real model.
+"""Every recorded transcript, served by a real loopback server and read by the real model on both transports.
 
-Each of the 32 transcripts in ``tests/fixtures/transcripts`` (copied from ``../shared/transcripts``,
-see its ``SOURCES.md``) is served whole and cut at awkward byte offsets (inside multi-byte UTF-8
-characters, between ``\\r`` and ``\\n``, at seeded random points), each piece its own HTTP chunk.
-The model's output must follow the stream contract and its final must match the reference
-aggregate (``.expected.json``) and the pure replay of the same bytes.
+Each transcript in ``tests/fixtures/transcripts`` (its ``SOURCES.md`` says where each came from) is
+served whole and cut at awkward byte offsets (inside multi-byte UTF-8 characters, between ``\\r``
+and ``\\n``, at seeded random points), each piece its own HTTP chunk, and read through
+:class:`~rxllm.HttpTransport` and :class:`~rxllm.AsyncHttpTransport`. The model's output must follow
+the stream contract and its final must match the reference aggregate (``.expected.json``) and the
+pure replay of the same bytes.
 """
 
 from __future__ import annotations
@@ -18,17 +19,28 @@ from reactivex import operators as ops
 from reactivex.scheduler import ImmediateScheduler
 from transcripts import Transcript, load_manifest, split_at, split_randomly
 
-from rxllm import LlmRequest, LlmResponse, SseChatModel
+from rxllm import AsyncHttpTransport, HttpTransport, LlmRequest, LlmResponse, SseChatModel
 from rxllm.providers.anthropic import AnthropicModel
 from rxllm.providers.gemini import GeminiModel
 from rxllm.providers.openai import OpenAiChatModel, OpenAiResponsesModel
 from rxllm.testing import StubResponse, StubServer, assert_stream_protocol, parser_for, replay_sse
 
-MODELS: dict[str, Callable[[str], SseChatModel]] = {
-    "openai-chat": lambda url: OpenAiChatModel("m", base_url=f"{url}/v1", scheduler=ImmediateScheduler()),
-    "openai-responses": lambda url: OpenAiResponsesModel("m", base_url=f"{url}/v1", scheduler=ImmediateScheduler()),
-    "anthropic": lambda url: AnthropicModel("m", base_url=url, scheduler=ImmediateScheduler()),
-    "gemini": lambda url: GeminiModel("m", base_url=url, scheduler=ImmediateScheduler()),
+Transport = HttpTransport | AsyncHttpTransport
+
+
+
+def _on(transport: Transport) -> dict[str, Any]:
+    """The model options for ``transport`` (the threaded one reads on the calling thread)."""
+    if isinstance(transport, HttpTransport):
+        return {"transport": transport, "scheduler": ImmediateScheduler()}
+    return {"transport": transport}
+
+
+MODELS: dict[str, Callable[[str, Transport], SseChatModel]] = {
+    "openai-chat": lambda url, transport: OpenAiChatModel("m", base_url=f"{url}/v1", **_on(transport)),
+    "openai-responses": lambda url, transport: OpenAiResponsesModel("m", base_url=f"{url}/v1", **_on(transport)),
+    "anthropic": lambda url, transport: AnthropicModel("m", base_url=url, **_on(transport)),
+    "gemini": lambda url, transport: GeminiModel("m", base_url=url, **_on(transport)),
 }
 
 TRANSCRIPTS = load_manifest()
@@ -47,10 +59,16 @@ def _splits(data: bytes) -> dict[str, list[bytes]]:
     }
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[StubServer]:
-    with StubServer() as stub:
-        yield stub
+@pytest.fixture(scope="module", params=["threads", "asyncio"])
+def transport(request: pytest.FixtureRequest) -> Iterator[Transport]:
+    made: Transport = HttpTransport() if request.param == "threads" else AsyncHttpTransport()
+    yield made
+    made.close()
+
+
+def test_every_protocol_has_a_model() -> None:
+    assert {t.protocol for t in TRANSCRIPTS} == set(MODELS)
+    assert len(TRANSCRIPTS) == 38  # the fixture folder's manifest (see test_transcript_fixtures.py)
 
 
 def _summary(final: LlmResponse) -> dict[str, Any]:
@@ -67,12 +85,14 @@ def _summary(final: LlmResponse) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("transcript", TRANSCRIPTS, ids=lambda t: t.name)
-def test_transcript_through_the_real_model(server: StubServer, transcript: Transcript) -> None:
+def test_transcript_through_the_real_model(
+    stub_server: StubServer, transport: Transport, transcript: Transcript
+) -> None:
     expected = transcript.expected
     reference = replay_sse(transcript.raw, parser_for(transcript.protocol))
-    model = MODELS[transcript.protocol](server.url)
+    model = MODELS[transcript.protocol](stub_server.url, transport)
     for split, pieces in _splits(transcript.raw).items():
-        server.enqueue(StubResponse(body=pieces))
+        stub_server.enqueue(StubResponse(body=pieces))
         responses = model.generate_content(LlmRequest(), stream=True).pipe(ops.to_list()).run()
         final = assert_stream_protocol(responses)
         assert _summary(final) == _summary(reference[-1]), split

@@ -1,10 +1,13 @@
 """Shared test helpers for the recorded provider transcripts in ``tests/fixtures/transcripts/``.
 
-The fixtures are a byte-for-byte copy of the shared transcript set; its ``README.md`` defines how
-each ``.expected.json`` was computed, and ``manifest.json`` lists every file with its protocol.
-This module loads them, cuts byte streams into awkward reads, replays reads through a parser and
-compares a final with its ``.expected.json``; it knows nothing about any provider (the parser and
-the provider's usage mapping are passed in), so every provider's tests can use it::
+The fixtures are recorded provider streams kept in this repository (``SOURCES.md`` says where each
+came from); their ``README.md`` defines how each ``.expected.json`` was computed, and
+``manifest.json`` lists every file with its protocol and size. They are the only copy the tests
+read: a missing folder, manifest or listed file is an error when the tests are collected, never a
+skipped or empty parametrization. This module loads them, cuts byte streams into awkward reads,
+replays reads through a parser and compares a final with its ``.expected.json``; it knows nothing
+about any provider (the parser and the provider's usage mapping are passed in), so every
+provider's tests can use it::
 
     from transcripts import assert_replay_matches_expected, awkward_splits, by_protocol, replay_reads
 
@@ -34,6 +37,7 @@ from rxllm.testing import assert_stream_protocol
 __all__ = [
     "AWKWARD_SPLIT_NAMES",
     "TRANSCRIPTS_DIR",
+    "MissingTranscriptsError",
     "Transcript",
     "assert_replay_matches_expected",
     "awkward_splits",
@@ -45,8 +49,8 @@ __all__ = [
     "split_randomly",
 ]
 
-TRANSCRIPTS_DIR = Path(__file__).parent / "fixtures" / "transcripts"
-"""Where the copied transcripts live."""
+TRANSCRIPTS_DIR = Path(__file__).resolve().parent / "fixtures" / "transcripts"
+"""Where the recorded transcripts live (inside the repository, beside this module)."""
 
 AWKWARD_SPLIT_NAMES = (
     "whole",
@@ -85,12 +89,24 @@ class Transcript:
     scenario: str = field(default="", repr=False)
 
 
+class MissingTranscriptsError(RuntimeError):
+    """The fixture folder, its manifest or a file the manifest lists is not there."""
+
+
 @functools.cache
 def _load() -> tuple[Transcript, ...]:
-    entries = json.loads((TRANSCRIPTS_DIR / "manifest.json").read_text(encoding="utf-8"))
+    manifest = TRANSCRIPTS_DIR / "manifest.json"
+    if not manifest.is_file():
+        raise MissingTranscriptsError(f"no transcript manifest at {manifest}")
+    entries = json.loads(manifest.read_text(encoding="utf-8"))
+    if not entries:
+        raise MissingTranscriptsError(f"{manifest} lists no transcripts")
     transcripts = []
     for entry in entries:
         sse_path = TRANSCRIPTS_DIR / entry["file"]
+        for listed in (sse_path, TRANSCRIPTS_DIR / entry["expected"]):
+            if not listed.is_file():
+                raise MissingTranscriptsError(f"{manifest} lists {listed.name}, which is not in {listed.parent}")
         expected = json.loads((TRANSCRIPTS_DIR / entry["expected"]).read_text(encoding="utf-8"))
         transcripts.append(
             Transcript(
@@ -198,7 +214,7 @@ def replay_reads(
 
     Reading stops after the first ``end_of_stream`` chunk. Returns every response (the partials,
     then the final) and whether an ``end_of_stream`` chunk arrived; a stream without one is
-    flushed and finished all the same.
+    finished all the same (an event it ended in the middle of is never dispatched).
     """
     decoder = SseDecoder()
     responses: list[LlmResponse] = []
@@ -211,7 +227,6 @@ def replay_reads(
             if chunk.end_of_stream:
                 responses.append(aggregator.finish())
                 return responses, True
-    decoder.flush()
     responses.append(aggregator.finish())
     return responses, False
 

@@ -12,6 +12,7 @@ matching built-in, so ``except ValueError`` keeps working for callers who expect
     │                                            connect() on a model without live sessions
     ├── TransportError                           connection failed, reset, timed out
     │   ├── StreamInterruptedError               body ended before the provider said it was done
+    │   │   └── WebSocketClosedError             the server closed a WebSocket with an error code
     │   └── StreamTimeoutError                   a deadline fired (``limit`` says which one)
     ├── HttpStatusError                          non-2xx answer: status, message, request id
     ├── ProviderError                            the provider reported an error inside the body
@@ -19,6 +20,7 @@ matching built-in, so ``except ValueError`` keeps working for callers who expect
     │   ├── LineTooLongError                     an SSE line longer than the decoder's cap
     │   ├── MalformedFunctionCallError           tool-call arguments that are not a JSON object
     │   └── ContractViolationError               a stream broke the generate_content contract
+    │   └── StructuredOutputError                no validated object of the type asked for
     ├── BufferOverflowError                      a subscriber fell further behind than its buffer
     ├── EmptyStreamError                         awaited the last item of a stream that had none
     ├── LimitExceededError                       a run exceeded a configured limit (max_llm_calls)
@@ -52,10 +54,12 @@ __all__ = [
     "StoreError",
     "StreamInterruptedError",
     "StreamTimeoutError",
+    "StructuredOutputError",
     "ToolError",
     "ToolTimeoutError",
     "TransportError",
     "UnsupportedOperationError",
+    "WebSocketClosedError",
 ]
 
 
@@ -77,6 +81,20 @@ class RxLlmError(Exception):
     def __str__(self) -> str:
         return f"[{self.provider}] {self.message}" if self.provider else self.message
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Exception's own pickling calls ``type(self)(*self.args)``, which a subclass with other (or
+        # keyword-only) arguments refuses; rebuild from the args and attributes instead, so an error
+        # crosses a process boundary (a process pool, a task queue) whole.
+        return (_restore_error, (type(self), self.args, self.__dict__))
+
+
+def _restore_error(cls: type[RxLlmError], args: tuple[object, ...], state: dict[str, object]) -> RxLlmError:
+    """An unpickled :class:`RxLlmError`: ``args`` and attributes as pickled, ``__init__`` not called."""
+    error = cls.__new__(cls, *args)
+    error.args = args  # OSError's __new__ (TimeoutError's) leaves them to __init__
+    error.__dict__.update(state)
+    return error
+
 
 class ConfigurationError(RxLlmError, ValueError):
     """A constructor or call got arguments it cannot work with (e.g. no API key)."""
@@ -97,6 +115,30 @@ class TransportError(RxLlmError):
 
 class StreamInterruptedError(TransportError):
     """The body ended (EOF or reset) before the provider said the stream was complete."""
+
+
+class WebSocketClosedError(StreamInterruptedError):
+    """The server ended a WebSocket session with a close code other than a normal closure.
+
+    Attributes:
+        code: the close code the server sent (RFC 6455 §7.4: ``1001`` going away, ``1008``
+            policy violation, ``1011`` internal error, ``4000``-``4999`` the application's own).
+        reason: the close frame's reason text (secrets cut out).
+        retryable: ``True`` for the codes that say "try again" (``1001``, ``1011``-``1014``).
+
+    >>> err = WebSocketClosedError(1011, "overloaded")
+    >>> (str(err), err.code, err.retryable, isinstance(err, StreamInterruptedError))
+    ('the server closed the WebSocket with code 1011: overloaded', 1011, True, True)
+    """
+
+    RETRYABLE_CODES = frozenset({1001, 1011, 1012, 1013, 1014})
+
+    def __init__(self, code: int, reason: str = "", *, provider: str | None = None) -> None:
+        detail = f"the server closed the WebSocket with code {code}"
+        super().__init__(f"{detail}: {reason}" if reason else detail, provider=provider)
+        self.code = code
+        self.reason = reason
+        self.retryable: bool = code in self.RETRYABLE_CODES
 
 
 class StreamTimeoutError(TransportError):
@@ -227,6 +269,26 @@ class ContractViolationError(ProtocolError):
     def __init__(self, message: str, *, rule: str, provider: str | None = None) -> None:
         super().__init__(f"stream contract violated ({rule}): {message}", provider=provider)
         self.rule = rule
+
+
+class StructuredOutputError(ProtocolError):
+    """A response holds no validated object of the type asked for (``LlmResponse.parsed_as``).
+
+    The reply did not validate against the response schema, the turn ended otherwise (a
+    ``MAX_TOKENS`` cut, a refusal, a tool call), the response is a partial (whose ``parsed`` is
+    the JSON so far), or the request had no response schema.
+
+    Attributes:
+        error_code: the response's ``error_code`` (``"INVALID_STRUCTURED_OUTPUT"``, ``"MAX_TOKENS"``,
+            ...), or ``None``.
+
+    >>> StructuredOutputError("no City", error_code="MAX_TOKENS").error_code
+    'MAX_TOKENS'
+    """
+
+    def __init__(self, message: str, *, error_code: str | None = None, provider: str | None = None) -> None:
+        super().__init__(message, provider=provider)
+        self.error_code = error_code
 
 
 class BufferOverflowError(RxLlmError):

@@ -82,9 +82,10 @@ def _direct_defaults(cls: type[BaseModel], fields: frozenset[str]) -> dict[str, 
     the defaults with the values set, no extra, no private attributes, and every instance of one
     shape shares one ``model_fields_set`` (pydantic copies it before changing it, as in
     ``model_copy(update=...)``), so a kept partial is 6 objects for the garbage collector to walk
-    instead of 9 (ARCHITECTURE §3 trap 12). Safe only when no default is mutable or made by a
-    factory and the model has no validators or post-init hook to skip; otherwise ``None`` (and the
-    aggregator validates, as before). ``tests/test_aggregation.py`` checks the result is equal to
+    instead of 9 (a subscriber that keeps every partial makes the collector walk them all: the
+    "partials kept" rows of ``docs/benchmarks.md``). Safe only when no default is mutable or made
+    by a factory and the model has no validators or post-init hook to skip; otherwise ``None`` (and
+    the aggregator validates). ``tests/test_aggregation.py`` checks the result is equal to
     a validated one in every observable way.
     """
     decorators = cls.__pydantic_decorators__

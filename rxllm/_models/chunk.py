@@ -27,7 +27,7 @@ class ToolCallFragment(NamedTuple):
     ``thought_signature`` is an opaque provider signature attached to the call (Gemini).
     """
 
-    # The field shadows ``tuple.index`` on purpose: the seed and every provider call it index.
+    # The field shadows ``tuple.index`` on purpose: every provider's wire calls it index.
     index: int  # type: ignore[assignment]
     id: str | None = None
     name: str | None = None
@@ -52,7 +52,8 @@ class InBandError:
 class Chunk(NamedTuple):
     """One provider event, normalized.
 
-    The five core fields are the seed's; the rest carry what real providers send:
+    The first five fields are what every provider's stream carries (text, reasoning, tool calls,
+    finish, usage); the rest carry what particular providers send:
 
     Attributes:
         text_delta: new answer text.

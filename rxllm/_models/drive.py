@@ -44,8 +44,8 @@ class SseReader:
         return False
 
     def end(self) -> None:
-        """The bytes ran out: an event the stream ended in the middle of is discarded."""
-        self._decoder.flush()
+        """The bytes ran out. Nothing to take: an event the stream ended in the middle of is never
+        dispatched (the standard discards it), and its bytes go with the reader."""
 
 
 def drive_sse(
@@ -69,5 +69,4 @@ def drive_sse(
             return True
         if is_cancelled is not None and is_cancelled():
             return False
-    reader.end()
     return False

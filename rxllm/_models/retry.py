@@ -1,6 +1,6 @@
 """Retry before the first item: a pure policy and the Rx operator that applies it.
 
-The seed's rule: before the first emitted item nothing has reached the user, so a connection
+The rule (ADK Java's streaming model layer): before the first emitted item nothing has reached the user, so a connection
 failure, a 408/409/429/5xx or a retryable in-band error may be retried with backoff; after it,
 never (a retry would repeat or splice the answer). reactivex has no ``retry_when`` and
 ``ops.retry(n)`` counts subscriptions, so the operator is written here. Its timers run on an
@@ -34,7 +34,7 @@ class RetryPolicy:
     """When to retry a failed attempt, and after how long. Pure: no clock, no I/O.
 
     The default makes at most 3 attempts. After failed attempt ``n`` the backoff is
-    ``base_delay * 2**n`` (0.4 s, then 0.8 s: the seed's ``200 ms << n``), capped at
+    ``base_delay * 2**n`` (0.4 s, then 0.8 s: ``200 ms << n`` as an RxJava ``retryWhen`` backoff writes it), capped at
     ``max_delay``, and with ``jitter="full"`` (the default) the wait is drawn uniformly from
     ``[0, backoff)`` ("full jitter"), so clients that failed together do not retry together;
     ``jitter="none"`` waits exactly the backoff. ``rng`` is the random source (pass a seeded

@@ -1,6 +1,7 @@
 """A pure, incremental Server-Sent Events decoder (the WHATWG ``text/event-stream`` rules).
 
-``feed(bytes)`` returns the events completed by those bytes; ``flush()`` ends the stream.
+``feed(bytes)`` returns the events completed by those bytes; at the end of the stream there is
+nothing to take (:attr:`SseDecoder.has_pending` tells whether it ended in the middle of an event).
 Lines end at CRLF, LF or CR (also when the CR and LF arrive in different reads); a line
 starting with ``:`` is a comment; ``field: value`` strips one optional space after the colon;
 ``data`` lines join with ``\\n``; a blank line dispatches the event (an event with no data
@@ -164,14 +165,6 @@ class SseDecoder:
             elif not line.startswith(b":"):
                 self._field(line)
         return events
-
-    def flush(self) -> list[SseEvent]:
-        """End of stream: discard an unterminated event (never dispatched, per the standard)."""
-        self._take_pending()
-        self._data = []
-        self._event = ""
-        self._skip_lf = False
-        return []
 
     @property
     def has_pending(self) -> bool:

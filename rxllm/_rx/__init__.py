@@ -1,4 +1,5 @@
-"""Rx plumbing: trampoline-free Observables (``direct``), the asyncio bridge (``aio``), off-thread calls.
+"""Rx plumbing: trampoline-free Observables (``direct``), the asyncio bridge (``aio``, public as
+``rxllm.aio``), off-thread calls (``offthread``).
 
 Imports only ``_core``.
 """

@@ -2,9 +2,10 @@
 
 ``reactivex.just`` / ``empty`` / ``throw`` / ``from_callable`` without a scheduler schedule their
 emission on the current thread's trampoline: inside a running trampoline (a blocking model stream
-emitting from within one) that emission waits until the whole stream has ended (ARCHITECTURE §3,
-trap 3). These helpers emit synchronously in ``subscribe`` instead, so a partial event reaches the
-subscriber the moment the model produced it.
+emitting from within one) that emission waits until the whole stream has ended (reactivex 6's
+trampoline runs queued work only after the running action returns). These helpers emit
+synchronously in ``subscribe`` instead, so a partial event reaches the subscriber the moment the
+model produced it.
 
 They are also the runtime's cheap plumbing. Every one is a :class:`Direct` Observable: subscribing
 calls its subscribe function at once with a light observer that, like reactivex's

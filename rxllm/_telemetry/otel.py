@@ -60,6 +60,7 @@ __all__ = [
     "record_tool_result",
     "tool_attributes",
     "traced",
+    "usage_attributes",
     "within",
 ]
 
@@ -103,7 +104,6 @@ class Otel:
         self._unset_tracer_providers = (ProxyTracerProvider, NoOpTracerProvider)
         self.client_kind = SpanKind.CLIENT
         self.internal_kind = SpanKind.INTERNAL
-        self.error_status = Status(StatusCode.ERROR)
         self.status_class = Status
         self.status_error = StatusCode.ERROR
         tracer_provider = settings.tracer_provider or trace.get_tracer_provider()
@@ -386,7 +386,7 @@ class AttemptTelemetry:
                 span.set_attribute("rxllm.response.error_code", response.error_code)
             usage = response.usage_metadata
             if usage is not None:
-                _usage_attributes(span, usage)
+                usage_attributes(span, usage)
                 for token_type, count in (
                     ("input", usage.prompt_token_count),
                     ("output", usage.candidates_token_count),
@@ -422,7 +422,21 @@ def _finish_reason(response: LlmResponse) -> str | None:
     return response.finish_reason.value.lower() if response.finish_reason is not None else None
 
 
-def _usage_attributes(span: Any, usage: UsageMetadata) -> None:
+def usage_attributes(span: Any, usage: UsageMetadata | None) -> None:
+    """Put ``usage``'s token counts on ``span`` (a model call's, or a run's total): the GenAI
+    conventions' ``gen_ai.usage.*`` attributes, plus ``rxllm.usage.thoughts_tokens``; unset counts
+    are left off.
+
+    >>> class Span:
+    ...     def __init__(self): self.attributes = {}
+    ...     def set_attribute(self, key, value): self.attributes[key] = value
+    >>> span = Span()
+    >>> usage_attributes(span, UsageMetadata(prompt_token_count=5, candidates_token_count=3))
+    >>> span.attributes
+    {'gen_ai.usage.input_tokens': 5, 'gen_ai.usage.output_tokens': 3}
+    """
+    if usage is None:
+        return
     if usage.prompt_token_count is not None:
         span.set_attribute("gen_ai.usage.input_tokens", usage.prompt_token_count)
     if usage.candidates_token_count is not None:

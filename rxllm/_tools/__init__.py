@@ -12,8 +12,13 @@ names are re-exported where users import them (``rxllm.agents.FunctionTool``, ``
 - :mod:`._json_safe`: what JSON cannot carry never reaches a request.
 - :mod:`._context`: ``ReadonlyContext``, ``CallbackContext``, ``ToolContext``, ``ToolActions``.
 - :mod:`._state`: ``State``, the session state seen by callbacks and tools.
+- :mod:`._services`: ``ArtifactStore``, ``MemorySearch`` (what a context calls on the agent
+  runtime's services, as protocols) and the memory search's answer.
+- :mod:`._long_running`: ``LongRunningFunctionTool``; :mod:`._named`: ``Named``.
 - :mod:`._request`: ``request_config``.
-- :mod:`._rx`: small synchronous Rx building blocks.
+
+Imports ``_core``, ``_rx`` and ``_telemetry``; never a runtime (``rxllm.agents`` types reach it
+only as protocols), a model or a provider.
 """
 
 from ._calls import ExecuteTool, ToolCallOutcome, call_tool

@@ -3,7 +3,8 @@
 They live below both runtimes (``rxllm.agents`` builds them from its ``InvocationContext``;
 ``rxllm.service`` builds standalone tool contexts), so a tool written once runs under either.
 They see the run only through :class:`InvocationView` and :class:`SessionView`, two protocols
-``rxllm.agents``' ``InvocationContext`` and ``Session`` satisfy.
+``rxllm.agents``' ``InvocationContext`` and ``Session`` satisfy, and its services through
+``ArtifactStore`` and ``MemorySearch`` (``._services``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from random import getrandbits as _getrandbits
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from pydantic import JsonValue
 from reactivex import operators as ops
@@ -19,11 +20,8 @@ from reactivex import operators as ops
 from .._core.errors import ConfigurationError
 from .._core.types import Content, Part
 from .._rx.aio import AwaitableObservable, MaybeObservable, awaitable
+from ._services import ArtifactStore, MemorySearch, SearchMemoryResponse
 from ._state import State
-
-if TYPE_CHECKING:
-    from ..agents._artifacts.service import BaseArtifactService
-    from ..agents._memory.service import BaseMemoryService, SearchMemoryResponse
 
 __all__ = [
     "CallbackContext",
@@ -119,8 +117,8 @@ class _NoSession:
 class ReadonlyContext:
     """A read-only view of the run, given to dynamic instructions."""
 
-    _artifact_service: BaseArtifactService | None = None
-    _memory_service: BaseMemoryService | None = None
+    _artifact_service: ArtifactStore | None = None
+    _memory_service: MemorySearch | None = None
 
     def __init__(self, invocation: InvocationView, state: State) -> None:
         self._set_view(
@@ -177,7 +175,7 @@ class CallbackContext(ReadonlyContext):
         """The session state; setting keys records a state delta."""
         return self._state
 
-    def _artifacts(self) -> BaseArtifactService:
+    def _artifacts(self) -> ArtifactStore:
         if self._artifact_service is None:
             raise ConfigurationError(
                 "no artifact service: give the Runner one (Runner(..., artifact_service=InMemoryArtifactService()))"

@@ -26,15 +26,16 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx2
 from reactivex import abc as rx_abc
 
 from .._core.errors import ConfigurationError, HttpStatusError, RxLlmError, StreamTimeoutError
 from .._core.redact import Redactor, redact_headers, redact_url
 from .decoding import ACCEPT_ENCODING, BodyDecoder
-from .stack import ERRORS, stack_of
+
+if TYPE_CHECKING:
+    import httpx2
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -363,6 +364,8 @@ class TransportLimits:
 
     def client_timeout(self) -> httpx2.Timeout:
         """The client-wide httpx timeout (waiting for a pooled connection counts as connecting)."""
+        import httpx2  # here, not at the top: importing the seam loads no HTTP library
+
         return httpx2.Timeout(connect=self.connect_timeout, read=self.read_timeout, write=self.read_timeout,
                              pool=self.connect_timeout)
 
@@ -419,6 +422,8 @@ def timeout_error(exc: Exception, limit: str, limits: TransportLimits, provider:
 
 def limit_of(exc: Exception, *, headers: bool, expired: bool) -> str:
     """Which limit an httpx timeout stands for (``headers``: it fired after the response headers)."""
+    from .stack import ERRORS
+
     if expired:
         return "total"
     if isinstance(exc, ERRORS.pool_timeout):
@@ -556,6 +561,8 @@ def wrap_network_backends(client: Any, wrapper: type[Any]) -> list[Any]:
 
 def pools_of(client: Any) -> list[Any]:
     """The httpcore pools of ``client``'s own httpx transports (the default one and each mount's)."""
+    from .stack import stack_of
+
     stack = stack_of(client)
     if stack is None:
         return []
@@ -572,6 +579,8 @@ def pools_of(client: Any) -> list[Any]:
 
 def close_quietly(close: Callable[[], object], what: str) -> None:
     """Call ``close``; an ``ERRORS.close`` error (the connection is gone anyway) is logged at DEBUG."""
+    from .stack import ERRORS
+
     try:
         close()
     except ERRORS.close as exc:
@@ -580,6 +589,8 @@ def close_quietly(close: Callable[[], object], what: str) -> None:
 
 async def aclose_quietly(close: Callable[[], Awaitable[object]], what: str) -> None:
     """:func:`close_quietly` for a coroutine function."""
+    from .stack import ERRORS
+
     try:
         await close()
     except ERRORS.close as exc:

@@ -3,6 +3,11 @@
 Events, run configs, tools, sessions that never store partials, the LLM flow and the runner. The
 names are ADK's, in snake_case. Everything that returns an Observable is cold.
 
+The room imports ``_core``, ``_rx``, ``_telemetry``, ``_models``, the tool layer (``_tools``) and,
+by name only, ``providers`` (``LlmRegistry``); never ``rxllm.service``. Its sub-rooms, bottom up:
+``_sessions`` → ``_artifacts``, ``_memory`` → ``_invocation`` → ``_flows`` → ``_agents`` →
+``_runners`` (``docs/architecture.md``).
+
 >>> from reactivex import operators as ops
 >>> from rxllm import Chunk, Content, Part, ToolCallFragment
 >>> from rxllm.agents import InMemoryRunner, LlmAgent, RunConfig, StreamingMode
@@ -33,17 +38,18 @@ support '' [] [{'order_id': 'A17', 'status': 'shipped Tuesday'}]
 support 'It shipped Tuesday.' [] []
 """
 
-from .._tools import BaseTool, FunctionTool, ToolLike
+from .._core.public import publish as _publish
+from .._tools import BaseTool, CallbackContext, FunctionTool, ReadonlyContext, ToolActions, ToolContext, ToolLike
 from .._tools._long_running import LongRunningFunctionTool
-from ._agents.agent import AgentCallback, BaseAgent, InstructionProvider, LlmAgent
-from ._agents.context import CallbackContext, InvocationContext, ReadonlyContext, ToolActions, ToolContext
-from ._agents.plugins import BasePlugin
+from .._tools._mcp import McpToolset, SseServerParameters, StdioServerParameters, StreamableHttpServerParameters
+from .._tools._services import MemoryEntry, SearchMemoryResponse
+from .._tools._toolset import BaseToolset
+from ._agents.llm_agent import LlmAgent
 from ._agents.registry import LlmFactory, LlmRegistry
-from ._agents.run_config import RunConfig, StreamingMode
 from ._agents.workflow import LoopAgent, ParallelAgent, SequentialAgent
 from ._artifacts.service import BaseArtifactService, FileArtifactService, InMemoryArtifactService
 from ._flows.contents import IncludeContents
-from ._flows.flow import (
+from ._flows.flow_agent import (
     AfterModelCallback,
     AfterToolCallback,
     BeforeModelCallback,
@@ -51,7 +57,10 @@ from ._flows.flow import (
     OnModelErrorCallback,
     OnToolErrorCallback,
 )
-from ._memory.service import BaseMemoryService, InMemoryMemoryService, MemoryEntry, SearchMemoryResponse
+from ._flows.instructions import InstructionProvider
+from ._invocation.base import AgentCallback, BaseAgent, BasePlugin, InvocationContext
+from ._invocation.run_config import RunConfig, StreamingMode
+from ._memory.service import BaseMemoryService, InMemoryMemoryService
 from ._memory.tools import LoadMemoryTool, load_memory
 from ._runners.agent_tool import AgentTool
 from ._runners.runner import InMemoryRunner, Runner
@@ -72,6 +81,7 @@ __all__ = [
     "BasePlugin",
     "BaseSessionService",
     "BaseTool",
+    "BaseToolset",
     "BeforeModelCallback",
     "BeforeToolCallback",
     "CallbackContext",
@@ -93,6 +103,7 @@ __all__ = [
     "LoadMemoryTool",
     "LongRunningFunctionTool",
     "LoopAgent",
+    "McpToolset",
     "MemoryEntry",
     "OnModelErrorCallback",
     "OnToolErrorCallback",
@@ -106,10 +117,15 @@ __all__ = [
     "SequentialAgent",
     "Session",
     "SqliteSessionService",
+    "SseServerParameters",
     "State",
+    "StdioServerParameters",
+    "StreamableHttpServerParameters",
     "StreamingMode",
     "ToolActions",
     "ToolContext",
     "ToolLike",
     "load_memory",
 ]
+
+_publish(__name__, globals(), __all__)  # public names show their public path (rxllm._core.public)

@@ -1,4 +1,4 @@
-"""``rxllm demo``: the seed's worked example, live, against an embedded local provider.
+"""``rxllm demo``: the order-status worked example ("Where is order A17?"), live, against an embedded local provider.
 
 A loopback stub server speaks the chosen provider's real wire format (OpenAI chat completions,
 Anthropic Messages or Gemini); an ``LlmAgent`` with a ``get_order`` tool runs in SSE mode through

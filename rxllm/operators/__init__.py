@@ -22,6 +22,8 @@ thread that decided (a timer's, or the winner's), so the source's connection is 
 (never through ``subscribe_on``, which would queue the dispose behind a blocked read). Timers
 run on the ``scheduler`` you pass (a ``TestScheduler`` in tests); items are never moved onto it.
 
+The room imports only ``_core``: an operator works on any Observable of ``LlmResponse``.
+
 >>> from reactivex.testing import TestScheduler
 >>> from rxllm import Chunk, LlmRequest
 >>> from rxllm.testing import ScriptedLlm, at_times, record_in_virtual_time, scripted_turn
@@ -34,6 +36,7 @@ run on the ``scheduler`` you pass (a ``TestScheduler`` in tests); items are neve
 [(0.1, 'N', 'Hel'), (0.3, 'N', 'lo'), (0.3, 'C', None)]
 """
 
+from .._core.public import publish as _publish
 from ._contract import check_contract
 from ._fallback import fallback
 from ._hedge import hedge
@@ -51,3 +54,5 @@ __all__ = [
     "partials",
     "text_deltas",
 ]
+
+_publish(__name__, globals(), __all__)  # public names show their public path (rxllm._core.public)

@@ -104,7 +104,7 @@ def check_contract() -> Callable[[reactivex.Observable[LlmResponse]], reactivex.
         An operator for ``.pipe``: subscribing subscribes the source (a fresh check per
         subscription); disposing disposes it.
 
-    >>> from rxllm import Chunk, LlmRequest, LlmResponse
+    >>> from rxllm import Chunk, ContractViolationError, LlmRequest, LlmResponse
     >>> from rxllm.testing import ScriptedLlm, scripted_turn
     >>> from reactivex import operators as ops
     >>> llm = ScriptedLlm([scripted_turn(Chunk(text_delta="Hi")), [LlmResponse(partial=True)]])

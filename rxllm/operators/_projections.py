@@ -150,7 +150,8 @@ def collect_text() -> Callable[[reactivex.Observable[LlmResponse]], reactivex.Ob
 
     Returns:
         An operator for ``.pipe``; subscribing and disposing act on the source. Partials are
-        not kept (keeping every partial costs; see ARCHITECTURE's trap 12).
+        not kept (keeping every partial costs memory and garbage-collector time; see the "partials
+        kept" rows of ``docs/benchmarks.md``).
 
     >>> from rxllm import Chunk, LlmRequest
     >>> from rxllm.testing import ScriptedLlm, scripted_turn

@@ -338,7 +338,8 @@ class OpenAiChatChunkParser:
 
     @staticmethod
     def _chunk(payload: dict[str, Any]) -> Chunk:
-        # The hot path: one call per network event, so the common shapes are checked inline.
+        # The general path: every event that is not a plain text delta of choice 0 (parse() takes
+        # those inline). The common shapes are still checked inline: reasoning streams come here.
         model = payload.get("model")
         response_id = payload.get("id")
         error = payload.get("error")
@@ -364,18 +365,6 @@ class OpenAiChatChunkParser:
         elif type(delta) is not dict:
             raise _wire.wrong("choices[].delta", "an object", delta)
         content = delta.get("content")
-        if (
-            type(content) is str
-            and delta.keys() <= _PLAIN_TEXT_DELTA
-            and choice.get("finish_reason") is None
-            and usage is None
-            and error is None
-        ):  # the most common event by far: a plain text delta
-            return text_chunk(
-                content or None,
-                model if type(model) is str else None,
-                response_id if type(response_id) is str else None,
-            )
         thought = delta.get("reasoning_content") or delta.get("reasoning")
         if thought is not None and type(thought) is not str:
             thought = _thought(delta, "delta")  # raises for the wrong type

@@ -18,7 +18,7 @@ a request sets, under the API's names); :func:`system_text`; :func:`data_url`; a
 >>> reader.string_at({"text": 3}, "text", "event")
 Traceback (most recent call last):
 ...
-rxllm._core.errors.ProtocolError: [toy] event.text should be a string, got int
+rxllm.ProtocolError: [toy] event.text should be a string, got int
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ DeepSeek, OpenRouter, ...) through ``base_url``; and the OpenAI Responses API.
 OpenAiChatModel(model='llama3.2')
 """
 
+from .._core.public import publish as _publish
 from ._models import OPENAI_BASE_URL as DEFAULT_BASE_URL
 from ._models import AzureOpenAiChatModel, OpenAiChatModel, OpenAiResponsesModel
 from ._openai_chat import OpenAiChatChunkParser, OpenAiChatRequestMapper
@@ -20,3 +21,5 @@ __all__ = [
     "OpenAiResponsesModel",
     "OpenAiResponsesRequestMapper",
 ]
+
+_publish(__name__, globals(), __all__)  # public names show their public path (rxllm._core.public)

@@ -6,6 +6,9 @@ whose tools start at once (eager tools, on a tool scheduler), before/after tool-
 one intermediate response per tool round, and exactly one final response, last. :func:`to_text`
 turns the events into the answer's text.
 
+The room imports ``_core``, ``_rx``, ``_telemetry``, ``_models`` and the tool layer (``_tools``),
+never ``rxllm.agents``: the two runtimes stand side by side on the tool layer.
+
 >>> from reactivex import operators as ops
 >>> from rxllm import Chunk, ToolCallFragment
 >>> from rxllm.service import AiService, to_text
@@ -23,6 +26,7 @@ turns the events into the answer's text.
 'Let me check. It shipped Tuesday.'
 """
 
+from .._core.public import publish as _publish
 from ._events import (
     AfterToolExecutionEvent,
     AiServiceStreamingEvent,
@@ -36,7 +40,8 @@ from ._events import (
     RetrievedContentsEvent,
 )
 from ._guardrails import OutputGuardrail
-from ._service import DEFAULT_BUFFER_SIZE, DEFAULT_MAX_ROUNDS, AiService, Retriever
+from ._interaction import Retriever
+from ._service import DEFAULT_BUFFER_SIZE, DEFAULT_MAX_ROUNDS, AiService
 from ._text import to_text
 
 __all__ = [
@@ -57,3 +62,5 @@ __all__ = [
     "Retriever",
     "to_text",
 ]
+
+_publish(__name__, globals(), __all__)  # public names show their public path (rxllm._core.public)

@@ -21,20 +21,24 @@ comes last, on its thread, runs :meth:`_Interaction._end_round`). Then:
 Disposal sets ``_stopped``, cancels the relay (nothing more is delivered, not even a terminal
 signal) and disposes the model call (its connection is closed). A tool already running finishes;
 its result is dropped. A retriever or tool scheduled but not started never runs.
+
+The interaction reads the service it runs for only through :class:`ServiceView` (``AiService`` is
+one), so ``._service`` imports this module and never the reverse.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 import reactivex
 from reactivex import abc as rx_abc
 from reactivex.disposable import CompositeDisposable, Disposable, SingleAssignmentDisposable
 
 from .._core.errors import GuardrailError, LimitExceededError, ProtocolError, RxLlmError
+from .._core.schema import ResponseSchema
 from .._core.types import (
     Content,
     FunctionCall,
@@ -43,23 +47,67 @@ from .._core.types import (
     LlmRequest,
     LlmResponse,
     Part,
+    Tool,
     UsageMetadata,
 )
 from .._models import model_stream
-from .._models.base_llm import model_stream_events
+from .._models.base_llm import BaseLlm, model_stream_events
 from .._models.structured_stream import StructuredStream
-from .._telemetry.otel import TracedScope, add_usage, traced, within
-from .._tools import request_config
+from .._telemetry.otel import TracedScope, add_usage, traced, usage_attributes, within
+from .._tools import BaseTool, request_config
 from .._tools._loops import wait_for_awaitable
 from . import _events as events
-from ._guardrails import apply_output_guardrails
+from ._guardrails import OutputGuardrail, apply_output_guardrails
 from ._relay import BoundedRelay
 from ._tool_execution import ToolEnvironment, execute_tool
 
-if TYPE_CHECKING:
-    from ._service import AiService
+__all__ = ["Retriever", "ServiceView", "start_interaction"]
 
-__all__ = ["start_interaction"]
+Retriever = Callable[[str], Iterable[str] | Awaitable[Iterable[str]]]
+"""Finds content for the user message's text (retrieval-augmented generation): returns snippets.
+
+It runs on the tool scheduler when the stream is subscribed; it may be ``async def`` (awaited on
+the loop the stream was subscribed from, else rxllm's tool loop; cancelled when the stream is
+disposed). Its snippets are emitted in a :class:`RetrievedContentsEvent` and appended to the user
+message.
+"""
+
+
+class ServiceView(Protocol):
+    """What one interaction reads of its service (``rxllm.service.AiService`` is one)."""
+
+    @property
+    def model(self) -> BaseLlm: ...
+
+    @property
+    def tools_by_name(self) -> Mapping[str, BaseTool]: ...
+
+    @property
+    def tool_declarations(self) -> tuple[Tool, ...]: ...
+
+    @property
+    def tool_timeout(self) -> float | None: ...
+
+    @property
+    def tool_scheduler(self) -> rx_abc.SchedulerBase: ...
+
+    @property
+    def system_message(self) -> str | None: ...
+
+    @property
+    def retriever(self) -> Retriever | None: ...
+
+    @property
+    def output_guardrails(self) -> tuple[OutputGuardrail, ...]: ...
+
+    @property
+    def output_type(self) -> ResponseSchema | None: ...
+
+    @property
+    def streaming_buffer_size(self) -> int: ...
+
+    @property
+    def max_rounds(self) -> int: ...
 
 _log = logging.getLogger("rxllm.service")
 
@@ -98,7 +146,7 @@ def _key(call: FunctionCall, position: int) -> str:
 class _Interaction:
     def __init__(
         self,
-        service: AiService,
+        service: ServiceView,
         user_content: Content,
         observer: rx_abc.ObserverBase[Any],
         telemetry: TracedScope | None = None,
@@ -358,17 +406,10 @@ class _Interaction:
         if self._stopped:
             return
         if self._telemetry is not None:
-            _usage_attributes(self._telemetry, self._usage)
+            usage_attributes(self._telemetry.span, self._usage)
         self._relay.on_next(events.FinalResponseEvent(response, total_usage_metadata=self._usage))
         self._relay.on_completed()
         self._stop()
-
-
-def _usage_attributes(scope: TracedScope, usage: UsageMetadata | None) -> None:
-    if usage is not None and usage.prompt_token_count is not None:
-        scope.span.set_attribute("gen_ai.usage.input_tokens", usage.prompt_token_count)
-    if usage is not None and usage.candidates_token_count is not None:
-        scope.span.set_attribute("gen_ai.usage.output_tokens", usage.candidates_token_count)
 
 
 def _mapped(error: Exception, what: str) -> RxLlmError:
@@ -390,7 +431,7 @@ def _with_retrieved(content: Content, found: Sequence[str]) -> Content:
 
 
 def start_interaction(
-    service: AiService, user_content: Content
+    service: ServiceView, user_content: Content
 ) -> reactivex.Observable[events.AiServiceStreamingEvent]:
     """The cold Observable of one interaction: each subscription runs its own, in its own span
     (``invoke_agent AiService``: its model calls and tools nest inside, on whichever thread)."""

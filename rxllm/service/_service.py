@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from reactivex import abc as rx_abc
 
@@ -14,27 +14,17 @@ from .._rx.aio import AwaitableObservable, awaitable
 from .._tools import BaseTool, ToolLike, check_timeout, tool_declarations, tools_by_name
 from ._events import AiServiceStreamingEvent
 from ._guardrails import OutputGuardrail, check_guardrails
-from ._interaction import start_interaction
+from ._interaction import Retriever, start_interaction
 from ._relay import check_positive_int
 from ._tool_execution import default_tool_scheduler
 
-__all__ = ["DEFAULT_BUFFER_SIZE", "DEFAULT_MAX_ROUNDS", "AiService", "Retriever"]
+__all__ = ["DEFAULT_BUFFER_SIZE", "DEFAULT_MAX_ROUNDS", "AiService"]
 
 DEFAULT_BUFFER_SIZE = 16384
 """Default size of the bounded buffer between the interaction's threads and the subscriber."""
 
 DEFAULT_MAX_ROUNDS = 10
 """Default number of model calls one interaction may make."""
-
-Retriever = Callable[[str], Iterable[str] | Awaitable[Iterable[str]]]
-"""Finds content for the user message's text (retrieval-augmented generation): returns snippets.
-
-It runs on the tool scheduler when the stream is subscribed; it may be ``async def`` (awaited on
-the loop the stream was subscribed from, else rxllm's tool loop; cancelled when the stream is
-disposed). Its snippets are emitted in a :class:`RetrievedContentsEvent` and appended to the user
-message.
-"""
-
 
 class AiService:
     """A tool-using turn as one cold Observable of typed events (LangChain4j's ``AiServiceStreamingEventPublisher``).

@@ -1,4 +1,4 @@
-"""The stream contract as assertions: the seed's ``streamFollowsProtocol`` test, made reusable."""
+"""The stream contract of ADK Java's model layer (``BaseLlm.generateContent``) as reusable assertions."""
 
 from __future__ import annotations
 

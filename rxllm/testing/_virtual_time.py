@@ -39,7 +39,10 @@ def record_in_virtual_time(
         until: stop the clock this many seconds after subscribing (default: run until nothing is
             scheduled, which never ends if something schedules forever, such as ``interval``).
 
+    >>> import reactivex
     >>> from reactivex import operators as ops
+    >>> from reactivex.testing import TestScheduler
+    >>> from rxllm.testing import record_in_virtual_time
     >>> clock = TestScheduler()
     >>> records = record_in_virtual_time(lambda: reactivex.timer(0.25, 0.1, scheduler=clock).pipe(ops.take(2)), clock)
     >>> [(t, n.kind) for t, n in records]

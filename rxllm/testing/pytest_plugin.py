@@ -31,14 +31,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from reactivex import abc as rx_abc
-from reactivex.testing import TestScheduler
 
-from ._recordings import SseRecording, load_sse_recordings
-from ._scripted import ScriptedLlm, ScriptItem
-from ._stub_server import StubServer
+if TYPE_CHECKING:
+    from reactivex import abc as rx_abc
+    from reactivex.testing import TestScheduler
+
+    from ._recordings import SseRecording
+    from ._scripted import ScriptedLlm, ScriptItem
+    from ._stub_server import StubServer
 
 __all__ = ["pytest_configure", "pytest_generate_tests", "scripted_llm", "sse_recording", "stub_server"]
 
@@ -64,6 +67,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             f"{metafunc.definition.nodeid} uses the sse_recording fixture without an "
             f"@pytest.mark.{MARKER}(folder) marker"
         )
+    from ._recordings import load_sse_recordings
+
     folder = Path(marker.args[0] if marker.args else marker.kwargs["folder"])
     if not folder.is_absolute():
         folder = Path(metafunc.definition.path).parent / folder
@@ -83,12 +88,15 @@ def sse_recording(request: pytest.FixtureRequest) -> SseRecording:
 @pytest.fixture(name="test_scheduler")
 def test_scheduler_fixture() -> TestScheduler:
     """A fresh ``TestScheduler``: the test's virtual clock."""
+    from reactivex.testing import TestScheduler
+
     return TestScheduler()
 
 
 @pytest.fixture
 def scripted_llm(test_scheduler: TestScheduler) -> Callable[..., ScriptedLlm]:
     """Make :class:`~rxllm.testing.ScriptedLlm` models on the test's virtual clock."""
+    from ._scripted import ScriptedLlm
 
     def make(
         turns: Iterable[Sequence[ScriptItem]],
@@ -104,5 +112,7 @@ def scripted_llm(test_scheduler: TestScheduler) -> Callable[..., ScriptedLlm]:
 @pytest.fixture
 def stub_server() -> Iterator[StubServer]:
     """A started loopback :class:`~rxllm.testing.StubServer`, closed after the test."""
+    from ._stub_server import StubServer
+
     with StubServer() as server:
         yield server

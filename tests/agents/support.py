@@ -37,7 +37,7 @@ ORDER = {"order_id": "A17", "status": "shipped", "shipped_on": "Tuesday"}
 
 
 def worked_example_chunks() -> list[Chunk]:
-    """The seed's first model turn: a short explanation, then a get_order call split across chunks."""
+    """The worked example's first model turn: a short explanation, then a get_order call split across chunks."""
     return [
         Chunk(text_delta="Let me look "),
         Chunk(text_delta="that up."),
@@ -49,7 +49,7 @@ def worked_example_chunks() -> list[Chunk]:
 
 
 def answer_chunks() -> list[Chunk]:
-    """The seed's second model turn: the answer, streamed."""
+    """The worked example's second model turn: the answer, streamed."""
     return [
         Chunk(text_delta="Order A17 "),
         Chunk(text_delta="shipped "),

@@ -1,5 +1,5 @@
-"""The seed's three broken hand-written streaming models: what the runtime does with each, and that the
-contract checker catches each."""
+"""Three broken hand-written streaming models (no final; every chunk final; the final holds only the last
+delta): what the runtime does with each, and that the contract checker catches each."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The seed's worked example end to end over a real loopback SSE server (OpenAI-compatible), and the example."""
+"""The order-status worked example ("Where is order A17?") end to end over a real loopback SSE server
+(OpenAI-compatible), and the example."""
 
 from __future__ import annotations
 

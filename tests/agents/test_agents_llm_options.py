@@ -227,7 +227,7 @@ def test_built_in_patterns(registry: None, monkeypatch: pytest.MonkeyPatch, name
     for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"):
         monkeypatch.setenv(key, "test-key-not-real")
     model = LlmRegistry.get_llm(name)
-    assert model.model == name and type(model).__module__.endswith("_models")
+    assert model.model == name and type(model).__module__ == f"rxllm.providers.{module}"
     assert module in type(model).__name__.lower() or (module == "openai" and "OpenAi" in type(model).__name__)
 
 

@@ -1,4 +1,4 @@
-"""Where agent tools run (issue 11): off the stream's thread and loop, async tools on a loop, timeouts,
+"""Where agent tools run: off the stream's thread and loop, async tools on a loop, timeouts,
 JSON-safe results, and one writer per session across runners. Real loopback servers where a transport
 is involved, on both transports."""
 

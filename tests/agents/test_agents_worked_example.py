@@ -1,4 +1,5 @@
-"""The seed's worked example with a scripted model, in SSE and NONE modes, and the persist-before-next-step rule."""
+"""The order-status worked example with a scripted model, in SSE and NONE modes, and the
+persist-before-next-step rule."""
 
 from __future__ import annotations
 

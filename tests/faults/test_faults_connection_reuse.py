@@ -1,4 +1,4 @@
-"""Connections are reused, never after a cancel (issue 14, item 2), on both transports.
+"""Connections are reused, never after a cancel, on both transports.
 
 A stream that ended (the provider's end marker, or the body's end) reads the bytes that end the
 body before it completes, so its connection goes back to the pool and the next call, made when the

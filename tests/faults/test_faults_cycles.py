@@ -158,9 +158,9 @@ def test_many_subscribe_dispose_cycles_leak_nothing_and_emit_nothing_after_dispo
 def test_more_completed_streams_than_the_pool_holds_all_complete(kind: str) -> None:
     """Each finished stream gives its connection back: 30 sequential turns through a pool of 2.
 
-    (The asyncio transport used to cancel its own task from the terminal event's auto-dispose,
-    which interrupted ``aclose()``: every stream that ended at ``[DONE]`` kept its pooled
-    connection, and the third request waited for a free connection until the pool timeout.)
+    (A transport that cancels its own task from the terminal event's auto-dispose interrupts
+    ``aclose()``: every stream that ends at ``[DONE]`` then keeps its pooled connection, and the
+    third request waits for a free connection until the pool timeout. This test fails then.)
     """
     baseline_fds = open_fds()
     transport = make_transport(kind, streams=2)

@@ -1,5 +1,5 @@
-"""Nothing is written after ``dispose()`` returns (issue 11, item 9: 1 of 300 early async disposals
-still wrote its request after ``dispose()`` returned).
+"""Nothing is written after ``dispose()`` returns, however early the dispose lands (an asyncio
+task that is still connecting when ``dispose()`` returns could otherwise write its request after it).
 
 The server is a raw listening socket that this test drives itself, on its own thread, with no
 server thread: after ``dispose()`` returns, the test accepts every pending connection and reads

@@ -1,4 +1,4 @@
-"""The default transports are plain httpx underneath (issue 12, items 2-4): the tools that patch
+"""The default transports are plain httpx underneath: the tools that patch
 httpx see them (pytest-httpx, respx, vcrpy, OpenTelemetry), a client you built can be passed as
 ``http_client=`` (never closed by rxllm; disposal still closes the connection), environment proxies
 are honoured like httpx does, and an ``AsyncHttpTransport`` can run on your own loop."""

@@ -1,4 +1,4 @@
-"""Bounded memory, CPU and time for any body (issue 11, defects 1 and 6), on both transports.
+"""Bounded memory, CPU and time for any body, on both transports.
 
 Bombs (``gzip, gzip`` bodies that inflate to hundreds of MiB, a non-streamed body past the size
 cap, gzip-compressed SSE comments), trickles (one byte at a time) and stalls (before and after

@@ -1,4 +1,4 @@
-"""Pools (issue 11, item 9): idle keep-alive connections are closed once ``keepalive_expiry`` passes
+"""Pools: idle keep-alive connections are closed once ``keepalive_expiry`` passes
 (the server sees it, with no further request), and a fresh asyncio transport builds its pools
 lazily (its first request costs about what the threaded transport's does)."""
 

@@ -1,5 +1,5 @@
-"""Async retries are not delayed by pool size (issue 11, item 9: "async retries with ~100 pooled
-connections leave 0.1-2.7 s after their timer").
+"""Async retries are not delayed by pool size: a retry leaves when its timer fires, however many
+connections the pool holds.
 
 Not timed: the retry's backoff runs on a virtual clock, and the test checks the order of events.
 100 streams hold their pooled connections open (the server holds each body after its first

@@ -1,4 +1,4 @@
-"""Keys stay secret (issue 11, defect 7): out of error messages (also when the provider echoes
+"""Keys stay secret: out of error messages (also when the provider echoes
 them back), reprs and log lines, and never sent in clear text to a remote host unless allowed."""
 
 from __future__ import annotations

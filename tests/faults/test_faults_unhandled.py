@@ -1,4 +1,4 @@
-"""Errors nobody handles are logged at ERROR on the ``rxllm`` logger (issue 11, item 9), both transports:
+"""Errors nobody handles are logged at ERROR on the ``rxllm`` logger, on both transports:
 a subscriber without an ``on_error`` handler, and an ``on_next`` that raises."""
 
 from __future__ import annotations

@@ -71,12 +71,6 @@ class Recorder:
 
 
 @pytest.fixture
-def server() -> Iterator[StubServer]:
-    with StubServer() as stub:
-        yield stub
-
-
-@pytest.fixture
 def release() -> Iterator[threading.Event]:
     event = threading.Event()
     yield event
@@ -100,38 +94,38 @@ def _assert_closed_soon(connection: ConnectionRecord, since: float) -> None:
 
 
 def test_first_item_timeout_closes_the_connection_while_headers_are_awaited(
-    server: StubServer, release: threading.Event
+    stub_server: StubServer, release: threading.Event
 ) -> None:
-    server.enqueue(StubResponse(before_headers=[Hold(release)], body=EVENTS))
+    stub_server.enqueue(StubResponse(before_headers=[Hold(release)], body=EVENTS))
     clock = TestScheduler()
     recorder = Recorder()
-    recorder.subscribe(_model(server).generate_content(REQUEST, stream=True).pipe(first_item_timeout(30.0, clock)))
-    assert server.wait_for_requests(1, TIMEOUT)
+    recorder.subscribe(_model(stub_server).generate_content(REQUEST, stream=True).pipe(first_item_timeout(30.0, clock)))
+    assert stub_server.wait_for_requests(1, TIMEOUT)
     fired_at = time.monotonic()
     clock.advance_to(30.0)  # the timer fires on this thread
     assert recorder.done.is_set() and recorder.items == []
     [error] = recorder.errors
     assert isinstance(error, StreamTimeoutError) and error.limit == "first_item"
-    _assert_closed_soon(server.connections[0], fired_at)
+    _assert_closed_soon(stub_server.connections[0], fired_at)
 
 
-def test_idle_timeout_closes_the_connection_mid_body(server: StubServer, release: threading.Event) -> None:
-    server.enqueue(_held_after(2, release))
+def test_idle_timeout_closes_the_connection_mid_body(stub_server: StubServer, release: threading.Event) -> None:
+    stub_server.enqueue(_held_after(2, release))
     recorder = Recorder()
-    recorder.subscribe(_model(server).generate_content(REQUEST, stream=True).pipe(idle_timeout(1.0)))
+    recorder.subscribe(_model(stub_server).generate_content(REQUEST, stream=True).pipe(idle_timeout(1.0)))
     assert recorder.done.wait(TIMEOUT)  # a real timer: the server holds the body, nothing else arrives
     [error] = recorder.errors
     assert isinstance(error, StreamTimeoutError) and error.limit == "idle"
     assert [r.text() for r in recorder.items] == ["one "]
     assert recorder.error_time is not None
-    _assert_closed_soon(server.connections[0], recorder.error_time)
+    _assert_closed_soon(stub_server.connections[0], recorder.error_time)
 
 
 def test_hedge_closes_the_losers_connection_when_the_winner_emits(
-    server: StubServer, release: threading.Event
+    stub_server: StubServer, release: threading.Event
 ) -> None:
-    model = _model(server)
-    server.enqueue(StubResponse(before_headers=[Hold(release)], body=EVENTS), _held_after(2, release))
+    model = _model(stub_server)
+    stub_server.enqueue(StubResponse(before_headers=[Hold(release)], body=EVENTS), _held_after(2, release))
     clock = TestScheduler()
     recorder = Recorder()
     subscription = recorder.subscribe(
@@ -139,11 +133,11 @@ def test_hedge_closes_the_losers_connection_when_the_winner_emits(
             hedge(1.0, lambda: model.generate_content(REQUEST, stream=True), scheduler=clock)
         )
     )
-    assert server.wait_for_requests(1, TIMEOUT)
+    assert stub_server.wait_for_requests(1, TIMEOUT)
     clock.advance_to(1.0)  # no item yet: the backup call starts
     assert recorder.reached.wait(TIMEOUT)
-    assert len(server.requests) == 2 and [r.text() for r in recorder.items] == ["one "]
-    loser, winner = server.connections
+    assert len(stub_server.requests) == 2 and [r.text() for r in recorder.items] == ["one "]
+    loser, winner = stub_server.connections
     _assert_closed_soon(loser, recorder.item_times[0])
     disposed_at = time.monotonic()
     subscription.dispose()
@@ -152,10 +146,10 @@ def test_hedge_closes_the_losers_connection_when_the_winner_emits(
 
 
 def test_fallback_disposes_the_fallback_call_and_its_connection_closes(
-    server: StubServer, release: threading.Event
+    stub_server: StubServer, release: threading.Event
 ) -> None:
-    model = _model(server)
-    server.enqueue(StubResponse.json(400, {"error": {"message": "bad"}}), _held_after(2, release))
+    model = _model(stub_server)
+    stub_server.enqueue(StubResponse.json(400, {"error": {"message": "bad"}}), _held_after(2, release))
     recorder = Recorder()
     subscription = recorder.subscribe(
         model.generate_content(REQUEST, stream=True).pipe(
@@ -163,10 +157,10 @@ def test_fallback_disposes_the_fallback_call_and_its_connection_closes(
         )
     )
     assert recorder.reached.wait(TIMEOUT)
-    assert len(server.requests) == 2 and [r.text() for r in recorder.items] == ["one "]
+    assert len(stub_server.requests) == 2 and [r.text() for r in recorder.items] == ["one "]
     disposed_at = time.monotonic()
     subscription.dispose()
-    _assert_closed_soon(server.connections[-1], disposed_at)
+    _assert_closed_soon(stub_server.connections[-1], disposed_at)
     assert not recorder.done.is_set()
 
 
@@ -188,10 +182,10 @@ OPERATORS: dict[str, Callable[[OpenAiChatModel], Callable[[reactivex.Observable[
 
 @pytest.mark.parametrize("name", sorted(OPERATORS))
 def test_disposing_through_the_operator_closes_the_connection_mid_body(
-    server: StubServer, release: threading.Event, name: str
+    stub_server: StubServer, release: threading.Event, name: str
 ) -> None:
-    model = _model(server)
-    server.enqueue(_held_after(3, release))
+    model = _model(stub_server)
+    stub_server.enqueue(_held_after(3, release))
     read = threading.Semaphore(0)  # one release per partial read off the socket, before the operator
 
     def tap(_: LlmResponse) -> None:
@@ -205,15 +199,15 @@ def test_disposing_through_the_operator_closes_the_connection_mid_body(
     seen = len(recorder.items)
     disposed_at = time.monotonic()
     subscription.dispose()
-    _assert_closed_soon(server.connections[0], disposed_at)
-    assert len(server.requests) == 1
+    _assert_closed_soon(stub_server.connections[0], disposed_at)
+    assert len(stub_server.requests) == 1
     assert len(recorder.items) == seen and not recorder.done.is_set()
 
 
 @pytest.mark.parametrize("name", sorted(OPERATORS))
-def test_every_operator_lets_a_whole_real_stream_through(server: StubServer, name: str) -> None:
-    model = _model(server)
-    server.enqueue(StubResponse(body=EVENTS))
+def test_every_operator_lets_a_whole_real_stream_through(stub_server: StubServer, name: str) -> None:
+    model = _model(stub_server)
+    stub_server.enqueue(StubResponse(body=EVENTS))
     recorder = Recorder()
     recorder.subscribe(model.generate_content(REQUEST, stream=True).pipe(OPERATORS[name](model)))
     assert recorder.done.wait(TIMEOUT) and recorder.completed, recorder.errors
@@ -229,12 +223,12 @@ def test_every_operator_lets_a_whole_real_stream_through(server: StubServer, nam
         assert [r.text() for r in recorder.items] == ["one ", "two ", "three"]
     else:
         assert assert_stream_protocol(recorder.items).text() == "one two three"
-    assert len(server.requests) == 1
+    assert len(stub_server.requests) == 1
 
 
-def test_a_retryable_http_error_is_not_swallowed_by_fallback_when_when_says_no(server: StubServer) -> None:
-    model = OpenAiChatModel("gpt-4o-mini", base_url=server.url + "/v1", api_key="sk-test")
-    server.enqueue(StubResponse.json(400, {"error": {"message": "bad"}}))
+def test_a_retryable_http_error_is_not_swallowed_by_fallback_when_when_says_no(stub_server: StubServer) -> None:
+    model = OpenAiChatModel("gpt-4o-mini", base_url=stub_server.url + "/v1", api_key="sk-test")
+    stub_server.enqueue(StubResponse.json(400, {"error": {"message": "bad"}}))
     recorder = Recorder()
     recorder.subscribe(
         model.generate_content(REQUEST, stream=True).pipe(
@@ -242,4 +236,4 @@ def test_a_retryable_http_error_is_not_swallowed_by_fallback_when_when_says_no(s
         )
     )
     assert recorder.done.wait(TIMEOUT)
-    assert isinstance(recorder.errors[0], HttpStatusError) and len(server.requests) == 1
+    assert isinstance(recorder.errors[0], HttpStatusError) and len(stub_server.requests) == 1

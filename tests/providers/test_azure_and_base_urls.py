@@ -27,12 +27,6 @@ KEY = "azure-secret-key-1234"
 TOKEN = "entra-token-5678"
 
 
-@pytest.fixture
-def server() -> Iterator[StubServer]:
-    with StubServer() as stub:
-        yield stub
-
-
 @pytest.fixture(params=["threads", "asyncio"])
 def transport(request: pytest.FixtureRequest) -> Iterator[HttpTransport | AsyncHttpTransport]:
     made: HttpTransport | AsyncHttpTransport = (
@@ -65,22 +59,24 @@ PROVIDERS: list[tuple[str, Maker, str]] = [
 
 @pytest.mark.parametrize(("name", "make", "path"), PROVIDERS, ids=[p[0] for p in PROVIDERS])
 def test_a_base_url_query_follows_the_path_and_a_user_agent_is_sent(
-    server: StubServer, transport: HttpTransport | AsyncHttpTransport, name: str, make: Maker, path: str
+    stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport, name: str, make: Maker, path: str
 ) -> None:
-    server.enqueue(StubResponse.json(400, {"error": {"message": "only the request matters here"}}))
+    stub_server.enqueue(StubResponse.json(400, {"error": {"message": "only the request matters here"}}))
     with pytest.raises(HttpStatusError):
-        make(server.url, transport).generate_content(REQUEST, stream=True).run()
-    (request,) = server.requests
+        make(stub_server.url, transport).generate_content(REQUEST, stream=True).run()
+    (request,) = stub_server.requests
     assert request.path == path
     assert request.headers["user-agent"] == f"rxllm/{rxllm.__version__}"
 
 
-def test_a_user_agent_of_the_users_own_wins(server: StubServer, transport: HttpTransport | AsyncHttpTransport) -> None:
-    server.enqueue(StubResponse(body=sse_turn("openai-chat", text=["ok"])))
-    model = OpenAiChatModel("m", base_url=server.url, api_key="k", extra_headers={"User-Agent": "my-app/2.0"},
+def test_a_user_agent_of_the_users_own_wins(
+    stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport
+) -> None:
+    stub_server.enqueue(StubResponse(body=sse_turn("openai-chat", text=["ok"])))
+    model = OpenAiChatModel("m", base_url=stub_server.url, api_key="k", extra_headers={"User-Agent": "my-app/2.0"},
                             transport=transport)
     model.generate_content(REQUEST, stream=True).run()
-    assert server.requests[0].headers["user-agent"] == "my-app/2.0"
+    assert stub_server.requests[0].headers["user-agent"] == "my-app/2.0"
 
 
 def _azure(server: StubServer, transport: HttpTransport | AsyncHttpTransport, **credentials: str) -> SseChatModel:
@@ -90,12 +86,12 @@ def _azure(server: StubServer, transport: HttpTransport | AsyncHttpTransport, **
 
 
 def test_azure_sends_the_key_as_api_key_to_the_deployment_url(
-    server: StubServer, transport: HttpTransport | AsyncHttpTransport
+    stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport
 ) -> None:
-    server.enqueue(StubResponse(body=sse_turn("openai-chat", text=["Hello", " Azure"])))
-    model = _azure(server, transport, api_key=KEY)
+    stub_server.enqueue(StubResponse(body=sse_turn("openai-chat", text=["Hello", " Azure"])))
+    model = _azure(stub_server, transport, api_key=KEY)
     assert model.generate_content(REQUEST, stream=True).run().text() == "Hello Azure"
-    (request,) = server.requests
+    (request,) = stub_server.requests
     assert request.path == "/openai/deployments/my%20deployment/chat/completions?api-version=2024-10-21"
     assert request.headers["api-key"] == KEY
     assert "authorization" not in request.headers
@@ -105,12 +101,12 @@ def test_azure_sends_the_key_as_api_key_to_the_deployment_url(
 
 
 def test_azure_sends_an_entra_token_as_bearer(
-    server: StubServer, transport: HttpTransport | AsyncHttpTransport
+    stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport
 ) -> None:
-    server.enqueue(StubResponse(body=sse_turn("openai-chat", text=["ok"])))
-    model = _azure(server, transport, azure_ad_token=TOKEN)
+    stub_server.enqueue(StubResponse(body=sse_turn("openai-chat", text=["ok"])))
+    model = _azure(stub_server, transport, azure_ad_token=TOKEN)
     model.generate_content(REQUEST, stream=True).run()
-    (request,) = server.requests
+    (request,) = stub_server.requests
     assert request.headers["authorization"] == f"Bearer {TOKEN}"
     assert "api-key" not in request.headers
     assert TOKEN not in repr(model._mapper)
@@ -124,19 +120,18 @@ def test_azure_refuses_a_key_and_a_token_together() -> None:
 
 
 def test_azure_reads_the_environment_key_for_the_configured_endpoint(
-    server: StubServer, monkeypatch: pytest.MonkeyPatch
+    stub_server: StubServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("AZURE_OPENAI_API_KEY", KEY)
-    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", server.url)
-    server.enqueue(StubResponse(body=sse_turn("openai-chat", text=["ok"])))
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", stub_server.url)
+    stub_server.enqueue(StubResponse(body=sse_turn("openai-chat", text=["ok"])))
     transport = HttpTransport(max_concurrent_streams=2)
     try:
-        AzureOpenAiChatModel("d", endpoint=server.url, api_version="2024-10-21", transport=transport).generate_content(
-            REQUEST, stream=True
-        ).run()
+        model = AzureOpenAiChatModel("d", endpoint=stub_server.url, api_version="2024-10-21", transport=transport)
+        model.generate_content(REQUEST, stream=True).run()
     finally:
         transport.close()
-    assert server.requests[0].headers["api-key"] == KEY
+    assert stub_server.requests[0].headers["api-key"] == KEY
 
 
 def test_azure_never_sends_the_environment_key_to_another_server(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -39,6 +39,7 @@ OPENAI_CHAT = by_protocol("openai-chat")
 EXPECTED_ERROR_CODES = {
     "openai/chat-length-max-tokens": "MAX_TOKENS",
     "openai/chat-refusal": "REFUSAL",
+    "openai-compatible/llamacpp-text-length": "MAX_TOKENS",
     "openai-compatible/groq-gpt-oss-error-event": "tool_use_failed",
     "openai-compatible/openrouter-minimax-length-error-chunk": "400",
 }
@@ -71,7 +72,7 @@ def expected_usage(raw: dict[str, Any] | None) -> UsageMetadata | None:
 def test_every_openai_chat_transcript_is_covered() -> None:
     dirs = {t.provider_dir for t in OPENAI_CHAT}
     assert dirs == {"openai", "openai-compatible"}
-    assert len(OPENAI_CHAT) == 19
+    assert len(OPENAI_CHAT) == 25
 
 
 @pytest.mark.parametrize("split", range(len(AWKWARD_SPLIT_NAMES)), ids=AWKWARD_SPLIT_NAMES)

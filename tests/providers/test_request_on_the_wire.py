@@ -7,7 +7,7 @@ real model and transport; the body must be exactly the JSON each API documents.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -173,15 +173,9 @@ CASES: list[tuple[str, str, Callable[[str], SseChatModel], str, dict[str, Any], 
 ]
 
 
-@pytest.fixture
-def server() -> Iterator[StubServer]:
-    with StubServer() as stub:
-        yield stub
-
-
 @pytest.mark.parametrize(("protocol", "name", "make", "path", "body", "headers"), CASES, ids=[c[1] for c in CASES])
 def test_the_server_receives_the_documented_request(
-    server: StubServer,
+    stub_server: StubServer,
     protocol: str,
     name: str,
     make: Callable[[str], SseChatModel],
@@ -189,10 +183,10 @@ def test_the_server_receives_the_documented_request(
     body: dict[str, Any],
     headers: dict[str, str],
 ) -> None:
-    server.enqueue(StubResponse(body=sse_turn(protocol, text=["It shipped."])))
-    responses = make(server.url).generate_content(CONVERSATION, stream=True).pipe(ops.to_list()).run()
+    stub_server.enqueue(StubResponse(body=sse_turn(protocol, text=["It shipped."])))
+    responses = make(stub_server.url).generate_content(CONVERSATION, stream=True).pipe(ops.to_list()).run()
     assert responses[-1].text() == "It shipped."
-    (received,) = server.requests
+    (received,) = stub_server.requests
     assert (received.method, received.path) == ("POST", path)
     assert received.json() == body
     for header, value in headers.items():

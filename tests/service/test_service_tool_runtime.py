@@ -1,4 +1,4 @@
-"""Where the service's tools and guardrails run (issue 11): off the loop, async tools, timeouts, JSON-safe results."""
+"""Where the service's tools and guardrails run: off the loop, async tools, timeouts, JSON-safe results."""
 
 from __future__ import annotations
 

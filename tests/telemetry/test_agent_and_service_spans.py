@@ -35,12 +35,6 @@ def get_order(order_id: str) -> dict[str, Any]:
     return {"order_id": order_id, "status": "shipped", "shipped_on": "Tuesday"}
 
 
-@pytest.fixture
-def server() -> Iterator[StubServer]:
-    with StubServer() as stub:
-        yield stub
-
-
 @pytest.fixture(params=["threads", "asyncio"])
 def transport(request: pytest.FixtureRequest) -> Iterator[HttpTransport | AsyncHttpTransport]:
     made: HttpTransport | AsyncHttpTransport = HttpTransport() if request.param == "threads" else AsyncHttpTransport()
@@ -78,10 +72,10 @@ def collect(telemetry: Telemetry, source: Any) -> tuple[list[Any], int]:
 
 
 def test_the_a17_agent_run_is_one_agent_span_with_two_model_calls_and_one_tool(
-    telemetry: Telemetry, server: StubServer, transport: HttpTransport | AsyncHttpTransport
+    telemetry: Telemetry, stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport
 ) -> None:
-    enqueue_a17(server)
-    runner = InMemoryRunner(LlmAgent("support", model(server, transport), tools=[get_order]))
+    enqueue_a17(stub_server)
+    runner = InMemoryRunner(LlmAgent("support", model(stub_server, transport), tools=[get_order]))
     runner.session_service.create_session(runner.app_name, "u1", session_id="s1").run()
     events, parent = collect(telemetry, runner.run_async("u1", "s1", QUESTION, SSE))
     spans = telemetry.spans(5)
@@ -124,10 +118,10 @@ def test_the_a17_agent_run_is_one_agent_span_with_two_model_calls_and_one_tool(
 
 
 def test_a_failing_tool_is_an_error_span_and_the_run_goes_on(
-    telemetry: Telemetry, server: StubServer, transport: HttpTransport | AsyncHttpTransport
+    telemetry: Telemetry, stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport
 ) -> None:
-    enqueue_a17(server, order_id="B2")
-    runner = InMemoryRunner(LlmAgent("support", model(server, transport), tools=[get_order]))
+    enqueue_a17(stub_server, order_id="B2")
+    runner = InMemoryRunner(LlmAgent("support", model(stub_server, transport), tools=[get_order]))
     runner.session_service.create_session(runner.app_name, "u1", session_id="s1").run()
     collect(telemetry, runner.run_async("u1", "s1", QUESTION, SSE))
     telemetry.spans(5)
@@ -139,12 +133,12 @@ def test_a_failing_tool_is_an_error_span_and_the_run_goes_on(
 
 
 def test_a_disposed_agent_run_ends_its_spans_as_cancelled(
-    telemetry: Telemetry, server: StubServer, transport: HttpTransport | AsyncHttpTransport
+    telemetry: Telemetry, stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport
 ) -> None:
     release = threading.Event()
     body = sse_turn("openai-chat", text=["Let me ", "look."])
-    server.enqueue(StubResponse(body=[*body[:2], Hold(release, timeout=5.0), *body[2:]]))
-    runner = InMemoryRunner(LlmAgent("support", model(server, transport), tools=[get_order]))
+    stub_server.enqueue(StubResponse(body=[*body[:2], Hold(release, timeout=5.0), *body[2:]]))
+    runner = InMemoryRunner(LlmAgent("support", model(stub_server, transport), tools=[get_order]))
     runner.session_service.create_session(runner.app_name, "u1", session_id="s1").run()
     first = threading.Event()
     with telemetry.tracer.start_as_current_span("request handler"):
@@ -160,10 +154,10 @@ def test_a_disposed_agent_run_ends_its_spans_as_cancelled(
 
 
 def test_a_service_turn_is_one_span_with_its_rounds_and_tools_under_it(
-    telemetry: Telemetry, server: StubServer, transport: HttpTransport | AsyncHttpTransport
+    telemetry: Telemetry, stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport
 ) -> None:
-    enqueue_a17(server)
-    service = AiService(model(server, transport), tools=[get_order])
+    enqueue_a17(stub_server)
+    service = AiService(model(stub_server, transport), tools=[get_order])
     events, parent = collect(telemetry, service.stream("Where is order A17?"))
     spans = telemetry.spans(5)
     assert tree(spans) == [
@@ -187,14 +181,14 @@ def test_a_service_turn_is_one_span_with_its_rounds_and_tools_under_it(
     )
 
 
-def test_usage_totals_are_there_without_opentelemetry_too(server: StubServer) -> None:
+def test_usage_totals_are_there_without_opentelemetry_too(stub_server: StubServer) -> None:
     import rxllm
 
     rxllm.configure_telemetry(enabled=False)
     transport = HttpTransport()
     try:
-        enqueue_a17(server)
-        service = AiService(model(server, transport), tools=[get_order])
+        enqueue_a17(stub_server)
+        service = AiService(model(stub_server, transport), tools=[get_order])
         final = service.stream("Where is order A17?").pipe(ops.last()).run()
     finally:
         rxllm.configure_telemetry()
@@ -205,15 +199,15 @@ def test_usage_totals_are_there_without_opentelemetry_too(server: StubServer) ->
 
 
 def test_a_run_queued_behind_another_is_parented_under_its_own_subscribers_span(
-    telemetry: Telemetry, server: StubServer, transport: HttpTransport | AsyncHttpTransport
+    telemetry: Telemetry, stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport
 ) -> None:
     release = threading.Event()
     first_body = sse_turn("openai-chat", text=["One ", "moment."])
-    server.enqueue(
+    stub_server.enqueue(
         StubResponse(body=[*first_body[:2], Hold(release, timeout=5.0), *first_body[2:]]),
         StubResponse(body=sse_turn("openai-chat", text=["Second."])),
     )
-    runner = InMemoryRunner(LlmAgent("support", model(server, transport)))
+    runner = InMemoryRunner(LlmAgent("support", model(stub_server, transport)))
     runner.session_service.create_session(runner.app_name, "u1", session_id="s1").run()
     first_done, second_done, streaming = threading.Event(), threading.Event(), threading.Event()
     with telemetry.tracer.start_as_current_span("first request") as first_parent:
@@ -232,15 +226,15 @@ def test_a_run_queued_behind_another_is_parented_under_its_own_subscribers_span(
 
 
 def test_agents_of_a_sequential_agent_each_have_their_span_with_their_model_calls_under_it(
-    telemetry: Telemetry, server: StubServer, transport: HttpTransport | AsyncHttpTransport
+    telemetry: Telemetry, stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport
 ) -> None:
     from rxllm.agents import SequentialAgent
 
-    server.enqueue(
+    stub_server.enqueue(
         StubResponse(body=sse_turn("openai-chat", text=["Draft."], usage=(5, 3))),
         StubResponse(body=sse_turn("openai-chat", text=["Reviewed."], usage=(9, 4))),
     )
-    llm = model(server, transport)
+    llm = model(stub_server, transport)
     pipeline = SequentialAgent("pipeline", sub_agents=[LlmAgent("writer", llm), LlmAgent("reviewer", llm)])
     runner = InMemoryRunner(pipeline)
     runner.session_service.create_session(runner.app_name, "u1", session_id="s1").run()

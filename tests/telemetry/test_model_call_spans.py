@@ -28,7 +28,9 @@ from rxllm import (
     Part,
     RetryPolicy,
     SseChatModel,
+    UsageMetadata,
 )
+from rxllm._telemetry.otel import usage_attributes
 from rxllm.testing import Hold, StubResponse, StubServer
 
 REQUEST = LlmRequest(
@@ -36,12 +38,6 @@ REQUEST = LlmRequest(
     config=GenerateContentConfig(temperature=0.2, max_output_tokens=64, top_p=0.9, stop_sequences=("END",)),
 )
 WAIT = 10.0
-
-
-@pytest.fixture
-def server() -> Iterator[StubServer]:
-    with StubServer() as stub:
-        yield stub
 
 
 @pytest.fixture(params=["threads", "asyncio"])
@@ -84,10 +80,10 @@ def run_under_parent(telemetry: Telemetry, source: reactivex.Observable[Any]) ->
 
 
 def test_a_streamed_call_is_one_client_span_under_the_subscribers_span(
-    telemetry: Telemetry, server: StubServer, transport: HttpTransport | AsyncHttpTransport
+    telemetry: Telemetry, stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport
 ) -> None:
-    server.enqueue(OPENAI.response("It shipped ", "Tuesday."))
-    result, parent = run_under_parent(telemetry, model(server, transport).generate_content(REQUEST, stream=True))
+    stub_server.enqueue(OPENAI.response("It shipped ", "Tuesday."))
+    result, parent = run_under_parent(telemetry, model(stub_server, transport).generate_content(REQUEST, stream=True))
     assert result.error is None and result.items[-1].text() == "It shipped Tuesday."
     assert sorted(s.name for s in telemetry.spans(2)) == ["chat gpt-test", "request handler"]
     chat = telemetry.span("chat gpt-test")
@@ -102,7 +98,7 @@ def test_a_streamed_call_is_one_client_span_under_the_subscribers_span(
     assert attributes["gen_ai.request.top_p"] == 0.9
     assert attributes["gen_ai.request.stop_sequences"] == ("END",)
     assert attributes["server.address"] == "127.0.0.1"
-    assert attributes["server.port"] == int(server.url.rsplit(":", 1)[1])
+    assert attributes["server.port"] == int(stub_server.url.rsplit(":", 1)[1])
     assert attributes["gen_ai.response.finish_reasons"] == ("stop",)
     assert attributes["gen_ai.response.id"] == "chatcmpl-stub"  # the wire's id
     assert attributes["gen_ai.usage.input_tokens"] == 5
@@ -123,10 +119,10 @@ def test_a_streamed_call_is_one_client_span_under_the_subscribers_span(
 
 
 def test_a_non_streamed_call_has_no_time_to_first_chunk(
-    telemetry: Telemetry, server: StubServer, transport: HttpTransport | AsyncHttpTransport
+    telemetry: Telemetry, stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport
 ) -> None:
-    server.enqueue(StubResponse.json(200, OPENAI.complete_body("It shipped.")))
-    result, parent = run_under_parent(telemetry, model(server, transport).generate_content(REQUEST, stream=False))
+    stub_server.enqueue(StubResponse.json(200, OPENAI.complete_body("It shipped.")))
+    result, parent = run_under_parent(telemetry, model(stub_server, transport).generate_content(REQUEST, stream=False))
     assert result.error is None and result.items[-1].text() == "It shipped."
     telemetry.spans(2)
     chat = telemetry.span("chat gpt-test")
@@ -140,10 +136,10 @@ def test_a_non_streamed_call_has_no_time_to_first_chunk(
 
 
 def test_a_failed_call_is_an_error_span_with_the_status_as_error_type(
-    telemetry: Telemetry, server: StubServer, transport: HttpTransport | AsyncHttpTransport
+    telemetry: Telemetry, stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport
 ) -> None:
-    server.enqueue(StubResponse.json(401, {"error": {"message": "Incorrect API key provided"}}))
-    result, _ = run_under_parent(telemetry, model(server, transport).generate_content(REQUEST, stream=True))
+    stub_server.enqueue(StubResponse.json(401, {"error": {"message": "Incorrect API key provided"}}))
+    result, _ = run_under_parent(telemetry, model(stub_server, transport).generate_content(REQUEST, stream=True))
     assert isinstance(result.error, HttpStatusError)
     telemetry.spans(2)
     chat = telemetry.span("chat gpt-test")
@@ -157,10 +153,10 @@ def test_a_failed_call_is_an_error_span_with_the_status_as_error_type(
 
 
 def test_a_retried_call_is_sibling_spans_one_per_attempt(
-    telemetry: Telemetry, server: StubServer, transport: HttpTransport | AsyncHttpTransport
+    telemetry: Telemetry, stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport
 ) -> None:
-    server.enqueue(StubResponse.json(503, {"error": {"message": "overloaded"}}), OPENAI.response("ok"))
-    llm = model(server, transport, retry_policy=RetryPolicy(base_delay=0.0))
+    stub_server.enqueue(StubResponse.json(503, {"error": {"message": "overloaded"}}), OPENAI.response("ok"))
+    llm = model(stub_server, transport, retry_policy=RetryPolicy(base_delay=0.0))
     result, parent = run_under_parent(telemetry, llm.generate_content(REQUEST, stream=True))
     assert result.error is None and result.items[-1].text() == "ok"
     telemetry.spans(3)
@@ -176,14 +172,14 @@ def test_a_retried_call_is_sibling_spans_one_per_attempt(
 
 
 def test_a_disposed_call_ends_its_span_as_cancelled(
-    telemetry: Telemetry, server: StubServer, transport: HttpTransport | AsyncHttpTransport
+    telemetry: Telemetry, stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport
 ) -> None:
     release = threading.Event()
     stream = OPENAI.stream("first ", "second")
-    server.enqueue(StubResponse(body=[*stream[:2], Hold(release, timeout=5.0), *stream[2:]]))
+    stub_server.enqueue(StubResponse(body=[*stream[:2], Hold(release, timeout=5.0), *stream[2:]]))
     result = Result()
     with telemetry.tracer.start_as_current_span("request handler"):
-        subscription = model(server, transport).generate_content(REQUEST, stream=True).subscribe(
+        subscription = model(stub_server, transport).generate_content(REQUEST, stream=True).subscribe(
             result.on_next, result.on_error, result.on_completed
         )
     assert result.first.wait(WAIT)
@@ -199,7 +195,7 @@ def test_a_disposed_call_ends_its_span_as_cancelled(
 
 
 def test_message_contents_are_recorded_only_when_the_user_opts_in(
-    telemetry: Telemetry, server: StubServer, transport: HttpTransport | AsyncHttpTransport
+    telemetry: Telemetry, stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport
 ) -> None:
     import rxllm
 
@@ -208,8 +204,8 @@ def test_message_contents_are_recorded_only_when_the_user_opts_in(
         meter_provider=telemetry.meter_provider,
         capture_message_content=True,
     )
-    server.enqueue(OPENAI.response("It shipped."))
-    run_under_parent(telemetry, model(server, transport).generate_content(REQUEST, stream=True))
+    stub_server.enqueue(OPENAI.response("It shipped."))
+    run_under_parent(telemetry, model(stub_server, transport).generate_content(REQUEST, stream=True))
     telemetry.spans(2)
     attributes = dict(telemetry.span("chat gpt-test").attributes or {})
     assert "Where is order A17?" in str(attributes["gen_ai.input.messages"])
@@ -217,25 +213,25 @@ def test_message_contents_are_recorded_only_when_the_user_opts_in(
 
 
 def test_switched_off_no_span_and_no_metric(
-    telemetry: Telemetry, server: StubServer, transport: HttpTransport | AsyncHttpTransport
+    telemetry: Telemetry, stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport
 ) -> None:
     import rxllm
 
     rxllm.configure_telemetry(
         enabled=False, tracer_provider=telemetry.tracer_provider, meter_provider=telemetry.meter_provider
     )
-    server.enqueue(OPENAI.response("ok"))
-    result, _ = run_under_parent(telemetry, model(server, transport).generate_content(REQUEST, stream=True))
+    stub_server.enqueue(OPENAI.response("ok"))
+    result, _ = run_under_parent(telemetry, model(stub_server, transport).generate_content(REQUEST, stream=True))
     assert result.error is None
     assert [s.name for s in telemetry.spans(1)] == ["request handler"]
     assert telemetry.metrics() == {}
 
 
 def test_an_awaited_call_is_parented_under_the_awaiting_tasks_span(
-    telemetry: Telemetry, server: StubServer, transport: HttpTransport | AsyncHttpTransport
+    telemetry: Telemetry, stub_server: StubServer, transport: HttpTransport | AsyncHttpTransport
 ) -> None:
-    server.enqueue(OPENAI.response("It shipped."), OPENAI.response("It shipped ", "Tuesday."))
-    llm = model(server, transport)
+    stub_server.enqueue(OPENAI.response("It shipped."), OPENAI.response("It shipped ", "Tuesday."))
+    llm = model(stub_server, transport)
 
     async def handler() -> tuple[int, str, str]:
         with telemetry.tracer.start_as_current_span("async handler") as parent:
@@ -248,3 +244,37 @@ def test_an_awaited_call_is_parented_under_the_awaiting_tasks_span(
     telemetry.spans(3)
     chats = [s for s in telemetry.spans() if s.name == "chat gpt-test"]
     assert [parent_of(s) for s in chats] == [parent, parent]
+
+
+class _Span:
+    def __init__(self) -> None:
+        self.attributes: dict[str, object] = {}
+
+    def set_attribute(self, key: str, value: object) -> None:
+        self.attributes[key] = value
+
+
+@pytest.mark.parametrize(
+    ("usage", "expected"),
+    [
+        (None, {}),
+        (UsageMetadata(total_token_count=9), {}),
+        (UsageMetadata(prompt_token_count=5), {"gen_ai.usage.input_tokens": 5}),
+        (
+            UsageMetadata(
+                prompt_token_count=5, candidates_token_count=3, cached_content_token_count=2, thoughts_token_count=7
+            ),
+            {
+                "gen_ai.usage.input_tokens": 5,
+                "gen_ai.usage.output_tokens": 3,
+                "gen_ai.usage.cache_read.input_tokens": 2,
+                "rxllm.usage.thoughts_tokens": 7,
+            },
+        ),
+    ],
+)
+def test_usage_attributes_are_the_same_on_every_span(usage: UsageMetadata | None, expected: dict[str, object]) -> None:
+    # One mapping for the model call's span, the agent run's and the service turn's.
+    span = _Span()
+    usage_attributes(span, usage)
+    assert span.attributes == expected

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import subprocess
+import sys
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -98,6 +101,77 @@ def test_the_fixtures(pytester: pytest.Pytester, run: Runner) -> None:
     result.assert_outcomes(passed=6)
 
 
+# --- the plugin costs nothing until a test uses it ----------------------------------------------------
+
+HTTP_LIBRARIES = ("httpx", "httpx2", "httpcore", "httpcore2")
+_LOADED = """
+import sys
+def loaded():
+    http = {m.split(".")[0] for m in sys.modules} & {"httpx", "httpx2", "httpcore", "httpcore2"}
+    heavy = {m for m in sys.modules if m.startswith(("rxllm._transports.", "rxllm.providers"))}
+    heavy |= {"rxllm._models.sse_chat_model"} & set(sys.modules)
+    return sorted(http | (heavy - {"rxllm._transports.base"}))
+"""
+
+
+def _python(code: str) -> list[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run([sys.executable, "-c", _LOADED + code], capture_output=True, text=True, env=env, check=True)
+    lines: list[str] = result.stdout.splitlines()
+    return lines
+
+
+def test_loading_the_plugin_imports_no_http_library_and_no_transport() -> None:
+    code = f"import rxllm.testing.pytest_plugin; print(loaded()); assert not {set(HTTP_LIBRARIES)!r} & set(sys.modules)"
+    assert _python(code) == ["[]"]
+
+
+def test_the_names_that_need_http_load_it_when_used() -> None:
+    code = (
+        "import rxllm.testing, rxllm; print(loaded()); rxllm.testing.replay_sse; print('httpx' in sys.modules); "
+        "from rxllm.testing import parser_for; from rxllm import HttpTransport, SseChatModel; "
+        "import rxllm._transports.threaded as t; "
+        "print(HttpTransport is t.HttpTransport and 'HttpTransport' in dir(rxllm))"
+    )
+    assert _python(code) == ["[]", "True", "True"]
+
+
+def test_a_conftest_may_alias_httpx_with_the_plugin_loaded(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # httpx2.alias_httpx() raises once httpx is imported: loading the plugin must not have imported it.
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # other installed plugins import httpx themselves
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    pytester.makeconftest(
+        """
+        import httpx2
+
+        httpx2.alias_httpx()
+        """
+    )
+    pytester.makepyfile(
+        test_aliased="""
+        import sys
+
+        import httpx2
+
+        from rxllm import LlmRequest
+        from rxllm.providers.openai import OpenAiChatModel
+        from rxllm.testing import StubResponse, sse_turn
+
+        def test_rxllm_streams_over_the_aliased_library(stub_server):
+            assert sys.modules["httpx"] is httpx2
+            stub_server.enqueue(StubResponse(body=sse_turn("openai-chat", text=["Hel", "lo"])))
+            model = OpenAiChatModel("m", base_url=stub_server.url + "/v1", api_key="sk-test-not-real")
+            final = model.generate_content(LlmRequest(), stream=True).run()
+            assert final.text() == "Hello"
+            assert stub_server.requests[0].path == "/v1/chat/completions"
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", PLUGIN, "-p", "no:cacheprovider", "-W", "error")
+    result.assert_outcomes(passed=1)
+
+
 def _recording_folder(base: Path) -> Path:
     folder = base / "recordings"
     (folder / "anthropic").mkdir(parents=True)
@@ -156,7 +230,7 @@ def test_sse_recordings_with_an_unknown_protocol_fail_collection(pytester: pytes
 # --- load_sse_recordings, the helper under the marker --------------------------------------------------
 
 
-def test_every_shared_transcript_loads_with_its_manifest_protocol() -> None:
+def test_every_recorded_transcript_loads_with_its_manifest_protocol() -> None:
     recordings = load_sse_recordings(TRANSCRIPTS)
     manifest = {entry["file"]: entry["protocol"] for entry in json.loads((TRANSCRIPTS / "manifest.json").read_text())}
     assert {f"{r.name}.sse": r.protocol for r in recordings} == manifest

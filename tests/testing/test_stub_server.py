@@ -8,7 +8,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -27,12 +27,6 @@ CLIENT_TIMEOUT = 5.0
 """Client sockets time out so a broken server fails the test instead of hanging it."""
 SEEN_WITHIN = 0.2
 """The server must observe a client close this promptly (what the lead's dispose tests assert)."""
-
-
-@pytest.fixture
-def server() -> Iterator[StubServer]:
-    with StubServer() as stub:
-        yield stub
 
 
 def _address(server: StubServer) -> tuple[str, int]:
@@ -84,10 +78,10 @@ def _assert_seen_promptly(record: ConnectionRecord, closed_at_client: float) -> 
 # -- streaming ------------------------------------------------------------------------------
 
 
-def test_events_arrive_incrementally_while_the_server_holds_the_rest(server: StubServer) -> None:
+def test_events_arrive_incrementally_while_the_server_holds_the_rest(stub_server: StubServer) -> None:
     release = threading.Event()
-    server.enqueue(StubResponse(body=[b"data: one\n\n", Hold(release), b"data: two\n\n"]))
-    client = _http(server)
+    stub_server.enqueue(StubResponse(body=[b"data: one\n\n", Hold(release), b"data: two\n\n"]))
+    client = _http(stub_server)
     client.request("POST", "/v1/stream", body=b"{}")
     response = client.getresponse()
     assert response.status == 200
@@ -101,9 +95,9 @@ def test_events_arrive_incrementally_while_the_server_holds_the_rest(server: Stu
     client.close()
 
 
-def test_delay_pauses_between_events(server: StubServer) -> None:
-    server.enqueue(StubResponse(body=[b"a", Delay(0.1), b"b"]))
-    client = _http(server)
+def test_delay_pauses_between_events(stub_server: StubServer) -> None:
+    stub_server.enqueue(StubResponse(body=[b"a", Delay(0.1), b"b"]))
+    client = _http(stub_server)
     client.request("GET", "/")
     response = client.getresponse()
     assert response.read1(65536) == b"a"
@@ -114,18 +108,18 @@ def test_delay_pauses_between_events(server: StubServer) -> None:
     client.close()
 
 
-def test_hold_timeout_lets_the_response_continue(server: StubServer) -> None:
-    server.enqueue(StubResponse(body=[b"a", Hold(threading.Event(), timeout=0.05), b"b"]))
-    client = _http(server)
+def test_hold_timeout_lets_the_response_continue(stub_server: StubServer) -> None:
+    stub_server.enqueue(StubResponse(body=[b"a", Hold(threading.Event(), timeout=0.05), b"b"]))
+    client = _http(stub_server)
     client.request("GET", "/")
     assert client.getresponse().read() == b"ab"
     client.close()
 
 
-def test_many_small_events_stream_intact(server: StubServer) -> None:
+def test_many_small_events_stream_intact(stub_server: StubServer) -> None:
     events = [json.dumps({"i": i, "text": "tok"}) for i in range(5000)]
-    server.enqueue(StubResponse.sse([*events, "[DONE]"]))
-    client = _http(server)
+    stub_server.enqueue(StubResponse.sse([*events, "[DONE]"]))
+    client = _http(stub_server)
     client.request("POST", "/v1/stream", body=b"{}")
     body = client.getresponse().read()
     assert body == b"".join(b"data: " + e.encode() + b"\n\n" for e in [*events, "[DONE]"])
@@ -135,22 +129,22 @@ def test_many_small_events_stream_intact(server: StubServer) -> None:
 # -- faults ---------------------------------------------------------------------------------
 
 
-def test_disconnect_with_reset_is_seen_as_a_reset_mid_body(server: StubServer) -> None:
-    server.enqueue(StubResponse(body=[b"data: one\n\n", Disconnect(reset=True), b"data: never\n\n"]))
-    with _raw(server) as sock:
+def test_disconnect_with_reset_is_seen_as_a_reset_mid_body(stub_server: StubServer) -> None:
+    stub_server.enqueue(StubResponse(body=[b"data: one\n\n", Disconnect(reset=True), b"data: never\n\n"]))
+    with _raw(stub_server) as sock:
         sock.sendall(_request_bytes())
         data, error = _read_to_end(sock)
     assert isinstance(error, ConnectionResetError)
     assert b"never" not in data
     assert not data.endswith(b"0\r\n\r\n")
-    record = server.wait_for_connection(1, CLIENT_TIMEOUT)
+    record = stub_server.wait_for_connection(1, CLIENT_TIMEOUT)
     assert record is not None
     assert record.closed_at is None  # the server closed first
 
 
-def test_disconnect_without_reset_is_a_clean_eof_mid_body(server: StubServer) -> None:
-    server.enqueue(StubResponse(body=[b"data: one\n\n", Disconnect(reset=False), b"data: never\n\n"]))
-    with _raw(server) as sock:
+def test_disconnect_without_reset_is_a_clean_eof_mid_body(stub_server: StubServer) -> None:
+    stub_server.enqueue(StubResponse(body=[b"data: one\n\n", Disconnect(reset=False), b"data: never\n\n"]))
+    with _raw(stub_server) as sock:
         sock.sendall(_request_bytes())
         data, error = _read_to_end(sock)
     assert error is None
@@ -159,9 +153,9 @@ def test_disconnect_without_reset_is_a_clean_eof_mid_body(server: StubServer) ->
     assert b"never" not in data
 
 
-def test_disconnect_before_headers_sends_nothing(server: StubServer) -> None:
-    server.enqueue(StubResponse(before_headers=[Disconnect(reset=False)]))
-    with _raw(server) as sock:
+def test_disconnect_before_headers_sends_nothing(stub_server: StubServer) -> None:
+    stub_server.enqueue(StubResponse(before_headers=[Disconnect(reset=False)]))
+    with _raw(stub_server) as sock:
         sock.sendall(_request_bytes())
         assert _read_to_end(sock) == (b"", None)
 
@@ -169,14 +163,14 @@ def test_disconnect_before_headers_sends_nothing(server: StubServer) -> None:
 # -- the client's close is observed promptly in every phase -------------------------------------
 
 
-def test_client_close_mid_hold_is_observed_promptly(server: StubServer) -> None:
+def test_client_close_mid_hold_is_observed_promptly(stub_server: StubServer) -> None:
     release = threading.Event()
-    server.enqueue(StubResponse(body=[b"data: one\n\n", Hold(release), b"data: two\n\n"]))
-    client = _http(server)
+    stub_server.enqueue(StubResponse(body=[b"data: one\n\n", Hold(release), b"data: two\n\n"]))
+    client = _http(stub_server)
     client.request("POST", "/v1/stream", body=b"{}")
     response = client.getresponse()
     assert response.read1(65536) == b"data: one\n\n"
-    record = server.wait_for_connection(1, CLIENT_TIMEOUT)
+    record = stub_server.wait_for_connection(1, CLIENT_TIMEOUT)
     assert record is not None
     assert not record.closed_by_client.is_set()
     closed_at_client = time.monotonic()
@@ -185,98 +179,98 @@ def test_client_close_mid_hold_is_observed_promptly(server: StubServer) -> None:
     _assert_seen_promptly(record, closed_at_client)
 
 
-def test_client_close_mid_delay_is_observed_promptly(server: StubServer) -> None:
-    server.enqueue(StubResponse(body=[b"data: one\n\n", Delay(30), b"data: two\n\n"]))
-    sock = _raw(server)
+def test_client_close_mid_delay_is_observed_promptly(stub_server: StubServer) -> None:
+    stub_server.enqueue(StubResponse(body=[b"data: one\n\n", Delay(30), b"data: two\n\n"]))
+    sock = _raw(stub_server)
     sock.sendall(_request_bytes())
     assert _recv_until(sock, lambda data: b"data: one" in data)
-    record = server.wait_for_connection(1, CLIENT_TIMEOUT)
+    record = stub_server.wait_for_connection(1, CLIENT_TIMEOUT)
     assert record is not None
     closed_at_client = time.monotonic()
     sock.close()
     _assert_seen_promptly(record, closed_at_client)
 
 
-def test_client_close_while_waiting_for_headers_is_observed_promptly(server: StubServer) -> None:
+def test_client_close_while_waiting_for_headers_is_observed_promptly(stub_server: StubServer) -> None:
     release = threading.Event()
-    server.enqueue(StubResponse(before_headers=[Hold(release)], body=[b"data: late\n\n"]))
-    sock = _raw(server)
+    stub_server.enqueue(StubResponse(before_headers=[Hold(release)], body=[b"data: late\n\n"]))
+    sock = _raw(stub_server)
     sock.sendall(_request_bytes())
-    assert server.wait_for_requests(1, CLIENT_TIMEOUT)
-    record = server.connections[0]
+    assert stub_server.wait_for_requests(1, CLIENT_TIMEOUT)
+    record = stub_server.connections[0]
     closed_at_client = time.monotonic()
     sock.close()
     _assert_seen_promptly(record, closed_at_client)
 
 
-def test_client_close_while_idle_between_requests_is_observed_promptly(server: StubServer) -> None:
-    server.enqueue(StubResponse.json(200, {"ok": True}))
-    client = _http(server)
+def test_client_close_while_idle_between_requests_is_observed_promptly(stub_server: StubServer) -> None:
+    stub_server.enqueue(StubResponse.json(200, {"ok": True}))
+    client = _http(stub_server)
     client.request("POST", "/v1/chat", body=b"{}")
     assert json.loads(client.getresponse().read()) == {"ok": True}
-    record = server.connections[0]
+    record = stub_server.connections[0]
     assert not record.closed_by_client.is_set()  # keep-alive: still open
     closed_at_client = time.monotonic()
     client.close()
     _assert_seen_promptly(record, closed_at_client)
 
 
-def test_client_close_during_a_blocked_write_is_observed_promptly(server: StubServer) -> None:
+def test_client_close_during_a_blocked_write_is_observed_promptly(stub_server: StubServer) -> None:
     big = b"x" * (1 << 20)
-    server.enqueue(StubResponse(body=[big] * 64))  # far more than the socket buffers hold
-    sock = _raw(server)
+    stub_server.enqueue(StubResponse(body=[big] * 64))  # far more than the socket buffers hold
+    sock = _raw(stub_server)
     sock.sendall(_request_bytes())
     assert _recv_until(sock, lambda data: len(data) > 1000)  # the client then stops reading
-    record = server.connections[0]
+    record = stub_server.connections[0]
     closed_at_client = time.monotonic()
     sock.close()
     _assert_seen_promptly(record, closed_at_client)
 
 
-def test_pipelined_request_during_a_hold_is_not_mistaken_for_a_close(server: StubServer) -> None:
+def test_pipelined_request_during_a_hold_is_not_mistaken_for_a_close(stub_server: StubServer) -> None:
     release = threading.Event()
-    server.enqueue(
+    stub_server.enqueue(
         StubResponse(body=[b"data: one\n\n", Hold(release), b"data: two\n\n"]),
         StubResponse.sse(["three"]),
     )
-    with _raw(server) as sock:
+    with _raw(stub_server) as sock:
         sock.sendall(_request_bytes(path="/first"))
         assert _recv_until(sock, lambda data: b"data: one" in data)
         sock.sendall(_request_bytes(path="/second"))
-        assert server.wait_for_requests(1, CLIENT_TIMEOUT)
+        assert stub_server.wait_for_requests(1, CLIENT_TIMEOUT)
         release.set()
         data = _recv_until(sock, lambda data: data.count(b"0\r\n\r\n") == 2)
         assert b"data: two" in data
         assert b"data: three" in data
-        assert [r.path for r in server.requests] == ["/first", "/second"]
-        assert not server.connections[0].closed_by_client.is_set()
+        assert [r.path for r in stub_server.requests] == ["/first", "/second"]
+        assert not stub_server.connections[0].closed_by_client.is_set()
 
 
 # -- HTTP/1.1 ---------------------------------------------------------------------------------
 
 
-def test_keep_alive_requests_share_one_connection(server: StubServer) -> None:
-    server.enqueue(StubResponse.sse(["a"]), StubResponse.json(200, {"b": 2}))
-    client = _http(server)
+def test_keep_alive_requests_share_one_connection(stub_server: StubServer) -> None:
+    stub_server.enqueue(StubResponse.sse(["a"]), StubResponse.json(200, {"b": 2}))
+    client = _http(stub_server)
     client.request("POST", "/one", body=b"1")
     assert client.getresponse().read() == b"data: a\n\n"
     client.request("POST", "/two", body=b"2")
     assert json.loads(client.getresponse().read()) == {"b": 2}
     client.close()
-    first, second = server.requests
+    first, second = stub_server.requests
     assert first.connection_id == second.connection_id == 1
-    assert len(server.connections) == 1
-    assert server.connections[0].requests == [first, second]
+    assert len(stub_server.connections) == 1
+    assert stub_server.connections[0].requests == [first, second]
 
 
-def test_requests_are_recorded(server: StubServer) -> None:
-    server.enqueue(StubResponse.sse(["ok"]))
-    client = _http(server)
+def test_requests_are_recorded(stub_server: StubServer) -> None:
+    stub_server.enqueue(StubResponse.sse(["ok"]))
+    client = _http(stub_server)
     payload = {"model": "m", "stream": True}
     client.request("POST", "/v1/chat?x=1", body=json.dumps(payload).encode(), headers={"X-Custom-Header": "Value"})
     client.getresponse().read()
     client.close()
-    (request,) = server.requests
+    (request,) = stub_server.requests
     assert isinstance(request, RecordedRequest)
     assert (request.method, request.path) == ("POST", "/v1/chat?x=1")
     assert request.headers["x-custom-header"] == "Value"
@@ -292,39 +286,39 @@ def test_request_json_on_a_non_json_body_raises_protocol_error() -> None:
         request.json()
 
 
-def test_chunked_request_body_is_decoded(server: StubServer) -> None:
-    server.enqueue(StubResponse.json(200, {}))
-    with _raw(server) as sock:
+def test_chunked_request_body_is_decoded(stub_server: StubServer) -> None:
+    stub_server.enqueue(StubResponse.json(200, {}))
+    with _raw(stub_server) as sock:
         sock.sendall(
             b"POST /up HTTP/1.1\r\nHost: stub\r\nTransfer-Encoding: chunked\r\n\r\n"
             b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nTrailer: t\r\n\r\n"
         )
         assert _recv_until(sock, lambda data: data.endswith(b"{}")).startswith(b"HTTP/1.1 200 OK\r\n")
-    assert server.requests[0].body == b"hello world"
+    assert stub_server.requests[0].body == b"hello world"
 
 
-def test_expect_100_continue_is_answered(server: StubServer) -> None:
-    server.enqueue(StubResponse.json(200, {}))
-    with _raw(server) as sock:
+def test_expect_100_continue_is_answered(stub_server: StubServer) -> None:
+    stub_server.enqueue(StubResponse.json(200, {}))
+    with _raw(stub_server) as sock:
         sock.sendall(b"POST / HTTP/1.1\r\nHost: stub\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
         assert _recv_until(sock, lambda data: b"\r\n\r\n" in data) == b"HTTP/1.1 100 Continue\r\n\r\n"
         sock.sendall(b"{}")
         assert _recv_until(sock, lambda data: data.endswith(b"{}")).startswith(b"HTTP/1.1 200 OK\r\n")
-    assert server.requests[0].body == b"{}"
+    assert stub_server.requests[0].body == b"{}"
 
 
-def test_a_malformed_request_gets_400_and_the_connection_closes(server: StubServer) -> None:
-    with _raw(server) as sock:
+def test_a_malformed_request_gets_400_and_the_connection_closes(stub_server: StubServer) -> None:
+    with _raw(stub_server) as sock:
         sock.sendall(b"garbage\r\n\r\n")
         data, error = _read_to_end(sock)
     assert error is None
     assert data.startswith(b"HTTP/1.1 400 Bad Request\r\n")
-    assert server.requests == []
+    assert stub_server.requests == []
 
 
-def test_non_chunked_body_has_content_length_and_keeps_alive(server: StubServer) -> None:
-    server.enqueue(StubResponse(body=[b"ab", b"cd"], chunked=False), StubResponse.json(201, [1]))
-    client = _http(server)
+def test_non_chunked_body_has_content_length_and_keeps_alive(stub_server: StubServer) -> None:
+    stub_server.enqueue(StubResponse(body=[b"ab", b"cd"], chunked=False), StubResponse.json(201, [1]))
+    client = _http(stub_server)
     client.request("GET", "/")
     response = client.getresponse()
     assert response.getheader("content-length") == "4"
@@ -334,12 +328,12 @@ def test_non_chunked_body_has_content_length_and_keeps_alive(server: StubServer)
     response = client.getresponse()
     assert (response.status, response.read()) == (201, b"[1]")
     client.close()
-    assert {r.connection_id for r in server.requests} == {1}
+    assert {r.connection_id for r in stub_server.requests} == {1}
 
 
-def test_non_chunked_body_with_pauses_is_close_delimited(server: StubServer) -> None:
-    server.enqueue(StubResponse(body=[b"ab", Delay(0.01), b"cd"], chunked=False))
-    with _raw(server) as sock:
+def test_non_chunked_body_with_pauses_is_close_delimited(stub_server: StubServer) -> None:
+    stub_server.enqueue(StubResponse(body=[b"ab", Delay(0.01), b"cd"], chunked=False))
+    with _raw(stub_server) as sock:
         sock.sendall(_request_bytes())
         data, error = _read_to_end(sock)
     assert error is None
@@ -348,12 +342,12 @@ def test_non_chunked_body_with_pauses_is_close_delimited(server: StubServer) -> 
     assert b"content-length" not in head
     assert b"transfer-encoding" not in head
     assert body == b"abcd"
-    assert server.connections[0].closed_at is None  # the server closed first
+    assert stub_server.connections[0].closed_at is None  # the server closed first
 
 
-def test_head_request_gets_headers_only(server: StubServer) -> None:
-    server.enqueue(StubResponse.json(200, {"a": 1}), StubResponse.json(200, {"b": 2}))
-    client = _http(server)
+def test_head_request_gets_headers_only(stub_server: StubServer) -> None:
+    stub_server.enqueue(StubResponse.json(200, {"a": 1}), StubResponse.json(200, {"b": 2}))
+    client = _http(stub_server)
     client.request("HEAD", "/")
     response = client.getresponse()
     assert response.getheader("content-length") == "8"
@@ -366,15 +360,15 @@ def test_head_request_gets_headers_only(server: StubServer) -> None:
 # -- choosing the response ----------------------------------------------------------------------
 
 
-def test_empty_queue_without_responder_answers_500_json(server: StubServer) -> None:
-    client = _http(server)
+def test_empty_queue_without_responder_answers_500_json(stub_server: StubServer) -> None:
+    client = _http(stub_server)
     client.request("POST", "/v1/chat", body=b"{}")
     response = client.getresponse()
     assert response.status == 500
     assert response.getheader("content-type") == "application/json"
     assert "no response was scripted" in json.loads(response.read())["error"]["message"]
     client.close()
-    assert len(server.requests) == 1
+    assert len(stub_server.requests) == 1
 
 
 def test_responses_are_served_fifo_then_the_responder_answers() -> None:
@@ -404,11 +398,11 @@ def test_a_failing_responder_answers_500_json() -> None:
         client.close()
 
 
-def test_wait_for_connection_returns_the_nth_record_or_none(server: StubServer) -> None:
-    assert server.url.startswith("http://127.0.0.1:")
-    assert server.wait_for_connection(1, 0.01) is None
-    with _raw(server):
-        record = server.wait_for_connection(1, CLIENT_TIMEOUT)
+def test_wait_for_connection_returns_the_nth_record_or_none(stub_server: StubServer) -> None:
+    assert stub_server.url.startswith("http://127.0.0.1:")
+    assert stub_server.wait_for_connection(1, 0.01) is None
+    with _raw(stub_server):
+        record = stub_server.wait_for_connection(1, CLIENT_TIMEOUT)
         assert record is not None
         assert record.id == 1
         assert record.opened_at <= time.monotonic()
@@ -481,13 +475,13 @@ def test_sse_factory_formats_events() -> None:
     assert StubResponse.sse([], headers={"Content-Type": "text/plain"}).headers == {"Content-Type": "text/plain"}
 
 
-def test_raw_factory_cuts_at_offsets(server: StubServer) -> None:
+def test_raw_factory_cuts_at_offsets(stub_server: StubServer) -> None:
     data = b"data: one\n\ndata: two\n\n"
     response = StubResponse.raw(data, split_at=[0, 3, 3, 15])
     assert response.body == (b"dat", b"a: one\n\ndata", b": two\n\n")
     assert StubResponse.raw(data, split_at=[3], delay=0.01).body == (b"dat", Delay(0.01), data[3:])
-    server.enqueue(response)
-    client = _http(server)
+    stub_server.enqueue(response)
+    client = _http(stub_server)
     client.request("GET", "/")
     assert client.getresponse().read() == data
     client.close()

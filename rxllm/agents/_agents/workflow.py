@@ -17,9 +17,8 @@ from reactivex.disposable import CompositeDisposable, Disposable, SingleAssignme
 
 from ..._core.errors import ConfigurationError
 from ..._rx.direct import concat_now, nothing_now
+from .._invocation.base import AgentCallback, BaseAgent, InvocationContext
 from .._sessions.event import Event
-from .agent import AgentCallback, BaseAgent
-from .context import InvocationContext
 
 __all__ = ["LoopAgent", "ParallelAgent", "SequentialAgent"]
 

@@ -21,6 +21,10 @@ function-response event -- it starts the next step.
 Persist-before-next-step is ordering, not a barrier: the steps are a lazily pulled sequence
 concatenated with ``rxllm._rx.direct.concat_now`` (no scheduler hop), so step *n + 1* is created and
 subscribed only when step *n* completed, and step *n* completes only after its last store completed.
+
+The flow reads the agent it runs through :class:`~.flow_agent.FlowAgent` (``LlmAgent`` is one),
+so the agent module imports the flow and never the reverse (ADK Java's ``LlmAgent`` holds its
+``BaseLlmFlow`` the same way).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import reactivex
 from pydantic import JsonValue
@@ -39,67 +43,35 @@ from ..._core.errors import ConfigurationError, RxLlmError, ToolError, Unsupport
 from ..._core.types import Content, FunctionCall, FunctionResponse, LlmRequest, LlmResponse, Part
 from ..._models.aggregation import generate_function_call_id
 from ..._rx.direct import collect_then, concat_map_now, concat_now, emit_now, fail_now, nothing_now, tap_next, then_now
-from ..._telemetry.otel import TracedScope, traced, within
-from ..._tools import BaseTool, ToolCallOutcome, call_tool, request_config, safe_content, tool_declarations
-from .._agents.callbacks import Call, callback_chain
-from .._agents.context import CallbackContext, InvocationContext, ReadonlyContext, ToolContext
-from .._agents.run_config import StreamingMode
+from ..._telemetry.otel import TracedScope, traced, usage_attributes, within
+from ..._tools import (
+    BaseTool,
+    CallbackContext,
+    ReadonlyContext,
+    ToolCallOutcome,
+    ToolContext,
+    call_tool,
+    request_config,
+    safe_content,
+    tool_declarations,
+)
+from .._invocation.base import InvocationContext
+from .._invocation.callbacks import Call, callback_chain
+from .._invocation.run_config import StreamingMode
 from .._sessions.base import Session
 from .._sessions.event import Event, EventActions
 from .._sessions.state import State
 from .contents import request_contents
+from .flow_agent import FlowAgent, TreeLlmAgent
 from .instructions import ArtifactLoader, artifact_loader, inject_session_state
 from .output_schema import output_schema_config, validate_output
 from .transfer import TRANSFER_TOOL, transfer_instruction, transfer_targets
 
-if TYPE_CHECKING:
-    from .._agents.agent import LlmAgent
-
-__all__ = [
-    "AfterModelCallback",
-    "AfterToolCallback",
-    "BeforeModelCallback",
-    "BeforeToolCallback",
-    "OnModelErrorCallback",
-    "OnToolErrorCallback",
-    "build_request",
-    "run_llm_flow",
-]
+__all__ = ["build_request", "run_llm_flow"]
 
 logger = logging.getLogger("rxllm.agents")
 
 T = TypeVar("T")
-
-BeforeModelCallback = Callable[[CallbackContext, LlmRequest], object]
-"""Called before each model call. Return None to go on, an ``LlmRequest`` to replace the request
-(requests are immutable: ``request.model_copy(update=...)``; the next callback sees the
-replacement), or an ``LlmResponse`` to skip the model call and use it as the model's answer (not
-counted as a model call); or an Observable of zero or one of those, or be ``async def``."""
-
-AfterModelCallback = Callable[[CallbackContext, LlmResponse], object]
-"""Called for every response of the model, partials included. Return None to keep it or an
-``LlmResponse`` to replace it (the replacement keeps the ``partial`` flag of what it replaces); or
-an Observable of zero or one, or be ``async def``."""
-
-OnModelErrorCallback = Callable[[CallbackContext, LlmRequest, Exception], object]
-"""Called when a model call fails (the error it failed with). Return None to let the run fail, or
-an ``LlmResponse`` to use as the model's answer instead; or an Observable of zero or one, or be
-``async def``."""
-
-BeforeToolCallback = Callable[[BaseTool, dict[str, Any], ToolContext], object]
-"""Called before each tool call with the tool, the model's arguments and the tool's context.
-Return None to call the tool, or a dict to use as the tool's result without calling it; or an
-Observable of zero or one, or be ``async def``."""
-
-AfterToolCallback = Callable[[BaseTool, dict[str, Any], ToolContext, dict[str, Any]], object]
-"""Called after each successful tool call with its result. Return None to keep the result, or a
-dict to replace it; or an Observable of zero or one, or be ``async def``."""
-
-OnToolErrorCallback = Callable[[BaseTool, dict[str, Any], ToolContext, Exception], object]
-"""Called when a tool fails (raises, bad arguments, non-JSON result). Return None to answer the
-model with ``{"error": ...}`` as usual, or a dict to use as the tool's result; or an Observable of
-zero or one, or be ``async def``."""
-
 
 class _Step:
     """What one step has seen so far (touched only in the step's serialized Rx callbacks)."""
@@ -113,7 +85,7 @@ class _Step:
         self.tools: Mapping[str, BaseTool] = {}
 
 
-def run_llm_flow(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observable[Event]:
+def run_llm_flow(agent: FlowAgent, ctx: InvocationContext) -> reactivex.Observable[Event]:
     """The events of one run of ``agent``: cold; disposing stops the model call and all later work."""
     if ctx.run_config.streaming_mode is StreamingMode.BIDI:
         return _run_live(agent, ctx)
@@ -136,11 +108,7 @@ def run_llm_flow(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observabl
         return concat_now(steps())
 
     def on_end(scope: TracedScope) -> None:
-        usage = ctx.total_usage_metadata
-        if usage is not None and usage.prompt_token_count is not None:
-            scope.span.set_attribute("gen_ai.usage.input_tokens", usage.prompt_token_count)
-        if usage is not None and usage.candidates_token_count is not None:
-            scope.span.set_attribute("gen_ai.usage.output_tokens", usage.candidates_token_count)
+        usage_attributes(scope.span, ctx.total_usage_metadata)
 
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "invoke_agent",
@@ -158,7 +126,7 @@ def run_llm_flow(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observabl
     return traced(start, f"invoke_agent {agent.name}", attributes, parent=parent, on_end=on_end)
 
 
-def _transfer(agent: LlmAgent, ctx: InvocationContext, target: str) -> reactivex.Observable[Event]:
+def _transfer(agent: FlowAgent, ctx: InvocationContext, target: str) -> reactivex.Observable[Event]:
     """Continue the invocation with the agent the model transferred to (ADK's ``BaseLlmFlow``)."""
     if ctx.is_cancelled:
         return reactivex.never()
@@ -173,7 +141,7 @@ def _transfer(agent: LlmAgent, ctx: InvocationContext, target: str) -> reactivex
     return next_agent.run_async(ctx)
 
 
-def _should_continue(agent: LlmAgent, ctx: InvocationContext, step: _Step) -> bool:
+def _should_continue(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> bool:
     last = step.last_event
     if last is None:
         logger.warning(
@@ -196,31 +164,13 @@ def _should_continue(agent: LlmAgent, ctx: InvocationContext, step: _Step) -> bo
     return not last.is_final_response()
 
 
-def _session_now_failed(ctx: InvocationContext) -> reactivex.Observable[T]:
-    return fail_now(
-        ConfigurationError(
-            f"session {ctx.session.id!r} (app {ctx.session.app_name!r}, user {ctx.session.user_id!r}) "
-            "no longer exists"
-        )
-    )
-
-
-def _session_now(ctx: InvocationContext) -> reactivex.Observable[Session]:
-    def pick(sessions: list[Session]) -> reactivex.Observable[Session]:
-        if sessions:
-            return emit_now(sessions[-1])
-        return _session_now_failed(ctx)
-
-    return collect_then(ctx.current_session(), pick)
-
-
-def _one_step(agent: LlmAgent, ctx: InvocationContext, step: _Step) -> reactivex.Observable[Event]:
-    def model_step(session: Session) -> reactivex.Observable[Event]:
-        step.state = State(session.state)
+def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactivex.Observable[Event]:
+    def model_step(session: Session, tools: tuple[BaseTool, ...]) -> reactivex.Observable[Event]:
         callback_ctx = CallbackContext(ctx, step.state)
         targets = transfer_targets(agent)
-        step.tools = {**agent.tools_by_name, TRANSFER_TOOL.name: TRANSFER_TOOL} if targets else agent.tools_by_name
-        request = build_request(agent, ctx, session, ReadonlyContext(ctx, step.state))
+        by_name = {tool.name: tool for tool in tools}
+        step.tools = {**by_name, TRANSFER_TOOL.name: TRANSFER_TOOL} if targets else by_name
+        request = build_request(agent, ctx, session, ReadonlyContext(ctx, step.state), tools)
         responses = within(ctx.telemetry_context, _call_model(agent, ctx, callback_ctx, request))
 
         def handle_response(response: LlmResponse) -> reactivex.Observable[Event]:
@@ -228,15 +178,15 @@ def _one_step(agent: LlmAgent, ctx: InvocationContext, step: _Step) -> reactivex
 
         return concat_map_now(responses, handle_response)
 
-    def with_session(sessions: list[Session]) -> reactivex.Observable[Event]:
-        if sessions:
-            return model_step(sessions[-1])
-        return _session_now_failed(ctx)
+    def with_session(session: Session) -> reactivex.Observable[Event]:
+        step.state = State(session.state)  # toolsets are expanded before every model call (ADK's canonicalTools)
+        tools = agent.canonical_tools(ReadonlyContext(ctx, step.state))
+        return collect_then(tools, lambda found: model_step(session, found[-1]))
 
-    return collect_then(ctx.current_session(), with_session)
+    return collect_then(ctx.session_now(), lambda sessions: with_session(sessions[0]))
 
 
-def _invoke(kind: str, agent: LlmAgent, callback: Callable[..., T], *args: Any) -> T:
+def _invoke(kind: str, agent: FlowAgent, callback: Callable[..., T], *args: Any) -> T:
     try:
         return callback(*args)
     except RxLlmError:
@@ -246,7 +196,7 @@ def _invoke(kind: str, agent: LlmAgent, callback: Callable[..., T], *args: Any) 
         raise RxLlmError(f"{kind} {name!r} of agent {agent.name!r} raised {type(exc).__name__}: {exc}") from exc
 
 
-def _owner(agent: LlmAgent) -> str:
+def _owner(agent: FlowAgent) -> str:
     return f"agent {agent.name!r}"
 
 
@@ -260,7 +210,7 @@ def _model_answer(kind: str) -> Callable[[object], LlmResponse]:
 
 
 def _call_model(
-    agent: LlmAgent, ctx: InvocationContext, callback_ctx: CallbackContext, request: LlmRequest
+    agent: FlowAgent, ctx: InvocationContext, callback_ctx: CallbackContext, request: LlmRequest
 ) -> reactivex.Observable[LlmResponse]:
     """Before-model callbacks (plugins first), the model call, on-error and after-model callbacks."""
     current = [request]
@@ -300,7 +250,7 @@ def _before_model(callback: Callable[..., object], callback_ctx: CallbackContext
 
 
 def _model_call(
-    agent: LlmAgent, ctx: InvocationContext, callback_ctx: CallbackContext, request: LlmRequest
+    agent: FlowAgent, ctx: InvocationContext, callback_ctx: CallbackContext, request: LlmRequest
 ) -> reactivex.Observable[LlmResponse]:
     if ctx.is_cancelled:
         return reactivex.never()
@@ -343,30 +293,35 @@ def _model_call(
 
 
 def _instruction_text(
-    agent: LlmAgent, instruction: str | Callable[..., str], readonly: ReadonlyContext, artifacts: ArtifactLoader | None
+    agent: FlowAgent, instruction: str | Callable[..., str], readonly: ReadonlyContext, artifacts: ArtifactLoader | None
 ) -> str:
     if callable(instruction):
         return _invoke("instruction provider", agent, instruction, readonly)
     return inject_session_state(instruction, readonly.state, agent_name=agent.name, artifacts=artifacts)
 
 
-def build_request(agent: LlmAgent, ctx: InvocationContext, session: Session, readonly: ReadonlyContext) -> LlmRequest:
+def build_request(
+    agent: FlowAgent,
+    ctx: InvocationContext,
+    session: Session,
+    readonly: ReadonlyContext,
+    tools: tuple[BaseTool, ...] | None = None,
+) -> LlmRequest:
     """The request of one step: the instructions, the history as ``_contents`` builds it, the tools.
 
     The system instruction is the root agent's ``global_instruction``, then the agent's
     ``instruction``, then (when the agent can transfer) ADK's transfer instruction, joined by blank
-    lines. With ``output_schema`` the request asks for JSON of the schema.
+    lines. With ``output_schema`` the request asks for JSON of the schema. ``tools`` are the
+    step's tools (``agent.canonical_tools()``); the agent's own tools when None.
     """
-    from .._agents.agent import LlmAgent
-
     root = agent.root_agent
     artifacts = artifact_loader(ctx.artifact_service, session)
     texts = []
-    if isinstance(root, LlmAgent) and root.global_instruction:
+    if isinstance(root, TreeLlmAgent) and root.global_instruction:
         texts.append(_instruction_text(agent, root.global_instruction, readonly, artifacts))
     texts.append(_instruction_text(agent, agent.instruction, readonly, artifacts))
     targets = transfer_targets(agent)
-    tools = agent.tools
+    tools = agent.tools if tools is None else tools
     if targets:
         texts.append(transfer_instruction(agent, targets))
         tools = (*tools, TRANSFER_TOOL)
@@ -401,7 +356,7 @@ def _with_call_ids(step: _Step, content: Content | None) -> Content | None:
     return content.model_copy(update={"parts": tuple(parts)})
 
 
-def _to_event(agent: LlmAgent, ctx: InvocationContext, step: _Step, response: LlmResponse) -> Event:
+def _to_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, response: LlmResponse) -> Event:
     total = None
     if not response.partial:
         ctx.add_usage(response.usage_metadata)
@@ -437,7 +392,7 @@ def _to_event(agent: LlmAgent, ctx: InvocationContext, step: _Step, response: Ll
     )
 
 
-def _handle_event(agent: LlmAgent, ctx: InvocationContext, step: _Step, event: Event) -> reactivex.Observable[Event]:
+def _handle_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, event: Event) -> reactivex.Observable[Event]:
     if ctx.is_cancelled:
         return reactivex.never()
     if event.partial:
@@ -462,7 +417,7 @@ def _handle_event(agent: LlmAgent, ctx: InvocationContext, step: _Step, event: E
     return then_now(tap_next(ctx.append_event(event), stored), then_tools)
 
 
-def _output_delta(agent: LlmAgent, event: Event) -> dict[str, JsonValue]:
+def _output_delta(agent: FlowAgent, event: Event) -> dict[str, JsonValue]:
     """ADK's ``maybeSaveOutputToState``: the final text (validated with ``output_schema``) under ``output_key``."""
     key = agent.output_key
     if key is None or event.error_code is not None or not event.is_final_response() or event.content is None:
@@ -485,7 +440,9 @@ def _output_delta(agent: LlmAgent, event: Event) -> dict[str, JsonValue]:
         return {key: text}
 
 
-def _run_tools(agent: LlmAgent, ctx: InvocationContext, step: _Step, model_event: Event) -> reactivex.Observable[Event]:
+def _run_tools(
+    agent: FlowAgent, ctx: InvocationContext, step: _Step, model_event: Event
+) -> reactivex.Observable[Event]:
     calls = model_event.function_calls()
     contexts: list[ToolContext] = []
 
@@ -525,7 +482,7 @@ def _run_tools(agent: LlmAgent, ctx: InvocationContext, step: _Step, model_event
 
 
 def _run_call(
-    agent: LlmAgent, ctx: InvocationContext, step: _Step, call: FunctionCall, contexts: list[ToolContext]
+    agent: FlowAgent, ctx: InvocationContext, step: _Step, call: FunctionCall, contexts: list[ToolContext]
 ) -> reactivex.Observable[Part]:
     """One call: before-tool callbacks (plugins first), the tool, on-error and after-tool callbacks.
 
@@ -612,7 +569,7 @@ def _tool_answer(kind: str) -> Callable[[object], dict[str, Any]]:
     return accept
 
 
-def _run_live(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observable[Event]:
+def _run_live(agent: FlowAgent, ctx: InvocationContext) -> reactivex.Observable[Event]:
     """BIDI: open ``model.connect``; a refusal fails the run at once. Live flows are not implemented."""
 
     def live(session: Session) -> reactivex.Observable[Event]:
@@ -628,4 +585,4 @@ def _run_live(agent: LlmAgent, ctx: InvocationContext) -> reactivex.Observable[E
             )
         )
 
-    return _session_now(ctx).pipe(ops.flat_map(live))
+    return ctx.session_now().pipe(ops.flat_map(live))

@@ -10,6 +10,7 @@ from pydantic import JsonValue
 from reactivex import operators as ops
 
 from ..._core.errors import ConfigurationError
+from ..._tools import ReadonlyContext
 from .._artifacts.service import artifact_text
 from .._sessions.state import APP_PREFIX, TEMP_PREFIX, USER_PREFIX
 
@@ -17,7 +18,10 @@ if TYPE_CHECKING:
     from .._artifacts.service import BaseArtifactService
     from .._sessions.base import Session
 
-__all__ = ["artifact_loader", "inject_session_state"]
+__all__ = ["InstructionProvider", "artifact_loader", "inject_session_state"]
+
+InstructionProvider = Callable[[ReadonlyContext], str]
+"""A dynamic instruction: called before every model call with a read-only view of the run."""
 
 _ARTIFACT = "artifact."
 

@@ -1,5 +1,6 @@
 """Agent transfer: the ``transfer_to_agent`` tool and whom an agent may hand over to (ADK's
-``flows/llmflows/AgentTransfer.java``), and which agent answers a new user turn (``Runner.findAgentToRun``).
+``flows/llmflows/AgentTransfer.java``). Which agent answers a new user turn is the runner's
+question (``Runner.findAgentToRun``: ``rxllm.agents._runners.runner``).
 
 An :class:`LlmAgent` may transfer to its sub-agents; to its parent unless
 ``disallow_transfer_to_parent``; to its parent's other sub-agents unless
@@ -12,16 +13,12 @@ targets. When the model calls it, the function-response event carries
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from ..._tools import FunctionTool
-from .._agents.context import ToolContext
-from .._sessions.event import Event
+from ..._tools import FunctionTool, ToolContext
+from .._invocation.base import BaseAgent
+from .flow_agent import FlowAgent, TreeLlmAgent
 
-if TYPE_CHECKING:
-    from .._agents.agent import BaseAgent, LlmAgent
-
-__all__ = ["TRANSFER_TOOL", "agent_to_run", "transfer_instruction", "transfer_targets"]
+__all__ = ["TRANSFER_TOOL", "transfer_instruction", "transfer_targets"]
 
 
 def transfer_to_agent(agent_name: str, tool_context: ToolContext) -> None:
@@ -40,13 +37,11 @@ TRANSFER_TOOL = FunctionTool(transfer_to_agent)
 """The ``transfer_to_agent`` tool offered to agents that can transfer."""
 
 
-def transfer_targets(agent: LlmAgent) -> list[BaseAgent]:
+def transfer_targets(agent: FlowAgent) -> list[BaseAgent]:
     """Whom ``agent`` may transfer to: sub-agents, then its parent, then peers (ADK's ``getTransferTargets``)."""
-    from .._agents.agent import LlmAgent
-
     targets: list[BaseAgent] = list(agent.sub_agents)
     parent = agent.parent_agent
-    if not isinstance(parent, LlmAgent):
+    if not isinstance(parent, TreeLlmAgent):  # no parent, or a workflow agent: it takes no part in transfer
         return targets
     if not agent.disallow_transfer_to_parent:
         targets.append(parent)
@@ -55,7 +50,7 @@ def transfer_targets(agent: LlmAgent) -> list[BaseAgent]:
     return targets
 
 
-def transfer_instruction(agent: LlmAgent, targets: Sequence[BaseAgent]) -> str:
+def transfer_instruction(agent: FlowAgent, targets: Sequence[BaseAgent]) -> str:
     """The instruction ADK adds for an agent with transfer targets (``buildTargetAgentsInstructions``)."""
     lines = ["", "You have a list of other agents to transfer to:", ""]
     for target in targets:
@@ -76,47 +71,3 @@ def transfer_instruction(agent: LlmAgent, targets: Sequence[BaseAgent]) -> str:
             f"{parent.name}.\n"
         )
     return text
-
-
-def _transferable_across_tree(agent: BaseAgent) -> bool:
-    from .._agents.agent import LlmAgent
-
-    current: BaseAgent | None = agent
-    while current is not None:
-        if not isinstance(current, LlmAgent) or current.disallow_transfer_to_parent:
-            return False
-        current = current.parent_agent
-    return True
-
-
-def agent_to_run(root: BaseAgent, events: Sequence[Event]) -> BaseAgent:
-    """The agent that answers a new user message (ADK's ``Runner.findAgentToRun``).
-
-    A user message that answers a function call (a long-running tool's response) goes to the
-    agent that made the call. Otherwise the author of the latest agent event, when it is the root
-    or an agent from which transfer back up to the root is possible (an ``LlmAgent`` chain that
-    allows transfer to the parent); else the root.
-    """
-    answered = _last_user_function_response_ids(events)
-    if answered:
-        for event in reversed(events):
-            if {c.id for c in event.function_calls()} & answered:
-                found = root.find_agent(event.author)
-                if found is not None:
-                    return found
-                break
-    for event in reversed(events):
-        if event.author == "user":
-            continue
-        if event.author == root.name:
-            return root
-        agent = root.find_sub_agent(event.author)
-        if agent is not None and _transferable_across_tree(agent):
-            return agent
-    return root
-
-
-def _last_user_function_response_ids(events: Sequence[Event]) -> set[str]:
-    if not events or events[-1].author != "user":
-        return set()
-    return {r.id for r in events[-1].function_responses() if r.id}

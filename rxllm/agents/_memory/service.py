@@ -25,13 +25,13 @@ import threading
 from collections.abc import Sequence
 from typing import Protocol
 
-from pydantic import Field
 from reactivex import operators as ops
 
-from ..._core.types import Content, _Model
+from ..._core.types import Content
 from ..._rx.aio import AwaitableObservable, MaybeObservable, awaitable
 from ..._rx.direct import call_now
 from ..._tools._context import SessionKey
+from ..._tools._services import MemoryEntry, SearchMemoryResponse
 
 __all__ = ["BaseMemoryService", "InMemoryMemoryService", "MemoryEntry", "SearchMemoryResponse"]
 
@@ -56,26 +56,6 @@ class SessionLike(SessionKey, Protocol):
 
     @property
     def events(self) -> Sequence[EventLike]: ...
-
-
-class MemoryEntry(_Model):
-    """One remembered piece of a conversation (ADK's ``MemoryEntry``).
-
-    Attributes:
-        content: what was said.
-        author: who said it (``"user"`` or the agent's name).
-        timestamp: when, as ISO 8601 text (it is shown to the model).
-    """
-
-    content: Content
-    author: str | None = None
-    timestamp: str | None = None
-
-
-class SearchMemoryResponse(_Model):
-    """The memories a search found (ADK's ``SearchMemoryResponse``)."""
-
-    memories: tuple[MemoryEntry, ...] = Field(default_factory=tuple)
 
 
 class BaseMemoryService(abc.ABC):

@@ -18,8 +18,9 @@ from reactivex import operators as ops
 from ..._core.errors import ConfigurationError, ToolError
 from ..._core.types import Content, FunctionDeclaration, Part
 from ..._tools import BaseTool, ToolContext, ToolResult
-from .._agents.agent import BaseAgent, LlmAgent
+from .._agents.llm_agent import LlmAgent
 from .._flows.output_schema import validate_output
+from .._invocation.base import BaseAgent
 from .._sessions.event import Event
 from .._sessions.state import STATE_REMOVED
 from .runner import InMemoryRunner

@@ -12,21 +12,21 @@ from reactivex import operators as ops
 
 from ..._core.errors import ConfigurationError, RxLlmError
 from ..._core.types import Content
+from ..._models.prompt import as_user_content
 from ..._rx.aio import AwaitableObservable, awaitable
 from ..._rx.direct import collect_then, defer_now, emit_now, fail_now, ignore_items, on_dispose, then_now
 from ..._telemetry.otel import current_context, within
 from ..._tools import ToolRuntime, check_timeout
-from .._agents.agent import BaseAgent
-from .._agents.context import InvocationContext
-from .._agents.plugins import BasePlugin, after_run, before_run, on_event, on_user_message
-from .._agents.run_config import RunConfig
+from .._agents.llm_agent import LlmAgent
 from .._artifacts.service import BaseArtifactService, InMemoryArtifactService
-from .._flows.transfer import agent_to_run
+from .._invocation.base import BaseAgent, BasePlugin, InvocationContext
+from .._invocation.plugins import after_run, before_run, on_event, on_user_message
+from .._invocation.run_config import RunConfig
 from .._memory.service import BaseMemoryService, InMemoryMemoryService
 from .._sessions.base import BaseSessionService, InMemorySessionService, Session
 from .._sessions.event import Event
 
-__all__ = ["InMemoryRunner", "Runner"]
+__all__ = ["InMemoryRunner", "Runner", "agent_to_run"]
 
 logger = logging.getLogger("rxllm.agents")
 
@@ -144,7 +144,7 @@ class Runner:
         self,
         user_id: str,
         session_id: str,
-        new_message: Content,
+        new_message: Content | str,
         run_config: RunConfig | None = None,
     ) -> AwaitableObservable[Event]:
         """Run the agent on the session with a new user message.
@@ -164,19 +164,18 @@ class Runner:
         dropped.
 
         >>> from reactivex import operators as ops
-        >>> from rxllm import Chunk, Content, Part
+        >>> from rxllm import Chunk
         >>> from rxllm.agents import InMemoryRunner, LlmAgent
         >>> from rxllm.testing import ScriptedLlm, scripted_turn
         >>> runner = InMemoryRunner(LlmAgent("bot", ScriptedLlm([scripted_turn(Chunk(text_delta="Hi!"))])))
         >>> _ = runner.session_service.create_session(runner.app_name, "u1", session_id="s1").run()
-        >>> events = runner.run_async("u1", "s1", Content(role="user", parts=(Part.from_text("Hello"),))).pipe(
-        ...     ops.to_list()).run()
+        >>> events = runner.run_async("u1", "s1", "Hello").pipe(ops.to_list()).run()  # or a Content
         >>> [(e.author, e.text(), e.is_final_response()) for e in events]
         [('bot', 'Hi!', True)]
         """
-        if not isinstance(new_message, Content):
-            raise ConfigurationError(f"new_message must be a Content, got {type(new_message).__name__}")
-        message = new_message if new_message.role is not None else new_message.model_copy(update={"role": "user"})
+        if not isinstance(new_message, Content | str):
+            raise ConfigurationError(f"new_message must be a Content or a str, got {type(new_message).__name__}")
+        message = as_user_content(new_message)  # a str is one user text part; a role-less Content is the user's
         config = run_config or RunConfig()
         app_name = self._app_name
         service = self._session_service
@@ -279,3 +278,45 @@ class InMemoryRunner(Runner):
             tool_scheduler=tool_scheduler,
             tool_timeout=tool_timeout,
         )
+
+
+def _transferable_across_tree(agent: BaseAgent) -> bool:
+    current: BaseAgent | None = agent
+    while current is not None:
+        if not isinstance(current, LlmAgent) or current.disallow_transfer_to_parent:
+            return False
+        current = current.parent_agent
+    return True
+
+
+def agent_to_run(root: BaseAgent, events: Sequence[Event]) -> BaseAgent:
+    """The agent that answers a new user message (ADK's ``Runner.findAgentToRun``).
+
+    A user message that answers a function call (a long-running tool's response) goes to the
+    agent that made the call. Otherwise the author of the latest agent event, when it is the root
+    or an agent from which transfer back up to the root is possible (an ``LlmAgent`` chain that
+    allows transfer to the parent); else the root.
+    """
+    answered = _last_user_function_response_ids(events)
+    if answered:
+        for event in reversed(events):
+            if {c.id for c in event.function_calls()} & answered:
+                found = root.find_agent(event.author)
+                if found is not None:
+                    return found
+                break
+    for event in reversed(events):
+        if event.author == "user":
+            continue
+        if event.author == root.name:
+            return root
+        agent = root.find_sub_agent(event.author)
+        if agent is not None and _transferable_across_tree(agent):
+            return agent
+    return root
+
+
+def _last_user_function_response_ids(events: Sequence[Event]) -> set[str]:
+    if not events or events[-1].author != "user":
+        return set()
+    return {r.id for r in events[-1].function_responses() if r.id}

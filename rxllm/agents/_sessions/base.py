@@ -2,7 +2,8 @@
 
 A session service stores the events of a conversation. Its methods return cold Observables of
 one item (or none), as ADK Java's ``Single`` / ``Maybe`` / ``Completable``. ``append_event`` keeps
-the seed's first check: a partial event is returned unchanged and never stored.
+the first check of ADK Java's ``BaseSessionService.appendEvent``: a partial event is returned
+unchanged and never stored.
 
 >>> from reactivex import operators as ops
 >>> from rxllm import Content, Part

@@ -1,10 +1,14 @@
-"""Agents: ``BaseAgent`` and ``LlmAgent``, a model with an instruction and tools."""
+"""``LlmAgent``: an agent driven by a model, with an instruction and tools (ADK's ``LlmAgent``).
+
+As in ADK Java, the agent holds its flow: :meth:`LlmAgent._run_async_impl` runs the LLM flow
+(``rxllm.agents._flows.flow``), which sees the agent only through the ``FlowAgent`` protocol, so
+imports go one way: this module imports the flow, never the reverse.
+"""
 
 from __future__ import annotations
 
-import abc
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from functools import partial
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import reactivex
 from pydantic import BaseModel
@@ -12,164 +16,25 @@ from pydantic import BaseModel
 from ..._core.errors import ConfigurationError
 from ..._core.types import GenerateContentConfig
 from ..._models.base_llm import BaseLlm
-from ..._rx.aio import AwaitableObservable, awaitable
-from ..._rx.direct import defer_now
-from ..._tools import BaseTool, Named, ToolLike, tools_by_name
+from ..._tools import BaseTool, ToolLike, tools_by_name
+from ..._tools._toolset import BaseToolset, expand_tools
 from .._flows.contents import IncludeContents
-from .._flows.flow import (
+from .._flows.flow import run_llm_flow
+from .._flows.flow_agent import (
     AfterModelCallback,
     AfterToolCallback,
     BeforeModelCallback,
     BeforeToolCallback,
     OnModelErrorCallback,
     OnToolErrorCallback,
-    run_llm_flow,
 )
+from .._flows.instructions import InstructionProvider
+from .._invocation.base import AgentCallback, BaseAgent, InvocationContext
+from .._invocation.callbacks import as_callbacks
 from .._sessions.event import Event
-from .agent_run import run_with_agent_callbacks
-from .callbacks import as_callbacks
-from .context import CallbackContext, InvocationContext, ReadonlyContext
 from .registry import LlmRegistry
 
-__all__ = ["AgentCallback", "BaseAgent", "InstructionProvider", "LlmAgent"]
-
-InstructionProvider = Callable[[ReadonlyContext], str]
-"""A dynamic instruction: called before every model call with a read-only view of the run."""
-
-
-AgentCallback = Callable[[CallbackContext], object]
-"""A before- or after-agent callback (ADK's ``BeforeAgentCallback`` / ``AfterAgentCallback``).
-
-It gets a :class:`CallbackContext` (state changes are recorded) and returns None to go on, a
-:class:`~rxllm.Content` to answer -- before: the agent does not run and an event authored by the
-agent with that content is stored and emitted instead; after: that event is added after the
-agent's own -- or an Observable (ADK Java's ``Maybe``) / awaitable of either."""
-
-
-class BaseAgent(Named, abc.ABC):
-    """An agent the :class:`Runner` can run, and a node of an agent tree (ADK's ``BaseAgent``).
-
-    Args:
-        name: a Python identifier, unique in its agent tree; ``"user"`` is reserved for user events.
-        description: what the agent does (for other agents choosing whom to hand over to).
-        sub_agents: its children; each becomes this agent's (their ``parent_agent`` is set). An
-            agent can have one parent only.
-        before_agent_callback: one callback or several (:data:`AgentCallback`), run before the
-            agent (after the runner's plugins); the first that answers skips the agent.
-        after_agent_callback: one callback or several, run after the agent; the first that answers
-            adds an event.
-
-    Subclasses implement :meth:`_run_async_impl`. The contract, which the runtime and the seed's
-    persist-before-next-step rule rely on: the Observable emits every event of the run; a
-    non-partial event is stored with ``ctx.append_event`` *before* it is emitted (the stored
-    event is what is emitted), and anything the agent builds from the session afterwards is built
-    after that store completed.
-
-    >>> from rxllm.testing import ScriptedLlm
-    >>> leaf = LlmAgent("leaf", ScriptedLlm([]))
-    >>> root = LlmAgent("root", ScriptedLlm([]), sub_agents=[LlmAgent("middle", ScriptedLlm([]), sub_agents=[leaf])])
-    >>> leaf.parent_agent.name, leaf.root_agent.name, root.find_agent("leaf") is leaf, root.find_agent("nobody")
-    ('middle', 'root', True, None)
-    """
-
-    def __init__(
-        self,
-        name: str,
-        *,
-        description: str = "",
-        sub_agents: Sequence[BaseAgent] = (),
-        before_agent_callback: AgentCallback | Sequence[AgentCallback] | None = None,
-        after_agent_callback: AgentCallback | Sequence[AgentCallback] | None = None,
-    ) -> None:
-        if not isinstance(name, str) or not name.isidentifier():
-            raise ConfigurationError(f"agent name must be a Python identifier, got {name!r}")
-        if name == "user":
-            raise ConfigurationError("agent name 'user' is reserved for the user's events")
-        super().__init__(name, description)
-        self._parent: BaseAgent | None = None
-        children = tuple(sub_agents)
-        seen: set[str] = {name}
-        for child in children:
-            if not isinstance(child, BaseAgent):
-                raise ConfigurationError(f"agent {name!r}: sub_agents must be agents, got {type(child).__name__}")
-            if child._parent is not None:
-                raise ConfigurationError(
-                    f"agent {child.name!r} already has the parent {child._parent.name!r}; it cannot also be a "
-                    f"sub-agent of {name!r}"
-                )
-            for descendant in child._walk():
-                if descendant.name in seen:
-                    raise ConfigurationError(f"agent tree of {name!r} has two agents named {descendant.name!r}")
-                seen.add(descendant.name)
-        for child in children:
-            child._parent = self
-        self._sub_agents = children
-        self._before_agent: tuple[AgentCallback, ...] = as_callbacks(before_agent_callback, "before_agent_callback")
-        self._after_agent: tuple[AgentCallback, ...] = as_callbacks(after_agent_callback, "after_agent_callback")
-
-    def _walk(self) -> Iterator[BaseAgent]:
-        yield self
-        for child in self._sub_agents:
-            yield from child._walk()
-
-    @property
-    def sub_agents(self) -> tuple[BaseAgent, ...]:
-        """The agent's children, in order."""
-        return self._sub_agents
-
-    @property
-    def parent_agent(self) -> BaseAgent | None:
-        """The agent this one is a sub-agent of; None for a root."""
-        return self._parent
-
-    @property
-    def root_agent(self) -> BaseAgent:
-        """The root of the agent's tree."""
-        agent = self
-        while agent._parent is not None:
-            agent = agent._parent
-        return agent
-
-    def find_agent(self, name: str) -> BaseAgent | None:
-        """This agent or a descendant named ``name`` (depth first), or None."""
-        return self if self.name == name else self.find_sub_agent(name)
-
-    def find_sub_agent(self, name: str) -> BaseAgent | None:
-        """A descendant named ``name`` (depth first), or None."""
-        for child in self._sub_agents:
-            found = child.find_agent(name)
-            if found is not None:
-                return found
-        return None
-
-    @property
-    def before_agent_callbacks(self) -> tuple[AgentCallback, ...]:
-        """The before-agent callbacks, in order."""
-        return self._before_agent
-
-    @property
-    def after_agent_callbacks(self) -> tuple[AgentCallback, ...]:
-        """The after-agent callbacks, in order."""
-        return self._after_agent
-
-    def run_async(self, parent_context: InvocationContext) -> AwaitableObservable[Event]:
-        """Run the agent for one invocation (ADK's ``BaseAgent.runAsync``).
-
-        ``parent_context`` is the caller's context (the runner's, or the parent agent's); the agent
-        runs in a copy naming it, in the branch ``parent_branch.name`` when the parent has a branch.
-        Plugins' and the agent's before-agent callbacks run first (one that answers replaces the
-        run), then :meth:`_run_async_impl`, then the after-agent callbacks. Cold: subscribing
-        starts it; disposing stops it.
-        """
-        branch = f"{parent_context.branch}.{self.name}" if parent_context.branch else parent_context.branch
-        ctx = parent_context.for_agent(self, branch=branch)
-        if not (self._before_agent or self._after_agent or ctx.plugins):
-            return awaitable(defer_now(partial(self._run_async_impl, ctx)))
-        return awaitable(run_with_agent_callbacks(self, ctx, self._run_async_impl))
-
-    @abc.abstractmethod
-    def _run_async_impl(self, ctx: InvocationContext) -> reactivex.Observable[Event]:
-        """The agent's own run in ``ctx`` (which already names this agent). Cold."""
+__all__ = ["LlmAgent"]
 
 
 class LlmAgent(BaseAgent):
@@ -185,7 +50,8 @@ class LlmAgent(BaseAgent):
         global_instruction: an instruction for every agent of the tree: the root agent's is put
             before each agent's own instruction (same templating).
         tools: tools the model may call: :class:`BaseTool` instances or plain functions (wrapped
-            in :class:`FunctionTool`). Names must be unique.
+            in :class:`FunctionTool`), and toolsets (``McpToolset``: expanded into their tools
+            before every model call, see :meth:`canonical_tools`). Names must be unique.
         description: what the agent does (other agents read it when choosing whom to transfer to).
         sub_agents: agents this one may transfer to (ADK's transfer: see ``_transfer``).
         disallow_transfer_to_parent: never offer the parent as a transfer target.
@@ -228,7 +94,7 @@ class LlmAgent(BaseAgent):
         *,
         instruction: str | InstructionProvider = "",
         global_instruction: str | InstructionProvider = "",
-        tools: Sequence[ToolLike] = (),
+        tools: Sequence[ToolLike | BaseToolset] = (),
         description: str = "",
         sub_agents: Sequence[BaseAgent] = (),
         disallow_transfer_to_parent: bool = False,
@@ -279,7 +145,8 @@ class LlmAgent(BaseAgent):
         self._resolved: BaseLlm | None = model if isinstance(model, BaseLlm) else None
         self._instruction = instruction
         self._global_instruction = global_instruction
-        self._tools_by_name = tools_by_name(tools, f"LlmAgent {name!r}")
+        self._toolsets = tuple(t for t in tools if isinstance(t, BaseToolset))
+        self._tools_by_name = tools_by_name([t for t in tools if not isinstance(t, BaseToolset)], f"LlmAgent {name!r}")
         self._tools = tuple(self._tools_by_name.values())
         self._config = config
         self._disallow_transfer_to_parent = disallow_transfer_to_parent
@@ -335,8 +202,23 @@ class LlmAgent(BaseAgent):
 
     @property
     def tools_by_name(self) -> Mapping[str, BaseTool]:
-        """The tools by the name the model calls them."""
+        """The tools by the name the model calls them (toolsets' tools not included)."""
         return self._tools_by_name
+
+    @property
+    def toolsets(self) -> tuple[BaseToolset, ...]:
+        """The toolsets given in ``tools``."""
+        return self._toolsets
+
+    def canonical_tools(
+        self, readonly_context: Any = None
+    ) -> reactivex.Observable[tuple[BaseTool, ...]]:
+        """The agent's tools followed by its toolsets' tools, as one tuple (ADK Java's ``canonicalTools``).
+
+        Emitted during subscribe when the agent has no toolsets; a toolset whose listing fails is
+        left out with a warning (see ``rxllm._tools._toolset``).
+        """
+        return expand_tools(self._tools, self._toolsets, f"LlmAgent {self.name!r}", readonly_context)
 
     @property
     def generate_content_config(self) -> GenerateContentConfig:

@@ -1,0 +1,505 @@
+"""One invocation's three types, which refer to one another: ``InvocationContext``, ``BaseAgent``, ``BasePlugin``.
+
+An invocation context names the agent being run and the runner's plugins; an agent runs in an
+invocation context; a plugin's hooks get both. As in ADK Java (``InvocationContext``,
+``BaseAgent``, ``Plugin``), each needs the others' types, so they live in one module, with the
+before- and after-agent callbacks that ``BaseAgent.run_async`` wraps around every agent's run
+(ADK's ``BaseAgent.run`` / ``callCallback``):
+
+- Plugins' hooks run first, then the agent's own callbacks, until one answers (``callbacks``).
+- A before-agent answer (a :class:`~rxllm.Content`) replaces the agent's run: one event authored by
+  the agent with that content (and the state the callbacks set) is stored and emitted, and the
+  agent does not run.
+- Without an answer, state the before callbacks set is stored in an event of its own (no content)
+  before the agent runs, so the agent sees it.
+- After the agent's events, the after-agent callbacks run the same way: an answer adds one
+  event; state set without an answer is stored in an event of its own.
+
+The views callbacks and tools get of a run (``CallbackContext``, ``ToolContext``...) live in the
+tool layer (``rxllm._tools``), below both runtimes.
+
+>>> from rxllm import Content, Part
+>>> class Polite(BasePlugin):
+...     def on_user_message_callback(self, invocation_context, user_message):
+...         return Content(role="user", parts=(*user_message.parts, Part.from_text("Please.")))
+>>> Polite("polite").name
+'polite'
+"""
+
+from __future__ import annotations
+
+import abc
+import copy
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import reactivex
+from reactivex import operators as ops
+
+from ..._core.errors import ConfigurationError, LimitExceededError
+from ..._core.types import Content, LlmRequest, LlmResponse, UsageMetadata
+from ..._rx.aio import AwaitableObservable, MaybeObservable, awaitable
+from ..._rx.direct import collect_then, defer_now, emit_now, fail_now, nothing_now, then_now
+from ..._telemetry.otel import add_usage
+from ..._tools import BaseTool, CallbackContext, Named, ToolContext, ToolRuntime, new_invocation_id
+from .._sessions.base import BaseSessionService, Session
+from .._sessions.event import Event, EventActions
+from .._sessions.state import State
+from .callbacks import Call, as_callbacks, callback_chain
+from .run_config import RunConfig
+
+if TYPE_CHECKING:
+    from .._artifacts.service import BaseArtifactService
+    from .._memory.service import BaseMemoryService
+
+__all__ = [
+    "AgentCallback",
+    "BaseAgent",
+    "BasePlugin",
+    "InvocationContext",
+    "run_with_agent_callbacks",
+]
+
+
+class _Shared:
+    """What every agent's context of one invocation shares."""
+
+    __slots__ = ("cancelled", "llm_calls", "lock", "usage")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.llm_calls = 0
+        self.usage: UsageMetadata | None = None
+        self.cancelled = threading.Event()
+
+
+class InvocationContext:
+    """Everything one run (invocation) of an agent needs: built by the :class:`Runner`.
+
+    Attributes:
+        invocation_id: the run's id, stamped on every event it produces.
+        agent: the agent being run.
+        session: the session as it was when the run started (a snapshot; the flow fetches a fresh
+            one before every model call).
+        session_service: where the run's events are stored.
+        run_config: the run's options.
+        user_content: the user message that started the run.
+        branch: the agent branch (``agent_1.agent_2``), None for a root agent. A
+            :class:`ParallelAgent` gives each sub-agent its own branch; a model call sees only the
+            events of its branch and its ancestors'.
+        tool_runtime: where the run's tools run and their default timeout (see
+            ``rxllm._tools._execution``).
+        artifact_service: where tools' artifacts are kept (None: the run has none).
+        memory_service: what ``ToolContext.search_memory`` searches (None: the run has none).
+        plugins: the runner's plugins (they run before the agents' own callbacks).
+        end_invocation: set by a before-agent callback that answered: the agent's own run is skipped.
+
+    Cancellation: the runner calls :meth:`cancel` when the run's subscription is disposed. Rx
+    disposal already stops everything that has subscribed; the flag also stops work that a
+    synchronous source would otherwise start before the disposal could reach it (a tool call or
+    store triggered from inside the same ``on_next`` chain that disposed).
+    """
+
+    def __init__(
+        self,
+        *,
+        agent: BaseAgent,
+        session: Session,
+        session_service: BaseSessionService,
+        run_config: RunConfig | None = None,
+        user_content: Content | None = None,
+        invocation_id: str | None = None,
+        branch: str | None = None,
+        tool_runtime: ToolRuntime | None = None,
+        artifact_service: BaseArtifactService | None = None,
+        memory_service: BaseMemoryService | None = None,
+        plugins: Sequence[BasePlugin] = (),
+    ) -> None:
+        self.invocation_id: str = invocation_id or new_invocation_id()
+        self.artifact_service = artifact_service
+        self.memory_service = memory_service
+        self.agent = agent
+        self.session = session
+        self.session_service = session_service
+        self.run_config: RunConfig = run_config or RunConfig()
+        self.user_content = user_content
+        self.branch = branch
+        self.tool_runtime: ToolRuntime = tool_runtime or ToolRuntime()
+        self.plugins: tuple[BasePlugin, ...] = tuple(plugins)
+        self.end_invocation = False
+        self._shared = _Shared()
+        self.telemetry_context: object = None  # OpenTelemetry: what this agent's work nests under (None: off)
+
+    def for_agent(self, agent: BaseAgent, *, branch: str | None) -> InvocationContext:
+        """A context for ``agent`` within the same invocation (ADK's ``toBuilder().agent(...)``).
+
+        The copy shares the invocation: its id, session, services, run config, plugins, model-call
+        count and cancellation; it has its own agent, branch and ``end_invocation`` flag.
+        """
+        child = copy.copy(self)
+        child.agent = agent
+        child.branch = branch
+        child.end_invocation = False
+        return child
+
+    @property
+    def is_cancelled(self) -> bool:
+        """Whether the run was disposed: no further model calls, tools or stores may start."""
+        return self._shared.cancelled.is_set()
+
+    def cancel(self) -> None:
+        """Mark the run disposed (idempotent)."""
+        self._shared.cancelled.set()
+
+    @property
+    def app_name(self) -> str:
+        """The session's app name."""
+        return self.session.app_name
+
+    @property
+    def user_id(self) -> str:
+        """The session's user id."""
+        return self.session.user_id
+
+    @property
+    def llm_call_count(self) -> int:
+        """How many model calls this run has made."""
+        with self._shared.lock:
+            return self._shared.llm_calls
+
+    def increment_llm_call_count(self) -> None:
+        """Count one model call.
+
+        Raises:
+            LimitExceededError: when the count goes past ``run_config.max_llm_calls`` (if positive).
+        """
+        limit = self.run_config.max_llm_calls
+        with self._shared.lock:
+            self._shared.llm_calls += 1
+            count = self._shared.llm_calls
+        if 0 < limit < count:
+            raise LimitExceededError(
+                f"max_llm_calls limit of {limit} exceeded: agent {self.agent.name!r} asked for model call "
+                f"#{count} in invocation {self.invocation_id} (raise RunConfig.max_llm_calls if this is expected)"
+            )
+
+    @property
+    def total_usage_metadata(self) -> UsageMetadata | None:
+        """The token usage summed over every model call of this run so far (None before any usage)."""
+        with self._shared.lock:
+            return self._shared.usage
+
+    def add_usage(self, usage: UsageMetadata | None) -> None:
+        """Count one model call's usage in :attr:`total_usage_metadata`."""
+        if usage is None:
+            return
+        with self._shared.lock:
+            self._shared.usage = add_usage(self._shared.usage, usage)
+
+    def current_session(self) -> MaybeObservable[Session]:
+        """The session as stored now (empty when it was deleted meanwhile; ``await`` gives ``None`` then)."""
+        return MaybeObservable(
+            self.session_service.get_session(self.session.app_name, self.session.user_id, self.session.id)
+        )
+
+    def session_now(self) -> AwaitableObservable[Session]:
+        """The session as stored now; fails with :class:`~rxllm.ConfigurationError` when it was deleted.
+
+        Emits (or fails) the moment the store answers: nothing is scheduled on the trampoline.
+        """
+
+        def pick(sessions: list[Session]) -> reactivex.Observable[Session]:
+            if sessions:
+                return emit_now(sessions[-1])
+            return fail_now(
+                ConfigurationError(
+                    f"session {self.session.id!r} (app {self.session.app_name!r}, user {self.session.user_id!r}) "
+                    "no longer exists"
+                )
+            )
+
+        return awaitable(collect_then(self.current_session(), pick))
+
+    def append_event(self, event: Event) -> AwaitableObservable[Event]:
+        """Store ``event`` in this run's session (partials are passed through unstored); emit the stored event."""
+        return awaitable(self.session_service.append_event(self.session, event))
+
+
+AgentCallback = Callable[[CallbackContext], object]
+"""A before- or after-agent callback (ADK's ``BeforeAgentCallback`` / ``AfterAgentCallback``).
+
+It gets a :class:`CallbackContext` (state changes are recorded) and returns None to go on, a
+:class:`~rxllm.Content` to answer -- before: the agent does not run and an event authored by the
+agent with that content is stored and emitted instead; after: that event is added after the
+agent's own -- or an Observable (ADK Java's ``Maybe``) / awaitable of either."""
+
+
+class BaseAgent(Named, abc.ABC):
+    """An agent the :class:`Runner` can run, and a node of an agent tree (ADK's ``BaseAgent``).
+
+    Args:
+        name: a Python identifier, unique in its agent tree; ``"user"`` is reserved for user events.
+        description: what the agent does (for other agents choosing whom to hand over to).
+        sub_agents: its children; each becomes this agent's (their ``parent_agent`` is set). An
+            agent can have one parent only.
+        before_agent_callback: one callback or several (:data:`AgentCallback`), run before the
+            agent (after the runner's plugins); the first that answers skips the agent.
+        after_agent_callback: one callback or several, run after the agent; the first that answers
+            adds an event.
+
+    Subclasses implement :meth:`_run_async_impl`. The contract, which the runtime and its
+    persist-before-next-step rule (as in ADK Java's ``Runner``) rely on: the Observable emits every event of the run; a
+    non-partial event is stored with ``ctx.append_event`` *before* it is emitted (the stored
+    event is what is emitted), and anything the agent builds from the session afterwards is built
+    after that store completed.
+
+    >>> from rxllm.agents import LlmAgent
+    >>> from rxllm.testing import ScriptedLlm
+    >>> leaf = LlmAgent("leaf", ScriptedLlm([]))
+    >>> root = LlmAgent("root", ScriptedLlm([]), sub_agents=[LlmAgent("middle", ScriptedLlm([]), sub_agents=[leaf])])
+    >>> leaf.parent_agent.name, leaf.root_agent.name, root.find_agent("leaf") is leaf, root.find_agent("nobody")
+    ('middle', 'root', True, None)
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        description: str = "",
+        sub_agents: Sequence[BaseAgent] = (),
+        before_agent_callback: AgentCallback | Sequence[AgentCallback] | None = None,
+        after_agent_callback: AgentCallback | Sequence[AgentCallback] | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ConfigurationError(f"agent name must be a Python identifier, got {name!r}")
+        if name == "user":
+            raise ConfigurationError("agent name 'user' is reserved for the user's events")
+        super().__init__(name, description)
+        self._parent: BaseAgent | None = None
+        children = tuple(sub_agents)
+        seen: set[str] = {name}
+        for child in children:
+            if not isinstance(child, BaseAgent):
+                raise ConfigurationError(f"agent {name!r}: sub_agents must be agents, got {type(child).__name__}")
+            if child._parent is not None:
+                raise ConfigurationError(
+                    f"agent {child.name!r} already has the parent {child._parent.name!r}; it cannot also be a "
+                    f"sub-agent of {name!r}"
+                )
+            for descendant in child._walk():
+                if descendant.name in seen:
+                    raise ConfigurationError(f"agent tree of {name!r} has two agents named {descendant.name!r}")
+                seen.add(descendant.name)
+        for child in children:
+            child._parent = self
+        self._sub_agents = children
+        self._before_agent: tuple[AgentCallback, ...] = as_callbacks(before_agent_callback, "before_agent_callback")
+        self._after_agent: tuple[AgentCallback, ...] = as_callbacks(after_agent_callback, "after_agent_callback")
+
+    def _walk(self) -> Iterator[BaseAgent]:
+        yield self
+        for child in self._sub_agents:
+            yield from child._walk()
+
+    @property
+    def sub_agents(self) -> tuple[BaseAgent, ...]:
+        """The agent's children, in order."""
+        return self._sub_agents
+
+    @property
+    def parent_agent(self) -> BaseAgent | None:
+        """The agent this one is a sub-agent of; None for a root."""
+        return self._parent
+
+    @property
+    def root_agent(self) -> BaseAgent:
+        """The root of the agent's tree."""
+        agent = self
+        while agent._parent is not None:
+            agent = agent._parent
+        return agent
+
+    def find_agent(self, name: str) -> BaseAgent | None:
+        """This agent or a descendant named ``name`` (depth first), or None."""
+        return self if self.name == name else self.find_sub_agent(name)
+
+    def find_sub_agent(self, name: str) -> BaseAgent | None:
+        """A descendant named ``name`` (depth first), or None."""
+        for child in self._sub_agents:
+            found = child.find_agent(name)
+            if found is not None:
+                return found
+        return None
+
+    @property
+    def before_agent_callbacks(self) -> tuple[AgentCallback, ...]:
+        """The before-agent callbacks, in order."""
+        return self._before_agent
+
+    @property
+    def after_agent_callbacks(self) -> tuple[AgentCallback, ...]:
+        """The after-agent callbacks, in order."""
+        return self._after_agent
+
+    def run_async(self, parent_context: InvocationContext) -> AwaitableObservable[Event]:
+        """Run the agent for one invocation (ADK's ``BaseAgent.runAsync``).
+
+        ``parent_context`` is the caller's context (the runner's, or the parent agent's); the agent
+        runs in a copy naming it, in the branch ``parent_branch.name`` when the parent has a branch.
+        Plugins' and the agent's before-agent callbacks run first (one that answers replaces the
+        run), then :meth:`_run_async_impl`, then the after-agent callbacks. Cold: subscribing
+        starts it; disposing stops it.
+        """
+        branch = f"{parent_context.branch}.{self.name}" if parent_context.branch else parent_context.branch
+        ctx = parent_context.for_agent(self, branch=branch)
+        if not (self._before_agent or self._after_agent or ctx.plugins):
+            return awaitable(defer_now(partial(self._run_async_impl, ctx)))
+        return awaitable(run_with_agent_callbacks(self, ctx, self._run_async_impl))
+
+    @abc.abstractmethod
+    def _run_async_impl(self, ctx: InvocationContext) -> reactivex.Observable[Event]:
+        """The agent's own run in ``ctx`` (which already names this agent). Cold."""
+
+
+class BasePlugin:
+    """A plugin: override the hooks you need; every hook answers None by default.
+
+    Args:
+        name: the plugin's name (for error messages and logs).
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+    def on_user_message_callback(self, invocation_context: InvocationContext, user_message: Content) -> object:
+        """Before the user's message is stored: answer a :class:`~rxllm.Content` to store that instead."""
+        return None
+
+    def before_run_callback(self, invocation_context: InvocationContext) -> object:
+        """Before the agent runs: answer a :class:`~rxllm.Content` to skip the run; it is emitted as the
+        run's only event (authored ``"model"``, not stored, as in ADK)."""
+        return None
+
+    def on_event_callback(self, invocation_context: InvocationContext, event: Event) -> object:
+        """For every event the run emits (after it was stored): answer an :class:`Event` to emit instead."""
+        return None
+
+    def after_run_callback(self, invocation_context: InvocationContext) -> object:
+        """After the run's last event; an Observable or awaitable returned is waited for. No answer."""
+        return None
+
+    def before_agent_callback(self, agent: BaseAgent, callback_context: CallbackContext) -> object:
+        """Before each agent: answer a :class:`~rxllm.Content` to skip the agent (see ``AgentCallback``)."""
+        return None
+
+    def after_agent_callback(self, agent: BaseAgent, callback_context: CallbackContext) -> object:
+        """After each agent: answer a :class:`~rxllm.Content` to add an event."""
+        return None
+
+    def before_model_callback(self, callback_context: CallbackContext, llm_request: LlmRequest) -> object:
+        """Before each model call: answer an :class:`~rxllm.LlmResponse` to skip the call, or an
+        :class:`~rxllm.LlmRequest` to replace the request."""
+        return None
+
+    def after_model_callback(self, callback_context: CallbackContext, llm_response: LlmResponse) -> object:
+        """For each model response: answer an :class:`~rxllm.LlmResponse` to replace it."""
+        return None
+
+    def on_model_error_callback(
+        self, callback_context: CallbackContext, llm_request: LlmRequest, error: Exception
+    ) -> object:
+        """When a model call fails: answer an :class:`~rxllm.LlmResponse` to use instead of the error."""
+        return None
+
+    def before_tool_callback(self, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext) -> object:
+        """Before each tool call: answer a dict to use as the tool's result without calling it."""
+        return None
+
+    def after_tool_callback(
+        self, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, result: dict[str, Any]
+    ) -> object:
+        """After each tool call: answer a dict to replace the tool's result."""
+        return None
+
+    def on_tool_error_callback(
+        self, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, error: Exception
+    ) -> object:
+        """When a tool fails: answer a dict to use as its result instead of the error response."""
+        return None
+
+
+def _content_answer(kind: str) -> Callable[[object], Content | None]:
+    def accept(answer: object) -> Content | None:
+        if isinstance(answer, Content):
+            return answer if answer.role is not None else answer.model_copy(update={"role": "model"})
+        raise ConfigurationError(f"{kind} returned {type(answer).__name__}; expected None or a Content")
+
+    return accept
+
+
+def _agent_step(
+    agent: BaseAgent, ctx: InvocationContext, kind: str, callbacks: tuple[AgentCallback, ...], *, before: bool
+) -> Callable[[list[bool]], reactivex.Observable[Event]]:
+    """The Observable of one callback phase: at most one stored event; ``answered[0]`` tells whether one answered."""
+
+    def phase(answered: list[bool]) -> reactivex.Observable[Event]:
+        def with_session(session: Session) -> reactivex.Observable[Event]:
+            state = State(session.state)
+            callback_ctx = CallbackContext(ctx, state)
+            calls: list[tuple[object, Call]] = []
+            for plugin in ctx.plugins:
+                hook = plugin.before_agent_callback if before else plugin.after_agent_callback
+                calls.append((hook, partial(hook, agent, callback_ctx)))
+            for callback in callbacks:
+                calls.append((callback, partial(callback, callback_ctx)))
+
+            def store(content: Content | None) -> reactivex.Observable[Event]:
+                if content is None and not state.has_delta():
+                    return nothing_now()
+                answered[0] = content is not None
+                event = Event(
+                    invocation_id=ctx.invocation_id,
+                    author=agent.name,
+                    branch=ctx.branch,
+                    content=content,
+                    actions=EventActions(state_delta=state.take_delta()),
+                )
+                return ctx.append_event(event)
+
+            def store_first(answers: list[Content]) -> reactivex.Observable[Event]:
+                return store(answers[0] if answers else None)
+
+            answers = callback_chain(
+                kind, f"agent {agent.name!r}", calls, _content_answer(kind), loop=ctx.tool_runtime.loop
+            )
+            return answers.pipe(ops.to_list(), ops.flat_map(store_first))
+
+        return ctx.session_now().pipe(ops.flat_map(with_session))
+
+    return phase
+
+
+def run_with_agent_callbacks(
+    agent: BaseAgent, ctx: InvocationContext, run: Callable[[InvocationContext], reactivex.Observable[Event]]
+) -> reactivex.Observable[Event]:
+    """``run(ctx)`` between the before- and after-agent callbacks (see the module docstring). Cold."""
+    before = _agent_step(agent, ctx, "before_agent_callback", agent.before_agent_callbacks, before=True)
+    after = _agent_step(agent, ctx, "after_agent_callback", agent.after_agent_callbacks, before=False)
+
+    def start(_: object) -> reactivex.Observable[Event]:
+        answered = [False]
+
+        def main() -> reactivex.Observable[Event]:
+            if answered[0] or ctx.is_cancelled:
+                ctx.end_invocation = answered[0]
+                return nothing_now()
+            return then_now(run(ctx), lambda: after([False]))
+
+        return then_now(before(answered), main)
+
+    return reactivex.defer(start)
