@@ -32,7 +32,6 @@ from reactivex import abc as rx_abc
 
 from .._core.errors import ConfigurationError, HttpStatusError, RxLlmError, StreamTimeoutError
 from .._core.redact import Redactor, redact_headers, redact_url
-from .decoding import ACCEPT_ENCODING, BodyDecoder
 
 if TYPE_CHECKING:
     import httpx2
@@ -441,9 +440,11 @@ class ErrorBody:
     __slots__ = ("_decoder", "data")
 
     def __init__(self, response: httpx2.Response) -> None:
+        from .decoding import BodyDecoder  # here: importing the seam loads no transport module
+
         self.data = b""
         try:
-            self._decoder: BodyDecoder | None = BodyDecoder(response.headers.get("content-encoding", ""),
+            self._decoder: Any = BodyDecoder(response.headers.get("content-encoding", ""),
                                                             max_bytes=None)
         except RxLlmError:
             self._decoder = None
@@ -466,6 +467,8 @@ class ErrorBody:
 
 def request_headers(request: HttpRequest) -> dict[str, str]:
     """The request's headers, asking only for encodings rxllm decodes (unless the caller chose)."""
+    from .decoding import ACCEPT_ENCODING
+
     headers = dict(request.headers)
     if not any(name.lower() == "accept-encoding" for name in headers):
         headers["Accept-Encoding"] = ACCEPT_ENCODING
