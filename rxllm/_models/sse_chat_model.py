@@ -16,6 +16,7 @@ item, and disposing cancels the attempt on the disposing thread (its sockets shu
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import itertools
 import logging
@@ -261,8 +262,9 @@ class _SseAttempt:
         redactor = self._observer.redactor = model._request_checked(request)
         traced = self._traced
         context = None
-        if traced is not None:
+        if traced is not None:  # telemetry on: the attempt's span, and its trace context on the wire
             traced.start(redactor.url(request.url))
+            request = dataclasses.replace(request, headers=traced.trace_headers(request.headers))
             context = traced.current
         if self._emit is not _Emit.SINGLE:
             on_chunk = _on_chunk(_EMITTERS[self._emit], self._aggregator, self._observer.on_next, traced)

@@ -22,6 +22,12 @@ What is made (the OpenTelemetry GenAI semantic conventions):
   on success, ``ERROR`` (with ``error.type``) on failure, ``UNSET`` when the subscriber disposed.
 * Metrics ``gen_ai.client.token.usage``, ``gen_ai.client.operation.duration`` and
   ``gen_ai.client.operation.time_to_first_chunk`` (streamed calls), per attempt.
+* The trace context on the wire: each attempt's request carries a W3C ``traceparent`` naming the
+  attempt's span (and whatever else the application's propagators carry: ``tracestate``,
+  ``baggage``; ``OTEL_PROPAGATORS``), so the server's spans join the caller's trace on either HTTP
+  stack, with or without an HTTP client instrumentation. The model layer adds these headers when
+  it builds the request (:meth:`AttemptTelemetry.trace_headers`); the transports know nothing of
+  OpenTelemetry.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
@@ -100,6 +106,7 @@ class Otel:
         self.context = context
         self.trace = trace
         self._metrics = metrics
+        self._inject: Callable[..., None] | None = None  # opentelemetry.propagate.inject, on first use
         self._explicit = settings.tracer_provider is not None or settings.meter_provider is not None
         self._unset_tracer_providers = (ProxyTracerProvider, NoOpTracerProvider)
         self.client_kind = SpanKind.CLIENT
@@ -149,6 +156,17 @@ class Otel:
     def current(self) -> Any:
         """The OpenTelemetry context current on this thread (or task)."""
         return self.context.get_current()
+
+    def inject(self, carrier: dict[str, str], context: Any) -> None:
+        """Write ``context``'s propagation fields into ``carrier`` with the application's global
+        propagators. ``opentelemetry.propagate`` (which reads ``OTEL_PROPAGATORS`` and loads the
+        propagators' entry points, ~8 ms) is imported on the first request sent under a span."""
+        inject = self._inject
+        if inject is None:
+            from opentelemetry import propagate
+
+            inject = self._inject = propagate.inject
+        inject(carrier, context=context)
 
     def end(self, span: Any, error: BaseException | None, cancelled: bool) -> str | None:
         """End ``span`` with rxllm's outcome; returns the ``error.type`` it recorded (None on success)."""
@@ -333,6 +351,32 @@ class AttemptTelemetry:
         self._span = span
         self._started = time.perf_counter()
         self.waiting = call._stream
+
+    def trace_headers(self, headers: Mapping[str, str]) -> Mapping[str, str]:
+        """``headers`` plus the attempt's trace context for the server (called after :meth:`start`).
+
+        The application's propagators write their fields (W3C ``traceparent`` naming this
+        attempt's span, ``tracestate`` and ``baggage`` when there are any), replacing a header of
+        the same name in any case. An HTTP client instrumentation below rxllm (OpenTelemetry's
+        httpx or httpx2 instrumentation) replaces them in turn with its own client span's, a child
+        of this one: the wire carries one ``traceparent`` either way. A failing propagator leaves
+        the headers as they were (telemetry never fails a call).
+        """
+        span = self._span
+        if span is None:
+            return headers
+        otel = self._call._otel
+        carrier: dict[str, str] = {}
+        try:
+            otel.inject(carrier, otel.trace.set_span_in_context(span, self._call._parent))
+        except Exception:
+            return headers
+        if not carrier:
+            return headers
+        names = {name.lower() for name in carrier}
+        merged = {name: value for name, value in headers.items() if name.lower() not in names}
+        merged.update(carrier)
+        return merged
 
     @contextlib.contextmanager
     def current(self) -> Iterator[None]:
