@@ -44,31 +44,89 @@ class HttpStack:
 
 
 class _Errors:
-    """The exception classes of every stack in use (httpx2's, and httpx's once a legacy client was passed)."""
+    """The exception classes of every stack in use: httpx2's, and httpx's once a legacy client was
+    passed or httpx is loaded in the process.
+
+    The second case is a mocking library built on httpx that patches httpcore2: respx, as
+    pytest-httpx2 sets it up, raises a route's ``side_effect`` (``httpx.ConnectError``...) from
+    inside an httpx2 client's pool. Each read checks ``sys.modules`` (one dict lookup) until the
+    legacy classes joined; httpx is never imported here, and an ``httpx2.alias_httpx()`` alias
+    (``sys.modules["httpx"]`` is httpx2) adds nothing.
+    """
 
     def __init__(self) -> None:
-        self.timeout: tuple[type[Exception], ...] = ()
-        self.http: tuple[type[Exception], ...] = ()
-        self.stream: tuple[type[Exception], ...] = ()
-        self.invalid_url: tuple[type[Exception], ...] = ()
-        self.pool_timeout: tuple[type[Exception], ...] = ()
-        self.connect_timeout: tuple[type[Exception], ...] = ()
-        self.write_timeout: tuple[type[Exception], ...] = ()
+        self._timeout: tuple[type[Exception], ...] = ()
+        self._http: tuple[type[Exception], ...] = ()
+        self._stream: tuple[type[Exception], ...] = ()
+        self._invalid_url: tuple[type[Exception], ...] = ()
+        self._pool_timeout: tuple[type[Exception], ...] = ()
+        self._connect_timeout: tuple[type[Exception], ...] = ()
+        self._write_timeout: tuple[type[Exception], ...] = ()
         # What closing a response, a body or a connection may raise once its socket was shut down or
         # the peer went away (httpx does not map httpcore's errors raised while closing a stream).
-        self.close: tuple[type[Exception], ...] = (OSError, RxLlmError)
+        self._close: tuple[type[Exception], ...] = (OSError, RxLlmError)
+        self._with_legacy = False
 
     def add(self, stack: HttpStack) -> None:
         httpx, httpcore = stack.httpx, stack.httpcore
-        self.timeout += (httpx.TimeoutException,)
-        self.http += (httpx.HTTPError,)
-        self.stream += (httpx.StreamError,)
-        self.invalid_url += (httpx.InvalidURL,)
-        self.pool_timeout += (httpx.PoolTimeout,)
-        self.connect_timeout += (httpx.ConnectTimeout,)
-        self.write_timeout += (httpx.WriteTimeout,)
-        self.close += (httpx.HTTPError, httpx.StreamError, httpcore.NetworkError, httpcore.ProtocolError,
-                       httpcore.TimeoutException)
+        self._timeout += (httpx.TimeoutException,)
+        self._http += (httpx.HTTPError,)
+        self._stream += (httpx.StreamError,)
+        self._invalid_url += (httpx.InvalidURL,)
+        self._pool_timeout += (httpx.PoolTimeout,)
+        self._connect_timeout += (httpx.ConnectTimeout,)
+        self._write_timeout += (httpx.WriteTimeout,)
+        self._close += (httpx.HTTPError, httpx.StreamError, httpcore.NetworkError, httpcore.ProtocolError,
+                        httpcore.TimeoutException)
+        if stack is not HTTPX2:
+            self._with_legacy = True
+
+    def _complete(self) -> None:
+        """Add the legacy stack's classes if httpx (the real one, not an alias) is loaded."""
+        if not self._with_legacy:
+            loaded = sys.modules.get("httpx")
+            if loaded is not None and getattr(loaded, "__name__", None) == "httpx":
+                _legacy_stack()
+
+    @property
+    def timeout(self) -> tuple[type[Exception], ...]:
+        self._complete()
+        return self._timeout
+
+    @property
+    def http(self) -> tuple[type[Exception], ...]:
+        self._complete()
+        return self._http
+
+    @property
+    def stream(self) -> tuple[type[Exception], ...]:
+        self._complete()
+        return self._stream
+
+    @property
+    def invalid_url(self) -> tuple[type[Exception], ...]:
+        self._complete()
+        return self._invalid_url
+
+    @property
+    def pool_timeout(self) -> tuple[type[Exception], ...]:
+        self._complete()
+        return self._pool_timeout
+
+    @property
+    def connect_timeout(self) -> tuple[type[Exception], ...]:
+        self._complete()
+        return self._connect_timeout
+
+    @property
+    def write_timeout(self) -> tuple[type[Exception], ...]:
+        self._complete()
+        return self._write_timeout
+
+    @property
+    def close(self) -> tuple[type[Exception], ...]:
+        self._complete()
+        return self._close
 
 
 ERRORS = _Errors()

@@ -1,7 +1,10 @@
-"""The default transports are plain httpx underneath: the tools that patch
-httpx see them (pytest-httpx, respx, vcrpy, OpenTelemetry), a client you built can be passed as
-``http_client=`` (never closed by rxllm; disposal still closes the connection), environment proxies
-are honoured like httpx does, and an ``AsyncHttpTransport`` can run on your own loop."""
+"""Clients you build, and the httpx-era tools on a legacy ``httpx`` client you pass.
+
+The tools that patch httpx 0.28 (pytest-httpx, respx, the OpenTelemetry httpx instrumentation) see
+the requests of an ``httpx.Client`` / ``httpx.AsyncClient`` passed as ``http_client=``; a client you
+built is never closed by rxllm (disposal still closes the connection); environment proxies are
+honoured like httpx does; an ``AsyncHttpTransport`` can run on your own loop. The httpx2-era tools on
+rxllm's own clients, and vcrpy on both stacks, are in ``test_faults_httpx2_ecosystem.py``."""
 
 from __future__ import annotations
 
@@ -10,7 +13,6 @@ import logging
 import socket
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -91,31 +93,6 @@ def test_respx_mocks_a_legacy_httpx_client_you_pass(legacy_transport: HttpTransp
         route = mock.post(f"{API}/chat/completions").mock(return_value=httpx.Response(200, content=BODY, headers=SSE))
         recorder = _run(OpenAiChatModel("gpt-test", base_url=API, api_key="sk-test", transport=legacy_transport))
     assert recorder.errors == [] and _texts(recorder.items) == EXPECTED and route.call_count == 1
-
-
-def test_vcrpy_records_a_stream_and_replays_it_with_the_upstream_gone(tmp_path: Path) -> None:
-    import vcr
-
-    cassette = str(tmp_path / "stream.yaml")
-    recorder_vcr = vcr.VCR(record_mode="once")
-    with StubServer([OPENAI.response("Hello", " world")]) as server:
-        url = server.url
-        transport = HttpTransport(max_concurrent_streams=2)
-        try:
-            with recorder_vcr.use_cassette(cassette):
-                live = _run(OPENAI.model(url, transport=transport))
-        finally:
-            transport.close()
-    assert Path(cassette).exists(), "nothing was recorded"
-    transport = HttpTransport(max_concurrent_streams=2)
-    try:
-        with recorder_vcr.use_cassette(cassette):  # the server is closed: only the cassette answers
-            replayed = _run(OPENAI.model(url, transport=transport, retry_policy=RetryPolicy.never()))
-    finally:
-        transport.close()
-    assert live.errors == [] and replayed.errors == []
-    assert _texts(replayed.items) == _texts(live.items) == EXPECTED
-    assert replayed.items[-1] == live.items[-1]
 
 
 def test_opentelemetry_sees_each_request_of_a_legacy_httpx_client_under_the_subscribers_span(

@@ -9,7 +9,6 @@ telemetry off, or no provider set, no header is added at all.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import re
 from collections.abc import Iterator
@@ -19,48 +18,16 @@ import pytest
 from opentelemetry import baggage
 from opentelemetry import context as otel_context
 from reactivex import operators as ops
+from stacks_support import KINDS, STACKS, transport_on
 from telemetry_support import Telemetry, parent_of, span_id
 from wire import OPENAI
 
 import rxllm
-from rxllm import AsyncHttpTransport, HttpTransport, LlmResponse, RetryPolicy
+from rxllm import LlmResponse, RetryPolicy
 from rxllm.testing import RecordedRequest, StubResponse, StubServer
 
-WAIT = 10.0
 REQUEST = rxllm.LlmRequest(contents=(rxllm.Content(role="user", parts=(rxllm.Part.from_text("Where is A17?"),)),))
 TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
-KINDS = ("threads", "asyncio")
-STACKS = ("httpx2", "httpx")  # rxllm's own clients, and a legacy httpx client the user passes
-
-
-@contextlib.contextmanager
-def transport_of(kind: str, stack: str) -> Iterator[HttpTransport | AsyncHttpTransport]:
-    """A transport of ``kind`` over rxllm's own httpx2 clients, or over a legacy httpx client (closed after)."""
-    if stack == "httpx2":
-        made: HttpTransport | AsyncHttpTransport = HttpTransport() if kind == "threads" else AsyncHttpTransport()
-        try:
-            yield made
-        finally:
-            made.close()
-        return
-    import httpx
-
-    if kind == "threads":
-        client = httpx.Client()
-        made = HttpTransport(http_client=client)
-        try:
-            yield made
-        finally:
-            made.close()
-            client.close()
-        return
-    async_client = httpx.AsyncClient()
-    made = AsyncHttpTransport(http_client=async_client)
-    try:
-        yield made
-    finally:  # the client is the test's: it closes it, on the transport's loop
-        asyncio.run_coroutine_threadsafe(async_client.aclose(), made.loop).result(WAIT)
-        made.close()
 
 
 def run(telemetry: Telemetry | None, model: Any) -> tuple[list[LlmResponse], Any]:
@@ -93,7 +60,7 @@ def test_each_attempt_sends_its_own_span_as_the_traceparent(
     telemetry: Telemetry, stub_server: StubServer, kind: str, stack: str
 ) -> None:
     stub_server.enqueue(StubResponse.json(503, {"error": {"message": "overloaded"}}), OPENAI.response("ok"))
-    with transport_of(kind, stack) as transport:
+    with transport_on(kind, stack) as transport:
         model = OPENAI.model(stub_server.url, transport=transport, retry_policy=RetryPolicy(base_delay=0.0))
         items, parent = run(telemetry, model)
     assert items[-1].text() == "ok"
@@ -109,7 +76,7 @@ def test_the_baggage_goes_too_and_a_header_of_the_same_name_is_replaced(
     telemetry: Telemetry, stub_server: StubServer, kind: str
 ) -> None:
     stub_server.enqueue(OPENAI.response("ok"))
-    with transport_of(kind, "httpx2") as transport:
+    with transport_on(kind, "httpx2") as transport:
         model = OPENAI.model(stub_server.url, transport=transport, extra_headers={"TraceParent": "00-stale"})
         token = otel_context.attach(baggage.set_baggage("tenant", "acme"))
         try:
@@ -126,7 +93,7 @@ def test_the_baggage_goes_too_and_a_header_of_the_same_name_is_replaced(
 @pytest.mark.parametrize("kind", KINDS)
 def test_with_telemetry_off_or_no_provider_no_header_is_added(stub_server: StubServer, kind: str) -> None:
     stub_server.enqueue(OPENAI.response("off"), OPENAI.response("unset"))
-    with transport_of(kind, "httpx2") as transport:
+    with transport_on(kind, "httpx2") as transport:
         model = OPENAI.model(stub_server.url, transport=transport)
         rxllm.configure_telemetry(enabled=False)
         try:
@@ -158,7 +125,7 @@ def test_under_the_http_instrumentation_the_wire_carries_one_traceparent_its_cli
     telemetry: Telemetry, stub_server: StubServer, kind: str, stack: str
 ) -> None:
     stub_server.enqueue(OPENAI.response("Hello", " world"))
-    with transport_of(kind, stack) as transport, instrumented(stack, telemetry):
+    with transport_on(kind, stack) as transport, instrumented(stack, telemetry):
         items, parent = run(telemetry, OPENAI.model(stub_server.url, transport=transport))
     assert items[-1].text() == "Hello world"
     spans = telemetry.spans(3)
