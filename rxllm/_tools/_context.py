@@ -214,12 +214,15 @@ class ToolActions:
             event).
         escalate: escalate to the parent agent (a ``LoopAgent`` stops; recorded on the event).
         artifact_delta: artifact name to the version the tool saved (filled by ``save_artifact``).
+        end_invocation: make no further model call in this agent's flow after this step (ADK
+            Java's ``actions().setEndInvocation(true)``; recorded on the event).
     """
 
     skip_summarization: bool = False
     transfer_to_agent: str | None = None
     escalate: bool = False
     artifact_delta: dict[str, int] = field(default_factory=dict)
+    end_invocation: bool = False
 
 
 class ToolContext(CallbackContext):

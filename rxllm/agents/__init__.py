@@ -65,7 +65,7 @@ from ._memory.tools import LoadMemoryTool, load_memory
 from ._runners.agent_tool import AgentTool
 from ._runners.runner import InMemoryRunner, Runner
 from ._sessions.base import BaseSessionService, GetSessionConfig, InMemorySessionService, Session
-from ._sessions.event import Event, EventActions
+from ._sessions.event import Event, EventActions, EventCompaction, ToolConfirmation
 from ._sessions.postgres import PostgresSessionService
 from ._sessions.sqlite import SqliteSessionService
 from ._sessions.state import STATE_REMOVED, State
@@ -87,6 +87,7 @@ __all__ = [
     "CallbackContext",
     "Event",
     "EventActions",
+    "EventCompaction",
     "FileArtifactService",
     "FunctionTool",
     "GetSessionConfig",
@@ -123,6 +124,7 @@ __all__ = [
     "StreamableHttpServerParameters",
     "StreamingMode",
     "ToolActions",
+    "ToolConfirmation",
     "ToolContext",
     "ToolLike",
     "load_memory",

@@ -159,7 +159,7 @@ def _should_continue(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> b
             ctx.invocation_id,
         )
         return False
-    if last.error_code is not None:
+    if last.error_code is not None or last.actions.end_invocation:  # ADK Java's BaseLlmFlow: endInvocation
         return False
     return not last.is_final_response()
 
@@ -457,6 +457,7 @@ def _run_tools(
             state_delta=step.state.take_delta(),
             skip_summarization=True if any(c.actions.skip_summarization for c in contexts) else None,
             escalate=True if any(c.actions.escalate for c in contexts) else None,
+            end_invocation=True if any(c.actions.end_invocation for c in contexts) else None,
             artifact_delta={name: v for c in contexts for name, v in c.actions.artifact_delta.items()},
             transfer_to_agent=next(
                 (c.actions.transfer_to_agent for c in reversed(contexts) if c.actions.transfer_to_agent), None
@@ -468,7 +469,9 @@ def _run_tools(
             branch=ctx.branch,
             content=Content(role="user", parts=tuple(parts)),
             actions=actions,
-            total_usage_metadata=ctx.total_usage_metadata if actions.skip_summarization else None,  # ends the run
+            total_usage_metadata=(  # this event ends the run
+                ctx.total_usage_metadata if actions.skip_summarization or actions.end_invocation else None
+            ),
         )
 
         def stored(event: Event) -> None:

@@ -18,12 +18,41 @@ from pydantic import Field, JsonValue
 from ..._core.types import Content, FinishReason, FunctionCall, FunctionResponse, UsageMetadata, _Model
 from ..._tools._context import random_uuid4
 
-__all__ = ["Event", "EventActions"]
+__all__ = ["Event", "EventActions", "EventCompaction", "ToolConfirmation"]
 
 
 def new_event_id() -> str:
     """A fresh event id (a UUID4 string, as ADK's ``Event.generateEventId``)."""
     return random_uuid4()
+
+
+class ToolConfirmation(_Model):
+    """A tool call's request for confirmation, or the answer to one (ADK Java's ``events.ToolConfirmation``).
+
+    Attributes:
+        hint: what the user is asked (shown to whoever confirms).
+        confirmed: the answer: whether the call may run.
+        payload: any JSON the tool asks for, or the answer carries, beyond yes or no.
+    """
+
+    hint: str = ""
+    confirmed: bool = False
+    payload: JsonValue = None
+
+
+class EventCompaction(_Model):
+    """A summary standing in for a span of older events (ADK Java's ``events.EventCompaction``).
+
+    Attributes:
+        start_timestamp: the ``timestamp`` of the first event summarised (seconds since the epoch,
+            like :attr:`Event.timestamp`; ADK Java counts milliseconds).
+        end_timestamp: the ``timestamp`` of the last event summarised.
+        compacted_content: the summary.
+    """
+
+    start_timestamp: float
+    end_timestamp: float
+    compacted_content: Content
 
 
 class EventActions(_Model):
@@ -42,6 +71,12 @@ class EventActions(_Model):
             :class:`ParallelAgent` stops every branch.
         rewind_before_invocation_id: the history before this event no longer holds that
             invocation nor anything after it (ADK Python's rewind; see ``_contents``).
+        end_invocation: the flow of the agent that produced this event makes no further model
+            call (ADK Java's ``endInvocation``, also named ``endOfAgent``): set on a
+            function-response event when a tool set ``tool_context.actions.end_invocation``.
+        requested_tool_confirmations: function-call id to the confirmation a tool asked for
+            before running (ADK Java's ``requestedToolConfirmations``).
+        compaction: this event summarises older ones (ADK Java's ``compaction``).
     """
 
     state_delta: dict[str, JsonValue] = Field(default_factory=dict)
@@ -50,6 +85,9 @@ class EventActions(_Model):
     transfer_to_agent: str | None = None
     escalate: bool | None = None
     rewind_before_invocation_id: str | None = None
+    end_invocation: bool | None = None
+    requested_tool_confirmations: dict[str, ToolConfirmation] = Field(default_factory=dict)
+    compaction: EventCompaction | None = None
 
 
 class Event(_Model):
