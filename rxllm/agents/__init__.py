@@ -40,6 +40,7 @@ support 'It shipped Tuesday.' [] []
 
 from .._core.public import publish as _publish
 from .._tools import BaseTool, CallbackContext, FunctionTool, ReadonlyContext, ToolActions, ToolContext, ToolLike
+from .._tools._exit_loop import exit_loop
 from .._tools._long_running import LongRunningFunctionTool
 from .._tools._mcp import McpToolset, SseServerParameters, StdioServerParameters, StreamableHttpServerParameters
 from .._tools._services import MemoryEntry, SearchMemoryResponse
@@ -127,6 +128,7 @@ __all__ = [
     "ToolConfirmation",
     "ToolContext",
     "ToolLike",
+    "exit_loop",
     "load_memory",
 ]
 

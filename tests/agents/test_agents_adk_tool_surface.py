@@ -15,8 +15,10 @@ from rxllm.agents import (
     EventCompaction,
     InMemoryRunner,
     LlmAgent,
+    LoopAgent,
     ToolConfirmation,
     ToolContext,
+    exit_loop,
 )
 from rxllm.testing import ScriptedLlm, scripted_turn
 
@@ -89,3 +91,25 @@ def test_a_tool_that_ends_the_invocation_stops_the_flow_after_its_response() -> 
     assert last.actions.end_invocation is True and not last.is_final_response()
     assert last.total_usage_metadata is not None and last.total_usage_metadata.total_token_count == 5
     assert stored_events(runner)[-1].actions.end_invocation is True
+
+
+# ---- exit_loop --------------------------------------------------------------------------------
+
+
+def test_exit_loop_has_adks_declaration_and_ends_a_loop_agent() -> None:
+    declaration = exit_loop.declaration()
+    assert declaration.name == "exit_loop"
+    assert declaration.description == "Exits the loop.\n\nCall this function only when you are instructed to do so."
+    assert declaration.parameters["properties"] == {}
+    writer = ScriptedLlm([text_turn("draft 1"), text_turn("draft 2"), text_turn("draft 3")])
+    critic = ScriptedLlm([text_turn("again"), call_turn("exit_loop", "{}"), text_turn("never asked")])
+    loop = LoopAgent(
+        "refine",
+        sub_agents=[LlmAgent("writer", writer), LlmAgent("critic", critic, tools=[exit_loop])],
+        max_iterations=5,
+    )
+    events = send(new_runner(loop), "write")
+    assert len(writer.requests) == 2 and len(critic.requests) == 2  # the second call's response ends the turn
+    last = events[-1]
+    assert last.author == "critic" and last.function_responses()[0].name == "exit_loop"
+    assert last.actions.escalate is True and last.actions.skip_summarization is True
