@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from reactivex import operators as ops
 
-from rxllm import Chunk, Content, Part, ToolCallFragment, UsageMetadata
+from rxllm import Chunk, Content, LlmRequest, Part, RxLlmError, ToolCallFragment, UsageMetadata
 from rxllm.agents import (
+    BaseTool,
     Event,
     EventActions,
     EventCompaction,
@@ -100,7 +102,7 @@ def test_exit_loop_has_adks_declaration_and_ends_a_loop_agent() -> None:
     declaration = exit_loop.declaration()
     assert declaration.name == "exit_loop"
     assert declaration.description == "Exits the loop.\n\nCall this function only when you are instructed to do so."
-    assert declaration.parameters["properties"] == {}
+    assert declaration.parameters is not None and declaration.parameters["properties"] == {}
     writer = ScriptedLlm([text_turn("draft 1"), text_turn("draft 2"), text_turn("draft 3")])
     critic = ScriptedLlm([text_turn("again"), call_turn("exit_loop", "{}"), text_turn("never asked")])
     loop = LoopAgent(
@@ -113,3 +115,77 @@ def test_exit_loop_has_adks_declaration_and_ends_a_loop_agent() -> None:
     last = events[-1]
     assert last.author == "critic" and last.function_responses()[0].name == "exit_loop"
     assert last.actions.escalate is True and last.actions.skip_summarization is True
+
+
+# ---- BaseTool.process_llm_request --------------------------------------------------------------
+
+
+class _Noting(BaseTool):
+    """A tool that adds a line to the system instruction (Java-order signature) and never runs."""
+
+    def __init__(self, name: str, line: str, seen: list[str]) -> None:
+        super().__init__(name=name)
+        self._line = line
+        self._seen = seen
+
+    def process_llm_request(self, llm_request: LlmRequest, tool_context: ToolContext) -> LlmRequest:
+        instruction = llm_request.config.system_instruction
+        self._seen.append(instruction.text() if instruction is not None else "")
+        tool_context.state["noted_by"] = self.name
+        return llm_request.append_instructions(self._line)
+
+    def run(self, args: dict[str, Any], tool_context: ToolContext) -> Any:
+        raise AssertionError("never called")
+
+
+class _AsyncKeywordTool(BaseTool):
+    """ADK Python's shape: ``async def process_llm_request(self, *, tool_context, llm_request)``."""
+
+    def __init__(self) -> None:
+        super().__init__(name="async_editor")
+
+    async def process_llm_request(self, *, tool_context: ToolContext, llm_request: LlmRequest) -> LlmRequest:
+        return llm_request.model_copy(update={"config": llm_request.config.model_copy(update={"temperature": 0.25})})
+
+    def run(self, args: dict[str, Any], tool_context: ToolContext) -> Any:
+        raise AssertionError("never called")
+
+
+def test_tools_edit_the_request_in_order_before_the_before_model_callbacks() -> None:
+    seen: list[str] = []
+    callback_saw: list[str] = []
+
+    def before_model(callback_context: Any, request: LlmRequest) -> None:
+        instruction = request.config.system_instruction
+        callback_saw.append(instruction.text() if instruction is not None else "")
+
+    model = ScriptedLlm([text_turn("Bonjour.")])
+    agent = LlmAgent(
+        "bot",
+        model,
+        instruction="Be brief.",
+        tools=[_Noting("first", "Answer in French.", seen), _AsyncKeywordTool(), _Noting("second", "Sign.", seen)],
+        before_model_callback=before_model,
+    )
+    runner = new_runner(agent)
+    events = send(runner, "hi")
+    assert seen == ["Be brief.", "Be brief.\n\nAnswer in French."]  # each tool sees the one before it
+    sent = model.requests[0][0]
+    assert sent.config.system_instruction is not None
+    assert sent.config.system_instruction.text() == "Be brief.\n\nAnswer in French.\n\nSign."
+    assert callback_saw == [sent.config.system_instruction.text()]
+    assert sent.config.temperature == 0.25  # the async keyword-only hook ran too
+    assert sent.config.tools is None  # tools without a declaration are not offered to the model
+    assert events[-1].actions.state_delta == {"noted_by": "second"}  # the step's state, stored with its event
+
+
+def test_a_process_llm_request_with_a_wrong_answer_fails_the_run_naming_the_tool() -> None:
+    class Broken(_AsyncKeywordTool):
+        def process_llm_request(self, *, tool_context: ToolContext, llm_request: LlmRequest) -> Any:
+            return "not a request"
+
+    model = ScriptedLlm([text_turn("never asked")])
+    runner = new_runner(LlmAgent("bot", model, tools=[Broken()]))
+    with pytest.raises(RxLlmError, match="process_llm_request of tool 'async_editor' of agent 'bot' returned str"):
+        send(runner, "hi")
+    assert model.requests == []

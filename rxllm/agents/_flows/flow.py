@@ -65,6 +65,7 @@ from .contents import request_contents
 from .flow_agent import FlowAgent, TreeLlmAgent
 from .instructions import ArtifactLoader, artifact_loader, inject_session_state
 from .output_schema import output_schema_config, validate_output
+from .tool_requests import process_request_by_tools
 from .transfer import TRANSFER_TOOL, transfer_instruction, transfer_targets
 
 __all__ = ["build_request", "run_llm_flow"]
@@ -171,12 +172,17 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
         by_name = {tool.name: tool for tool in tools}
         step.tools = {**by_name, TRANSFER_TOOL.name: TRANSFER_TOOL} if targets else by_name
         request = build_request(agent, ctx, session, ReadonlyContext(ctx, step.state), tools)
-        responses = within(ctx.telemetry_context, _call_model(agent, ctx, callback_ctx, request))
 
         def handle_response(response: LlmResponse) -> reactivex.Observable[Event]:
             return _handle_event(agent, ctx, step, _to_event(agent, ctx, step, response))
 
-        return concat_map_now(responses, handle_response)
+        def call(processed: list[LlmRequest]) -> reactivex.Observable[Event]:
+            responses = within(ctx.telemetry_context, _call_model(agent, ctx, callback_ctx, processed[-1]))
+            return concat_map_now(responses, handle_response)
+
+        tool_ctx = ToolContext(ctx, step.state, None)  # the tools edit the request (ADK's processLlmRequest)
+        owner, loop = _owner(agent), ctx.tool_runtime.loop
+        return collect_then(process_request_by_tools(tools, request, tool_ctx, owner, loop), call)
 
     def with_session(session: Session) -> reactivex.Observable[Event]:
         step.state = State(session.state)  # toolsets are expanded before every model call (ADK's canonicalTools)
