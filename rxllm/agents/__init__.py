@@ -40,6 +40,7 @@ support 'It shipped Tuesday.' [] []
 
 from .._core.public import publish as _publish
 from .._tools import BaseTool, CallbackContext, FunctionTool, ReadonlyContext, ToolActions, ToolContext, ToolLike
+from .._tools._examples import BaseExampleProvider, Example, ExampleTool, build_example_si
 from .._tools._exit_loop import exit_loop
 from .._tools._long_running import LongRunningFunctionTool
 from .._tools._mcp import McpToolset, SseServerParameters, StdioServerParameters, StreamableHttpServerParameters
@@ -78,6 +79,7 @@ __all__ = [
     "AgentTool",
     "BaseAgent",
     "BaseArtifactService",
+    "BaseExampleProvider",
     "BaseMemoryService",
     "BasePlugin",
     "BaseSessionService",
@@ -89,6 +91,8 @@ __all__ = [
     "Event",
     "EventActions",
     "EventCompaction",
+    "Example",
+    "ExampleTool",
     "FileArtifactService",
     "FunctionTool",
     "GetSessionConfig",
@@ -128,6 +132,7 @@ __all__ = [
     "ToolConfirmation",
     "ToolContext",
     "ToolLike",
+    "build_example_si",
     "exit_loop",
     "load_memory",
 ]

@@ -9,17 +9,21 @@ from typing import Any
 import pytest
 from reactivex import operators as ops
 
-from rxllm import Chunk, Content, LlmRequest, Part, RxLlmError, ToolCallFragment, UsageMetadata
+from rxllm import Chunk, ConfigurationError, Content, LlmRequest, Part, RxLlmError, ToolCallFragment, UsageMetadata
 from rxllm.agents import (
+    BaseExampleProvider,
     BaseTool,
     Event,
     EventActions,
     EventCompaction,
+    Example,
+    ExampleTool,
     InMemoryRunner,
     LlmAgent,
     LoopAgent,
     ToolConfirmation,
     ToolContext,
+    build_example_si,
     exit_loop,
 )
 from rxllm.testing import ScriptedLlm, scripted_turn
@@ -189,3 +193,114 @@ def test_a_process_llm_request_with_a_wrong_answer_fails_the_run_naming_the_tool
     with pytest.raises(RxLlmError, match="process_llm_request of tool 'async_editor' of agent 'bot' returned str"):
         send(runner, "hi")
     assert model.requests == []
+
+
+# ---- ExampleTool and example providers (strings from ADK Java's ExampleUtilsTest) ------------
+
+_INTRO = (
+    "<EXAMPLES>\nBegin few-shot\nThe following are examples of user queries and model responses using the "
+    "available tools.\n\n"
+)
+_OUTRO = "End few-shot\nNow, try to follow these examples and complete the following conversation\n<EXAMPLES>"
+
+
+def _content(role: str | None, *parts: Part) -> Content:
+    return Content(role=role, parts=parts)
+
+
+def _text_example(question: str, answer: str, answer_role: str | None = "model") -> Example:
+    answered = (_content(answer_role, Part.from_text(answer)),)
+    return Example(input=_content("user", Part.from_text(question)), output=answered)
+
+
+def test_build_example_si_matches_adk_java_for_text_calls_responses_and_several_examples() -> None:
+    assert build_example_si([], "test query") == ""
+    single = (
+        _INTRO + "EXAMPLE 1:\nBegin example\n[user]\nUser input\n\n[model]\nModel response\nEnd example\n\n" + _OUTRO
+    )
+    assert build_example_si([_text_example("User input", "Model response")], "test query") == single
+    call = Example(
+        input=_content("user", Part.from_text("User input")),
+        output=(_content("model", Part.from_function_call("test_function", {"arg1": "value1", "arg2": 123})),),
+    )
+    assert build_example_si([call], "q") == (
+        _INTRO + "EXAMPLE 1:\nBegin example\n[user]\nUser input\n\n[model]\n```tool_code\n"
+        "test_function(arg1='value1', arg2=123)\n```\nEnd example\n\n" + _OUTRO
+    )
+    mixed = Example(
+        input=_content("user", Part.from_text("User input")),
+        output=(
+            _content(
+                "model",
+                Part.from_text("Some text"),
+                Part.from_function_call("func1", {"a": "b"}),
+                Part.from_function_response("func1", {"c": "d"}),
+                Part.from_text("More text"),
+            ),
+        ),
+    )
+    assert build_example_si([mixed], "q") == (
+        _INTRO + "EXAMPLE 1:\nBegin example\n[user]\nUser input\n\n[model]\nSome text\n[model]\n```tool_code\n"
+        "func1(a='b')\n```\n```tool_outputs\n{\"c\":\"d\"}\n```\n[model]\nMore text\nEnd example\n\n" + _OUTRO
+    )
+    two = build_example_si([_text_example("User input 1", "Model response 1"), _text_example("In 2", "Out 2")], "q")
+    assert two == (
+        _INTRO + "EXAMPLE 1:\nBegin example\n[user]\nUser input 1\n\n[model]\nModel response 1\nEnd example\n\n"
+        "EXAMPLE 2:\nBegin example\n[user]\nIn 2\n\n[model]\nOut 2\nEnd example\n\n" + _OUTRO
+    )
+    only_output = Example(input=Content(), output=(_content("model", Part.from_text("Model response")),))
+    assert build_example_si([only_output], "q") == (
+        _INTRO + "EXAMPLE 1:\nBegin example\n[model]\nModel response\nEnd example\n\n" + _OUTRO
+    )
+
+
+def test_build_example_si_shows_values_as_java_does_and_roleless_outputs_as_user() -> None:
+    example = Example(
+        input=_content(None, Part.from_text("q")),
+        output=(_content(None, Part.from_function_call("f", {"on": True, "no": None, "n": [1, 2], "m": {"k": "v"}})),),
+    )
+    shown = "[user]\n```tool_code\nf(on=true, no=null, n=[1, 2], m={k=v})\n```\n"
+    assert shown in build_example_si([example], "q")
+
+
+class _ByQuery(BaseExampleProvider):
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+
+    def get_examples(self, query: str) -> list[Example]:
+        self.queries.append(query)
+        return [_text_example("qin", "qout")]
+
+
+def test_example_tool_appends_the_examples_to_the_instruction_and_is_not_declared() -> None:
+    provider = _ByQuery()
+    model = ScriptedLlm([text_turn("I rolled a 3."), text_turn("Hello.")])
+    roll = ExampleTool([_text_example("Roll a die.", "I rolled a 4 for you.")])
+    agent = LlmAgent("bot", model, instruction="You roll dice.", tools=[roll, ExampleTool(provider, name="more")])
+    runner = new_runner(agent)
+    send(runner, "Roll a 6-sided die.")
+    request = model.requests[0][0]
+    assert request.config.system_instruction is not None
+    instruction = request.config.system_instruction.text()
+    first = build_example_si([_text_example("Roll a die.", "I rolled a 4 for you.")], "")
+    second = build_example_si([_text_example("qin", "qout")], "")
+    assert instruction == f"You roll dice.\n\n{first}\n\n{second}"
+    assert request.config.tools is None  # never offered to the model
+    assert provider.queries == ["Roll a 6-sided die."]  # asked with the user's message
+    assert (roll.name, roll.description) == ("example_tool", "Adds few-shot examples to the request")
+
+
+def test_example_tool_adds_nothing_without_user_text_or_examples() -> None:
+    tool = ExampleTool(lambda query: [_text_example("qin", "qout")])
+    request = LlmRequest()
+    empty = ToolContext.standalone(user_content=user_message(""))
+    assert tool.process_llm_request(tool_context=empty, llm_request=request) is None
+    no_examples = ExampleTool(lambda query: [])
+    asked = ToolContext.standalone(user_content=user_message("hi"))
+    assert no_examples.process_llm_request(tool_context=asked, llm_request=request) is None
+    edited = tool.process_llm_request(tool_context=asked, llm_request=request)
+    assert edited is not None and edited.config.system_instruction is not None
+    text = edited.config.system_instruction.text()
+    assert "Begin few-shot" in text and "qout" in text
+    with pytest.raises(ConfigurationError, match="examples must be Example instances"):
+        ExampleTool(["not an example"])  # type: ignore[list-item]
