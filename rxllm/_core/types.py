@@ -310,7 +310,7 @@ class LlmRequest(_Model):
 
         >>> request = LlmRequest(config=GenerateContentConfig(system_instruction="Be brief."))
         >>> request.append_instructions("Answer in French.", "Sign as Bot.").config.system_instruction.text()
-        'Be brief.\n\nAnswer in French.\n\nSign as Bot.'
+        'Be brief.\\n\\nAnswer in French.\\n\\nSign as Bot.'
         """
         if not instructions:
             return self
