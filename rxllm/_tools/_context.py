@@ -119,6 +119,7 @@ class ReadonlyContext:
 
     _artifact_service: ArtifactStore | None = None
     _memory_service: MemorySearch | None = None
+    _invocation_plugins: tuple[object, ...] = ()  # the run's plugins (AgentTool(include_plugins=True) reads them)
 
     def __init__(self, invocation: InvocationView, state: State) -> None:
         self._set_view(
@@ -127,6 +128,7 @@ class ReadonlyContext:
         # the run's optional services (rxllm.agents' InvocationContext has both; None when not configured)
         self._artifact_service = getattr(invocation, "artifact_service", None)
         self._memory_service = getattr(invocation, "memory_service", None)
+        self._invocation_plugins = tuple(getattr(invocation, "plugins", ()))
 
     def _set_view(
         self, invocation_id: str, agent_name: str, user_content: Content | None, session: SessionView, state: State

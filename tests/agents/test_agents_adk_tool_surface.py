@@ -7,11 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 from reactivex import operators as ops
 
 from rxllm import Chunk, ConfigurationError, Content, LlmRequest, Part, RxLlmError, ToolCallFragment, UsageMetadata
 from rxllm.agents import (
+    AgentTool,
     BaseExampleProvider,
+    BasePlugin,
     BaseTool,
     Event,
     EventActions,
@@ -21,6 +24,7 @@ from rxllm.agents import (
     InMemoryRunner,
     LlmAgent,
     LoopAgent,
+    SequentialAgent,
     ToolConfirmation,
     ToolContext,
     build_example_si,
@@ -304,3 +308,84 @@ def test_example_tool_adds_nothing_without_user_text_or_examples() -> None:
     assert "Begin few-shot" in text and "qout" in text
     with pytest.raises(ConfigurationError, match="examples must be Example instances"):
         ExampleTool(["not an example"])  # type: ignore[list-item]
+
+
+# ---- LlmAgent(input_schema=) and AgentTool ----------------------------------------------------
+
+
+class Lookup(BaseModel):
+    order_id: str
+    verbose: bool = False
+
+
+class Verdict(BaseModel):
+    status: str
+
+
+def test_an_agent_tool_takes_its_agents_input_schema_and_sends_the_arguments_as_json() -> None:
+    inner = ScriptedLlm([text_turn('{"status": "shipped"}')])
+    looker = LlmAgent("looker", inner, description="Looks orders up.", input_schema=Lookup, output_schema=Verdict)
+    tool = AgentTool(looker)
+    declaration = tool.declaration()
+    assert declaration.parameters == {
+        "type": "object",
+        "properties": {"order_id": {"type": "string"}, "verbose": {"default": False, "type": "boolean"}},
+        "required": ["order_id"],
+    }
+    outer = ScriptedLlm([call_turn("looker", '{"order_id": "A17", "verbose": true}'), text_turn("It shipped.")])
+    runner = new_runner(LlmAgent("root", outer, tools=[tool]))
+    events = send(runner, "Where is A17?")
+    assert inner.requests[0][0].contents[-1].text() == '{"order_id":"A17","verbose":true}'
+    responses = [r.response for e in events for r in e.function_responses()]
+    assert responses == [{"status": "shipped"}]
+    assert looker.input_schema is Lookup
+
+
+def test_an_agent_tool_refuses_arguments_that_fail_the_input_schema() -> None:
+    inner = ScriptedLlm([text_turn("never asked")])
+    tool = AgentTool(LlmAgent("looker", inner, input_schema=Lookup))
+    outer = ScriptedLlm([call_turn("looker", '{"verbose": "very"}'), text_turn("Sorry.")])
+    events = send(new_runner(LlmAgent("root", outer, tools=[tool])), "?")
+    (response,) = [r.response for e in events for r in e.function_responses()]
+    assert "invalid arguments for agent tool 'looker'" in str(response["error"])
+    assert "order_id" in str(response["error"]) and inner.requests == []
+
+
+def test_a_workflow_agent_tool_takes_the_first_agents_input_and_the_last_agents_output_schema() -> None:
+    first = LlmAgent("first", ScriptedLlm([text_turn("noted")]), input_schema=Lookup)
+    last = LlmAgent("last", ScriptedLlm([text_turn('{"status": "lost"}')]), output_schema=Verdict)
+    tool = AgentTool(SequentialAgent("pipeline", sub_agents=[first, last]))
+    parameters = tool.declaration().parameters
+    assert parameters is not None and parameters["required"] == ["order_id"]
+    outer = ScriptedLlm([call_turn("pipeline", '{"order_id": "B2"}'), text_turn("Lost.")])
+    events = send(new_runner(LlmAgent("root", outer, tools=[tool])), "?")
+    assert [r.response for e in events for r in e.function_responses()] == [{"status": "lost"}]
+
+
+class _Recorder(BasePlugin):
+    def __init__(self) -> None:
+        super().__init__("recorder")
+        self.model_calls: list[str] = []
+
+    def before_model_callback(self, callback_context: Any, llm_request: LlmRequest) -> None:
+        self.model_calls.append(callback_context.agent_name)
+
+
+def _plugins_seen(include_plugins: bool) -> list[str]:
+    recorder = _Recorder()
+    inner = LlmAgent("helper", ScriptedLlm([text_turn("helped")]))
+    outer = ScriptedLlm([call_turn("helper", '{"request": "help"}'), text_turn("Done.")])
+    root = LlmAgent("root", outer, tools=[AgentTool(inner, include_plugins=include_plugins)])
+    send(new_runner(root, plugins=[recorder]), "go")
+    return recorder.model_calls
+
+
+def test_agent_tool_runs_its_agent_with_the_callers_plugins_only_when_asked() -> None:
+    assert _plugins_seen(include_plugins=False) == ["root", "root"]
+    assert _plugins_seen(include_plugins=True) == ["root", "helper", "root"]
+    assert AgentTool(LlmAgent("a", ScriptedLlm([]))).include_plugins is False
+
+
+def test_input_schema_must_be_a_pydantic_model_class() -> None:
+    with pytest.raises(ConfigurationError, match="input_schema must be a pydantic model class"):
+        LlmAgent("a", ScriptedLlm([]), input_schema=dict)  # type: ignore[arg-type]
