@@ -43,6 +43,8 @@ KEY_LINES: dict[str, list[str]] = {
     "adk_transfer_router.py": ["  router -> transfer to billing", "  billing: It takes 3 to 5 business days.",
                                "transfer: OK"],
     "adk_callbacks.py": ["@after_agent_callback2", "callbacks: OK"],
+    "adk_dice_prime_examples.py": ["  root_agent -> transfer to roll_agent",
+                                   "few-shot examples in root_agent's instruction: 3", "dice/prime: OK"],
     "fastapi_sse.py": ["stub model: upstream connection closed by the client: True", "fastapi sse: OK"],
     "mcp_toolset.py": ["tools: ['list_notes', 'read_note']", '  call  read_note({"name": "groceries"})',
                        "mcp toolset: OK"],
