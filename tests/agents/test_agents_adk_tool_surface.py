@@ -177,10 +177,12 @@ def test_tools_edit_the_request_in_order_before_the_before_model_callbacks() -> 
     )
     runner = new_runner(agent)
     events = send(runner, "hi")
-    assert seen == ["Be brief.", "Be brief.\n\nAnswer in French."]  # each tool sees the one before it
+    built = seen[0]  # the instruction as the flow built it (the agent's, then ADK's identity line)
+    assert built.startswith("Be brief.")
+    assert seen == [built, f"{built}\n\nAnswer in French."]  # each tool sees the one before it
     sent = model.requests[0][0]
     assert sent.config.system_instruction is not None
-    assert sent.config.system_instruction.text() == "Be brief.\n\nAnswer in French.\n\nSign."
+    assert sent.config.system_instruction.text() == f"{built}\n\nAnswer in French.\n\nSign."
     assert callback_saw == [sent.config.system_instruction.text()]
     assert sent.config.temperature == 0.25  # the async keyword-only hook ran too
     assert sent.config.tools is None  # tools without a declaration are not offered to the model
@@ -288,7 +290,8 @@ def test_example_tool_appends_the_examples_to_the_instruction_and_is_not_declare
     instruction = request.config.system_instruction.text()
     first = build_example_si([_text_example("Roll a die.", "I rolled a 4 for you.")], "")
     second = build_example_si([_text_example("qin", "qout")], "")
-    assert instruction == f"You roll dice.\n\n{first}\n\n{second}"
+    assert instruction.startswith("You roll dice.") and instruction.endswith(f"\n\n{first}\n\n{second}")
+    assert instruction.count("Begin few-shot") == 2
     assert request.config.tools is None  # never offered to the model
     assert provider.queries == ["Roll a 6-sided die."]  # asked with the user's message
     assert (roll.name, roll.description) == ("example_tool", "Adds few-shot examples to the request")

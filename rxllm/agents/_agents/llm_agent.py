@@ -59,8 +59,10 @@ class LlmAgent(BaseAgent):
         output_key: the state key the agent's final text (or validated object, with
             ``output_schema``) is written to, through its final event's ``state_delta``.
         output_schema: a pydantic model class: the model is asked for JSON of its schema and the
-            reply is validated against it. Such an agent cannot have tools or sub-agents, and
-            never transfers (as in ADK).
+            reply is validated against it. With tools, the model answers by calling the
+            ``set_model_response`` tool instead (ADK Java's ``SetModelResponseTool``: its
+            arguments, validated, are the answer; see ``rxllm.agents._flows.output_schema``).
+            The agent transfers as any other (ADK Java's ``AutoFlow``).
         input_schema: a pydantic model class: what the agent takes when another agent calls it
             through :class:`AgentTool` (the tool's parameters; the arguments, validated, are its
             user message as JSON). Used by ``AgentTool`` only, as in ADK Java.
@@ -137,14 +139,8 @@ class LlmAgent(BaseAgent):
             )
         if config.tools:
             raise ConfigurationError(f"LlmAgent {name!r}: pass tools with tools=, not in generate_content_config")
-        if output_schema is not None:
-            if not (isinstance(output_schema, type) and issubclass(output_schema, BaseModel)):
-                raise ConfigurationError(f"LlmAgent {name!r}: output_schema must be a pydantic model class")
-            if tools or sub_agents:
-                raise ConfigurationError(
-                    f"LlmAgent {name!r}: an agent with output_schema can only reply: no tools, no sub_agents (as ADK)"
-                )
-            disallow_transfer_to_parent = disallow_transfer_to_peers = True
+        if output_schema is not None and not (isinstance(output_schema, type) and issubclass(output_schema, BaseModel)):
+            raise ConfigurationError(f"LlmAgent {name!r}: output_schema must be a pydantic model class")
         if input_schema is not None and not (isinstance(input_schema, type) and issubclass(input_schema, BaseModel)):
             raise ConfigurationError(f"LlmAgent {name!r}: input_schema must be a pydantic model class")
         self._model = model
