@@ -90,7 +90,7 @@ from ._models.sse import SseDecoder, SseEvent
 from ._models.structured_stream import StructuredStream, structured_responses
 from ._rx.blocking import BlockingIterator, iterate
 from ._telemetry.otel import configure_telemetry
-from ._transports.base import HttpRequest
+from ._transports.base import AttemptSink, CancelScope, Exchange, HttpRequest, Transport, TransportLimits
 
 if _TYPE_CHECKING:
     from ._models.sse_chat_model import SseChatModel
@@ -126,17 +126,20 @@ def __dir__() -> list[str]:
 __all__ = [
     "AnthropicServerTool",
     "AsyncHttpTransport",
+    "AttemptSink",
     "BaseLlm",
     "BaseLlmConnection",
     "Blob",
     "BlockingIterator",
     "BufferOverflowError",
+    "CancelScope",
     "Chunk",
     "ChunkParser",
     "ConfigurationError",
     "Content",
     "ContractViolationError",
     "EmptyStreamError",
+    "Exchange",
     "FinishReason",
     "FunctionCall",
     "FunctionCallingConfig",
@@ -195,7 +198,9 @@ __all__ = [
     "ToolConfig",
     "ToolError",
     "ToolTimeoutError",
+    "Transport",
     "TransportError",
+    "TransportLimits",
     "UnsupportedOperationError",
     "UrlContext",
     "UsageMetadata",

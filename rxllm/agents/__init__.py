@@ -39,7 +39,16 @@ support 'It shipped Tuesday.' [] []
 """
 
 from .._core.public import publish as _publish
-from .._tools import BaseTool, CallbackContext, FunctionTool, ReadonlyContext, ToolActions, ToolContext, ToolLike
+from .._tools import (
+    BaseTool,
+    CallbackContext,
+    FunctionTool,
+    ReadonlyContext,
+    ToolActions,
+    ToolConfirmation,
+    ToolContext,
+    ToolLike,
+)
 from .._tools._examples import BaseExampleProvider, Example, ExampleTool, build_example_si
 from .._tools._exit_loop import exit_loop
 from .._tools._long_running import LongRunningFunctionTool
@@ -65,9 +74,15 @@ from ._invocation.run_config import RunConfig, StreamingMode
 from ._memory.service import BaseMemoryService, InMemoryMemoryService
 from ._memory.tools import LoadMemoryTool, load_memory
 from ._runners.agent_tool import AgentTool
+from ._runners.compaction import (
+    BaseEventSummarizer,
+    EventsCompactionConfig,
+    LlmEventSummarizer,
+    SlidingWindowEventCompactor,
+)
 from ._runners.runner import InMemoryRunner, Runner
 from ._sessions.base import BaseSessionService, GetSessionConfig, InMemorySessionService, Session
-from ._sessions.event import Event, EventActions, EventCompaction, ToolConfirmation
+from ._sessions.event import Event, EventActions, EventCompaction
 from ._sessions.postgres import PostgresSessionService
 from ._sessions.sqlite import SqliteSessionService
 from ._sessions.state import STATE_REMOVED, State
@@ -79,6 +94,7 @@ __all__ = [
     "AgentTool",
     "BaseAgent",
     "BaseArtifactService",
+    "BaseEventSummarizer",
     "BaseExampleProvider",
     "BaseMemoryService",
     "BasePlugin",
@@ -91,6 +107,7 @@ __all__ = [
     "Event",
     "EventActions",
     "EventCompaction",
+    "EventsCompactionConfig",
     "Example",
     "ExampleTool",
     "FileArtifactService",
@@ -104,6 +121,7 @@ __all__ = [
     "InstructionProvider",
     "InvocationContext",
     "LlmAgent",
+    "LlmEventSummarizer",
     "LlmFactory",
     "LlmRegistry",
     "LoadMemoryTool",
@@ -122,6 +140,7 @@ __all__ = [
     "SearchMemoryResponse",
     "SequentialAgent",
     "Session",
+    "SlidingWindowEventCompactor",
     "SqliteSessionService",
     "SseServerParameters",
     "State",

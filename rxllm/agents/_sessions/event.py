@@ -16,9 +16,10 @@ import time
 from pydantic import Field, JsonValue
 
 from ..._core.types import Content, FinishReason, FunctionCall, FunctionResponse, UsageMetadata, _Model
+from ..._tools._confirmation import ToolConfirmation
 from ..._tools._context import random_uuid4
 
-__all__ = ["Event", "EventActions", "EventCompaction", "ToolConfirmation"]
+__all__ = ["Event", "EventActions", "EventCompaction"]
 
 
 def new_event_id() -> str:
@@ -26,28 +27,14 @@ def new_event_id() -> str:
     return random_uuid4()
 
 
-class ToolConfirmation(_Model):
-    """A tool call's request for confirmation, or the answer to one (ADK Java's ``events.ToolConfirmation``).
-
-    Attributes:
-        hint: what the user is asked (shown to whoever confirms).
-        confirmed: the answer: whether the call may run.
-        payload: any JSON the tool asks for, or the answer carries, beyond yes or no.
-    """
-
-    hint: str = ""
-    confirmed: bool = False
-    payload: JsonValue = None
-
-
 class EventCompaction(_Model):
-    """A summary standing in for a span of older events (ADK Java's ``events.EventCompaction``).
+    """What a compaction event stands for (ADK Java's ``events/EventCompaction``).
 
     Attributes:
-        start_timestamp: the ``timestamp`` of the first event summarised (seconds since the epoch,
-            like :attr:`Event.timestamp`; ADK Java counts milliseconds).
-        end_timestamp: the ``timestamp`` of the last event summarised.
-        compacted_content: the summary.
+        start_timestamp: the timestamp of the first event summarised.
+        end_timestamp: the timestamp of the last event summarised; the request contents show
+            ``compacted_content`` instead of every event stamped from start to end (inclusive).
+        compacted_content: the summary (role ``model``).
     """
 
     start_timestamp: float
@@ -74,9 +61,10 @@ class EventActions(_Model):
         end_invocation: the flow of the agent that produced this event makes no further model
             call (ADK Java's ``endInvocation``, also named ``endOfAgent``): set on a
             function-response event when a tool set ``tool_context.actions.end_invocation``.
-        requested_tool_confirmations: function-call id to the confirmation a tool asked for
-            before running (ADK Java's ``requestedToolConfirmations``).
-        compaction: this event summarises older ones (ADK Java's ``compaction``).
+        requested_tool_confirmations: function-call id to the confirmation a tool asked for it
+            (ADK's ``requestedToolConfirmations``; see ``rxllm._tools._confirmation``).
+        compaction: set on a compaction event: the summary that stands for older events in
+            requests (ADK's ``compaction``; the summarised events stay stored).
     """
 
     state_delta: dict[str, JsonValue] = Field(default_factory=dict)
