@@ -52,6 +52,7 @@ WITHOUT_A_MODULE_OF_THEIR_OWN = {
         "OnToolErrorCallback",
         "STATE_REMOVED",
         "ToolLike",
+        "exit_loop",
         "load_memory",
     },
     "rxllm.operators": set(),

@@ -510,6 +510,24 @@ class LlmRequest(_Model):
     contents: Seq[Content] = ()
     config: GenerateContentConfig = Field(default_factory=GenerateContentConfig)
 
+    def append_instructions(self, *instructions: str) -> LlmRequest:
+        """This request with ``instructions`` added to the end of its system instruction (ADK Java's
+        ``LlmRequest.Builder.appendInstructions``): joined by blank lines, after the current
+        instruction's text and a blank line. The instruction stays one text part.
+
+        >>> request = LlmRequest(config=GenerateContentConfig(system_instruction="Be brief."))
+        >>> request.append_instructions("Answer in French.", "Sign as Bot.").config.system_instruction.text()
+        'Be brief.\\n\\nAnswer in French.\\n\\nSign as Bot.'
+        """
+        if not instructions:
+            return self
+        added = "\n\n".join(instructions)
+        current = self.config.system_instruction
+        text = f"{current.text()}\n\n{added}" if current is not None and current.text() else added
+        role = current.role if current is not None and current.role else "system"
+        instruction = Content(role=role, parts=(Part(text=text),))
+        return self.model_copy(update={"config": self.config.model_copy(update={"system_instruction": instruction})})
+
 
 class UsageMetadata(_Model):
     """Token counts of one model call, genai's names."""
