@@ -35,6 +35,13 @@ from ._core.errors import (
     ToolTimeoutError,
     TransportError,
     UnsupportedOperationError,
+    WebSocketClosedError,
+)
+from ._core.genai_types import (
+    LiveServerGoAway,
+    LiveServerSessionResumptionUpdate,
+    LiveServerToolCallCancellation,
+    Transcription,
 )
 from ._core.public import publish as _publish
 from ._core.schema import INVALID_STRUCTURED_OUTPUT, ResponseSchema
@@ -46,6 +53,7 @@ from ._core.types import (
     FunctionDeclaration,
     FunctionResponse,
     GenerateContentConfig,
+    LiveConnectConfig,
     LlmRequest,
     LlmResponse,
     Part,
@@ -57,6 +65,7 @@ from ._core.version import __version__ as __version__
 from ._models.aggregation import StreamAggregator
 from ._models.base_llm import BaseLlm, BaseLlmConnection, model_stream_events
 from ._models.chunk import Chunk, InBandError, ToolCallFragment
+from ._models.live_connection import LiveLimits
 from ._models.model_stream import (
     ModelStreamEvent,
     ResponseCompleteEvent,
@@ -128,6 +137,11 @@ __all__ = [
     "InBandError",
     "LimitExceededError",
     "LineTooLongError",
+    "LiveConnectConfig",
+    "LiveLimits",
+    "LiveServerGoAway",
+    "LiveServerSessionResumptionUpdate",
+    "LiveServerToolCallCancellation",
     "LlmRequest",
     "LlmResponse",
     "MalformedFunctionCallError",
@@ -158,9 +172,11 @@ __all__ = [
     "ToolCallFragment",
     "ToolError",
     "ToolTimeoutError",
+    "Transcription",
     "TransportError",
     "UnsupportedOperationError",
     "UsageMetadata",
+    "WebSocketClosedError",
     "configure_telemetry",
     "model_stream_events",
     "retry_before_first_item",
