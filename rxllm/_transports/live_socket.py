@@ -14,9 +14,10 @@ from collections.abc import Callable, Mapping
 import httpx2
 
 from .._core.errors import ConfigurationError
+from .._core.redact import Redactor, secure_destination
 from .websocket import WebSocketConnection, WebSocketLimits, connect_websocket
 
-__all__ = ["check_live_client", "open_live_socket"]
+__all__ = ["check_live_client", "check_live_destination", "open_live_socket"]
 
 
 def check_live_client(http_client: object, provider: str) -> None:
@@ -24,6 +25,22 @@ def check_live_client(http_client: object, provider: str) -> None:
     if http_client is not None and not isinstance(http_client, httpx2.Client):
         raise ConfigurationError(
             f"http_client must be an httpx2.Client for a live session, got {type(http_client).__name__}",
+            provider=provider,
+        )
+
+
+def check_live_destination(url: str, headers: Mapping[str, str], provider: str) -> None:
+    """Refuse to send a credential (in the URL query or a header) over plain ``ws://`` to a host
+    that is not loopback.
+
+    Raises:
+        ConfigurationError: naming the URL with its secrets shown as ``***``.
+    """
+    redactor = Redactor.of_request(url, dict(headers))
+    if redactor.has_secrets and not secure_destination(url):
+        raise ConfigurationError(
+            f"refusing to send a credential over plain ws:// to {redactor.url(url)!r}: use wss:// (or a loopback "
+            "address)",
             provider=provider,
         )
 

@@ -47,7 +47,7 @@ from .._models.live import (
     LiveUsage,
 )
 from .._models.live_connection import LiveLimits, WebSocketLlmConnection
-from .._transports.live_socket import check_live_client, open_live_socket
+from .._transports.live_socket import check_live_client, check_live_destination, open_live_socket
 from .._transports.websocket import WebSocketConnection, WebSocketLimits
 from ._gemini import _MODEL_ROLES, _generation_config, _parts, _tools
 
@@ -342,6 +342,7 @@ def connect_gemini_live(
     extra_headers: Mapping[str, str] | None,
     http_client: object,
     limits: LiveLimits | None,
+    allow_insecure_key: bool = False,
 ) -> WebSocketLlmConnection:
     """A Gemini Live session for ``llm_request`` (``GeminiModel.connect``): returns at once, the
     socket opens on the session's writer thread."""
@@ -350,6 +351,8 @@ def connect_gemini_live(
     url = gemini_live_url(base_url, api_version, api_key)
     headers = dict(extra_headers or {})
     limits = limits or LiveLimits()
+    if not allow_insecure_key:
+        check_live_destination(url, headers, _PROVIDER)
 
     def opener(ws_limits: WebSocketLimits) -> tuple[WebSocketConnection, Callable[[], None]]:
         return open_live_socket(

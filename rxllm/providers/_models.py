@@ -291,4 +291,5 @@ class GeminiModel(SseChatModel):
             extra_headers=mapper._extra_headers,
             http_client=http_client,
             limits=limits,
+            allow_insecure_key=self._allow_insecure_key,
         )
