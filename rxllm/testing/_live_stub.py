@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -140,7 +141,7 @@ class LiveConnectionRecord:
             return list(self.messages)
 
     def of_kind(self, kind: str) -> list[Any]:
-        """The client messages of ``kind`` (Gemini's top-level key, OpenAI's ``type``)."""
+        """The client messages of ``kind`` (Gemini's top-level key in camelCase, OpenAI's ``type``)."""
         return [m for m in self.messages if _kind(m) == kind]
 
     def _add(self, message: Any) -> None:
@@ -156,11 +157,14 @@ class LiveConnectionRecord:
 
 
 def _kind(message: Any) -> str | None:
+    """OpenAI's ``type``; else Gemini's top-level key in camelCase (the API, like protobuf's JSON,
+    takes ``client_content`` as well as ``clientContent``; google-genai sends the former)."""
     if not isinstance(message, dict):
         return None
     if isinstance(message.get("type"), str):
         return str(message["type"])
-    return next(iter(message), None)
+    key = next(iter(message), None)
+    return None if key is None else re.sub(r"_([a-z])", lambda m: m.group(1).upper(), str(key))
 
 
 class LiveStubServer:
