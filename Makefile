@@ -10,9 +10,13 @@ STAMP  := $(VENV)/.installed
 # default editable mode (an import hook) both report `import-not-found` for rxllm from a project
 # beside this checkout (measured with mypy 2.4 and pyright 1.1.414; `strict` mode also works but
 # needs a reinstall for every new module).
+# The development tools are pyproject's `dev` dependency group (PEP 735, never published): pip
+# installs groups from 25.1 on, so the bootstrap first brings the venv's pip up to that.
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]' --config-settings editable_mode=compat
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade 'pip>=25.1'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[otel,postgres,mcp,web]' --group dev \
+		--config-settings editable_mode=compat
 	touch $(STAMP)
 
 demo: $(STAMP)

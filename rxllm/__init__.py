@@ -31,6 +31,7 @@ from ._core.errors import (
     StoreError,
     StreamInterruptedError,
     StreamTimeoutError,
+    StructuredOutputError,
     ToolError,
     ToolTimeoutError,
     TransportError,
@@ -74,10 +75,13 @@ from ._models.model_stream import (
     ToolCallCompleteEvent,
     ToolCallDeltaEvent,
 )
+from ._models.prompt import Prompt
 from ._models.provider import ChunkParser, RequestMapper
+from ._models.response_stream import ResponseStream
 from ._models.retry import RetryPolicy, retry_before_first_item
 from ._models.sse import SseDecoder, SseEvent
 from ._models.structured_stream import StructuredStream, structured_responses
+from ._rx.blocking import BlockingIterator, iterate
 from ._telemetry.otel import configure_telemetry
 from ._transports.base import HttpRequest
 
@@ -117,6 +121,7 @@ __all__ = [
     "BaseLlm",
     "BaseLlmConnection",
     "Blob",
+    "BlockingIterator",
     "BufferOverflowError",
     "Chunk",
     "ChunkParser",
@@ -147,11 +152,13 @@ __all__ = [
     "MalformedFunctionCallError",
     "ModelStreamEvent",
     "Part",
+    "Prompt",
     "ProtocolError",
     "ProviderError",
     "RequestMapper",
     "ResponseCompleteEvent",
     "ResponseSchema",
+    "ResponseStream",
     "ResponseTooLargeError",
     "RetryPolicy",
     "RxLlmError",
@@ -162,6 +169,7 @@ __all__ = [
     "StreamAggregator",
     "StreamInterruptedError",
     "StreamTimeoutError",
+    "StructuredOutputError",
     "StructuredStream",
     "TextDeltaEvent",
     "ThinkingConfig",
@@ -178,6 +186,7 @@ __all__ = [
     "UsageMetadata",
     "WebSocketClosedError",
     "configure_telemetry",
+    "iterate",
     "model_stream_events",
     "retry_before_first_item",
     "structured_responses",

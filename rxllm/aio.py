@@ -3,9 +3,9 @@
 Every Observable rxllm's public API returns is an :class:`AwaitableObservable`, so from a
 running loop (``asyncio.run``, uvicorn/FastAPI, debug mode too) ``await obs`` gives its last item
 (a model call's final response) and ``async for x in obs`` each item as soon as it is emitted.
-An Observable that went through ``.pipe(...)`` is a plain reactivex Observable (whose own
-``__await__`` hangs when items come from another thread): use :func:`last` and :func:`iterate`
-there, which work for any Observable.
+``.pipe(...)`` keeps it an :class:`AwaitableObservable`, whatever operators the chain applies.
+For any other Observable (reactivex's own ``__await__`` hangs when items come from another
+thread), :func:`last` and :func:`iterate` work whatever thread it emits on.
 
 Each notification reaches the awaiting loop through ``loop.call_soon_threadsafe``: no polling, no
 added latency. Leaving early (``break``, an exception, task cancellation, ``asyncio.timeout``)

@@ -58,6 +58,7 @@ def test_every_exported_exception_is_an_rxllm_error() -> None:
         (ProtocolError, (RxLlmError, ValueError)),
         (LineTooLongError, (ProtocolError, ValueError)),
         (MalformedFunctionCallError, (ProtocolError, ValueError)),
+        (rxllm.StructuredOutputError, (ProtocolError, ValueError)),
         (BufferOverflowError, (RxLlmError,)),
         (LimitExceededError, (RxLlmError,)),
         (ToolError, (RxLlmError,)),

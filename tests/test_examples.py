@@ -44,6 +44,8 @@ KEY_LINES: dict[str, list[str]] = {
                                "transfer: OK"],
     "adk_callbacks.py": ["@after_agent_callback2", "callbacks: OK"],
     "fastapi_sse.py": ["stub model: upstream connection closed by the client: True", "fastapi sse: OK"],
+    "mcp_toolset.py": ["tools: ['list_notes', 'read_note']", '  call  read_note({"name": "groceries"})',
+                       "mcp toolset: OK"],
 }
 REQUIRED = {"stream_to_terminal.py", "custom_provider.py", "order_status.py", "virtual_time_retry.py",
             "switch_map_cancel.py", "adk_helloworld.py", "adk_writer_reviewer.py", "adk_parallel_research.py",

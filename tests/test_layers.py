@@ -3,7 +3,7 @@ transports import the HTTP client library.
 
 The rooms, bottom up (``docs/architecture.md``): ``_core`` → ``_rx``, ``_transports`` →
 ``_telemetry`` → ``_models`` → ``providers``, ``_tools``, ``operators`` → ``agents``, ``service``
-(side by side: neither imports the other) → ``testing`` → ``cli`` → the front doors (``rxllm.aio``,
+(side by side: neither imports the other) → ``testing``, ``web`` → ``cli`` → the front doors (``rxllm.aio``,
 then ``rxllm`` and ``python -m rxllm``). A room may import only rooms of a lower rank; two rooms of
 one rank never import each other. Inside ``agents/`` the sub-rooms are ordered the same way.
 
@@ -34,6 +34,8 @@ ROOM_RANK = {
     "agents": 5,
     "service": 5,
     "testing": 6,
+    "mcp": 6,  # rxllm.mcp: the front door of serving tools over MCP (rxllm/_tools/_mcp/_serve.py)
+    "web": 6,
     "cli": 7,
     "aio": 8,  # the asyncio front door (rxllm.aio)
     "__init__": 9,  # the front door (rxllm)

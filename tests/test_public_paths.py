@@ -37,7 +37,7 @@ FRONT_DOORS = (
 
 WITHOUT_A_MODULE_OF_THEIR_OWN = {
     # constants, type aliases and instances: their ``__module__`` (if any) is their type's
-    "rxllm": {"INVALID_STRUCTURED_OUTPUT", "ModelStreamEvent", "ResponseSchema"},
+    "rxllm": {"INVALID_STRUCTURED_OUTPUT", "ModelStreamEvent", "Prompt", "ResponseSchema"},
     "rxllm.aio": {"DEFAULT_MAX_BUFFER"},
     "rxllm.agents": {
         "AfterModelCallback",

@@ -29,7 +29,7 @@ TIMEOUT = 300
 
 def _tool(name: str) -> str:
     path = BIN / name
-    assert path.exists(), f"{name} is in the dev extra: pip install -e '.[dev]'"
+    assert path.exists(), f"{name} is in the dev dependency group: make .venv/.installed (pip install --group dev)"
     return str(path)
 
 
@@ -89,3 +89,91 @@ def test_docs_and_examples_pass_pyright_strict(checked_dir: Path) -> None:
     (checked_dir / "pyrightconfig.json").write_text(json.dumps(config), encoding="utf-8")
     result = _run([_tool("pyright"), "--pythonpath", sys.executable, "--project", str(checked_dir)], cwd=checked_dir)
     assert result.returncode == 0, f"pyright --strict on the docs' code and examples/:\n{result.stdout}"
+
+
+# -- what a checker infers: typed structured output, pipe, short prompts ----------------------------
+
+TYPED_OK = '''
+from typing import assert_type
+
+from pydantic import BaseModel
+from reactivex import operators as ops
+
+import rxllm
+from rxllm import GenerateContentConfig, LlmRequest, LlmResponse
+from rxllm.aio import AwaitableObservable
+from rxllm.providers.openai import OpenAiChatModel
+from rxllm.service import AiService, AiServiceStreamingEvent, FinalResponseEvent
+
+
+class City(BaseModel):
+    name: str
+
+
+def text_of(response: LlmResponse) -> str:
+    return response.text()
+
+
+async def main(model: OpenAiChatModel, request: LlmRequest, service: AiService) -> City:
+    final = await model.generate_content(request, stream=True)
+    city = final.parsed_as(City)
+    assert_type(city, City)
+    assert_type(final.parsed_as(list[City]), list[City])
+    texts = model.generate_content(request, stream=True).pipe(ops.map(text_of))
+    assert_type(texts, AwaitableObservable[str])
+    assert_type(await texts, str)
+    async for text in texts:
+        assert_type(text, str)
+    event = await service.stream("Where is order A17?")
+    assert_type(event, AiServiceStreamingEvent)
+    if isinstance(event, FinalResponseEvent):
+        assert_type(event.response.parsed_as(City), City)
+    stream = model.stream("Biggest city of France?", config=GenerateContentConfig(response_schema=City))
+    for partial in stream:
+        assert_type(partial, LlmResponse)
+    for item in rxllm.iterate(texts):
+        assert_type(item, str)
+    return city if stream.final is None else stream.final.parsed_as(City)
+'''
+
+TYPED_BAD = '''
+from pydantic import BaseModel
+
+from rxllm import LlmResponse
+
+
+class City(BaseModel):
+    name: str
+
+
+def wrong(final: LlmResponse) -> None:
+    count: int = final.parsed_as(City)  # a City is not an int
+    print(count)
+'''
+
+
+def _check_both(directory: Path, name: str, code: str) -> tuple[subprocess.CompletedProcess[str], ...]:
+    directory.mkdir()
+    (directory / f"{name}.py").write_text(code, encoding="utf-8")
+    config = directory / "mypy.ini"
+    config.write_text("[mypy]\nstrict = True\npython_version = 3.11\n", encoding="utf-8")
+    mypy = _run([_tool("mypy"), "--config-file", str(config), "--cache-dir", str(directory / ".mypy_cache"),
+                 "--python-executable", sys.executable, f"{name}.py"], cwd=directory)
+    settings = {"typeCheckingMode": "strict", "pythonVersion": "3.11", "extraPaths": [str(ROOT)], "include": ["."]}
+    (directory / "pyrightconfig.json").write_text(json.dumps(settings), encoding="utf-8")
+    pyright = _run([_tool("pyright"), "--pythonpath", sys.executable, "--project", str(directory)], cwd=directory)
+    return mypy, pyright
+
+
+def test_checkers_see_the_parsed_type_the_pipe_result_and_short_prompts(tmp_path: Path) -> None:
+    mypy, pyright = _check_both(tmp_path / "ok", "typed_ok", TYPED_OK)
+    assert mypy.returncode == 0, f"mypy --strict:\n{mypy.stdout}"
+    assert pyright.returncode == 0, f"pyright --strict:\n{pyright.stdout}"
+
+
+def test_checkers_reject_a_parsed_object_assigned_to_the_wrong_type(tmp_path: Path) -> None:
+    mypy, pyright = _check_both(tmp_path / "bad", "typed_bad", TYPED_BAD)
+    assert mypy.returncode != 0 and 'Incompatible types in assignment (expression has type "City"' in mypy.stdout, (
+        mypy.stdout
+    )
+    assert pyright.returncode != 0 and '"City" is not assignable to "int"' in pyright.stdout, pyright.stdout

@@ -20,6 +20,7 @@ matching built-in, so ``except ValueError`` keeps working for callers who expect
     │   ├── LineTooLongError                     an SSE line longer than the decoder's cap
     │   ├── MalformedFunctionCallError           tool-call arguments that are not a JSON object
     │   └── ContractViolationError               a stream broke the generate_content contract
+    │   └── StructuredOutputError                no validated object of the type asked for
     ├── BufferOverflowError                      a subscriber fell further behind than its buffer
     ├── EmptyStreamError                         awaited the last item of a stream that had none
     ├── LimitExceededError                       a run exceeded a configured limit (max_llm_calls)
@@ -53,6 +54,7 @@ __all__ = [
     "StoreError",
     "StreamInterruptedError",
     "StreamTimeoutError",
+    "StructuredOutputError",
     "ToolError",
     "ToolTimeoutError",
     "TransportError",
@@ -267,6 +269,26 @@ class ContractViolationError(ProtocolError):
     def __init__(self, message: str, *, rule: str, provider: str | None = None) -> None:
         super().__init__(f"stream contract violated ({rule}): {message}", provider=provider)
         self.rule = rule
+
+
+class StructuredOutputError(ProtocolError):
+    """A response holds no validated object of the type asked for (``LlmResponse.parsed_as``).
+
+    The reply did not validate against the response schema, the turn ended otherwise (a
+    ``MAX_TOKENS`` cut, a refusal, a tool call), the response is a partial (whose ``parsed`` is
+    the JSON so far), or the request had no response schema.
+
+    Attributes:
+        error_code: the response's ``error_code`` (``"INVALID_STRUCTURED_OUTPUT"``, ``"MAX_TOKENS"``,
+            ...), or ``None``.
+
+    >>> StructuredOutputError("no City", error_code="MAX_TOKENS").error_code
+    'MAX_TOKENS'
+    """
+
+    def __init__(self, message: str, *, error_code: str | None = None, provider: str | None = None) -> None:
+        super().__init__(message, provider=provider)
+        self.error_code = error_code
 
 
 class BufferOverflowError(RxLlmError):

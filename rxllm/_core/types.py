@@ -32,10 +32,11 @@ True
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, TypeVar, cast, get_origin, is_typeddict
 
 from pydantic import Field, JsonValue, field_validator
 
+from .errors import StructuredOutputError
 from .genai_types import (
     CodeExecutionResult,
     ExecutableCode,
@@ -72,6 +73,8 @@ __all__ = [
 ]
 
 Role = Literal["user", "model", "system", "tool"] | str
+
+_T = TypeVar("_T")
 
 
 class _Model(_BaseModel):
@@ -394,4 +397,45 @@ class LlmResponse(_Model):
     def function_calls(self) -> list[FunctionCall]:
         """The function calls of the content, in order."""
         return self.content.function_calls() if self.content is not None else []
+
+    def parsed_as(self, schema: type[_T]) -> _T:
+        """``parsed`` as the type the request asked for: ``final.parsed_as(City)`` is a ``City``,
+        for a type checker too (``parsed`` itself is ``Any``: a partial's is plain JSON data).
+
+        Args:
+            schema: the ``response_schema`` of the request (a class, or a generic alias such as
+                ``list[City]``, whose origin is checked).
+
+        Returns:
+            The validated object of the final response.
+
+        Raises:
+            StructuredOutputError: the response holds no object of that type: a partial, an error
+                final (the reply did not validate, ``MAX_TOKENS``, a refusal; ``error_code`` says
+                which), a tool call, or a request without a response schema.
+
+        >>> from pydantic import BaseModel
+        >>> class City(BaseModel):
+        ...     name: str
+        >>> LlmResponse(parsed=City(name="Paris")).parsed_as(City).name
+        'Paris'
+        """
+        value = self.parsed
+        origin = get_origin(schema) or schema
+        expected = dict if is_typeddict(schema) else origin
+        if not self.partial and isinstance(expected, type) and isinstance(value, expected):
+            return cast(_T, value)
+        name = getattr(schema, "__name__", repr(schema))
+        if self.partial:
+            reason = "it is a partial, whose parsed is the JSON so far; read the final response's"
+        elif self.error_code is not None:
+            reason = f"the response ended in {self.error_code}: {self.error_message or 'no message'}"
+        elif value is None:
+            reason = "it has no parsed object (the request had no response_schema, or the turn called tools)"
+        else:
+            reason = f"its parsed is a {type(value).__name__}"
+        raise StructuredOutputError(
+            f"the response holds no validated {name}: {reason}",
+            error_code=None if self.error_code is None else str(self.error_code),
+        )
 

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import abc
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import reactivex
 
 from .._core.errors import UnsupportedOperationError
-from .._core.types import Blob, Content, LlmRequest, LlmResponse
+from .._core.types import Blob, Content, GenerateContentConfig, LlmRequest, LlmResponse
 from .._rx.aio import AwaitableObservable, awaitable
+from .._rx.blocking import DEFAULT_MAX_BUFFER
 from .model_stream import ModelStreamEvent, derive_stream_events
+from .prompt import Prompt, as_request
+from .response_stream import ResponseStream
 
 __all__ = ["BaseLlm", "BaseLlmConnection", "model_stream_events"]
 
@@ -65,20 +68,20 @@ class BaseLlm(abc.ABC):
     """
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """A subclass's own ``generate_content`` returns an :class:`~rxllm.aio.AwaitableObservable`
-        whatever Observable it builds, so ``await model.generate_content(request)`` works on every
-        model, yours too (no extra operator per item: the wrapper is the same Observable)."""
+        """A subclass's own ``generate_content`` and ``stream_events`` take a short prompt and
+        return an :class:`~rxllm.aio.AwaitableObservable` whatever Observable they build.
+
+        The request argument may be a ``str`` or a sequence of ``Content`` on every model, yours
+        too: it reaches your method as an :class:`~rxllm.LlmRequest` (see :func:`as_request`).
+        ``await model.generate_content(request)`` works on every model (no extra operator per
+        item: the wrapper is the same Observable).
+        """
         super().__init_subclass__(**kwargs)
-        own = cls.__dict__.get("generate_content")
-        if own is None or getattr(own, "__isabstractmethod__", False) or getattr(own, "_rxllm_awaitable", False):
-            return
-
-        @functools.wraps(own)
-        def generate_content(self: BaseLlm, *args: Any, **kwargs: Any) -> AwaitableObservable[LlmResponse]:
-            return awaitable(own(self, *args, **kwargs))
-
-        generate_content._rxllm_awaitable = True  # type: ignore[attr-defined]
-        cls.generate_content = generate_content  # type: ignore[method-assign]
+        for name, wrap in (("generate_content", _wrap_generate_content), ("stream_events", _wrap_stream_events)):
+            own = cls.__dict__.get(name)
+            if own is None or getattr(own, "__isabstractmethod__", False) or getattr(own, "_rxllm_awaitable", False):
+                continue
+            setattr(cls, name, wrap(own))
 
     def __init__(self, *, model: str) -> None:
         self._model = model
@@ -112,7 +115,40 @@ class BaseLlm(abc.ABC):
         arrive with the final); models that see provider chunks override it to report each call
         as soon as it is complete. Cold; disposing cancels the call.
         """
-        return awaitable(derive_stream_events(self.generate_content(llm_request, stream=True)))
+        return awaitable(derive_stream_events(self.generate_content(as_request(llm_request), stream=True)))
+
+    def stream(
+        self, prompt: Prompt, *, config: GenerateContentConfig | None = None, max_buffer: int = DEFAULT_MAX_BUFFER
+    ) -> ResponseStream:
+        """``for partial in model.stream("Hello!")``: the streamed answer as a plain ``for`` loop.
+
+        For scripts and notebooks. Each partial comes as its bytes arrive, on the iterating
+        thread; the final aggregate is kept in the stream's ``final`` once the loop ends (see
+        :class:`~rxllm.ResponseStream`). Leaving the loop early (``break``, an exception,
+        Ctrl-C) closes the connection at once. Inside an event loop, ``async for partial in
+        model.generate_content(prompt, stream=True)`` instead.
+
+        Args:
+            prompt: the user's text, a sequence of ``Content`` (the conversation) or an
+                :class:`~rxllm.LlmRequest`.
+            config: the generation config (``response_schema``, ``temperature``, ...); with a
+                request, it replaces the request's own.
+            max_buffer: how many partials may wait while the loop body is busy; past it the
+                I/O thread waits (backpressure).
+
+        Raises:
+            ConfigurationError: (at once) a prompt of another type.
+
+        >>> from rxllm import Chunk
+        >>> from rxllm.testing import ScriptedLlm, scripted_turn
+        >>> model = ScriptedLlm([scripted_turn(Chunk(text_delta="Hello"), Chunk(text_delta=" world"))])
+        >>> stream = model.stream("Hi!")
+        >>> [partial.text() for partial in stream], stream.final.text() if stream.final else None
+        (['Hello', ' world'], 'Hello world')
+        """
+        return ResponseStream(
+            self.generate_content(as_request(prompt, config), stream=True), max_buffer=max_buffer
+        )
 
     def connect(self, llm_request: LlmRequest) -> BaseLlmConnection:
         """Open a live (BIDI) session. The default refuses at once.
@@ -128,3 +164,36 @@ class BaseLlm(abc.ABC):
 def model_stream_events(llm: BaseLlm, llm_request: LlmRequest) -> AwaitableObservable[ModelStreamEvent]:
     """The fine-grained stream of one call: the same as ``llm.stream_events(llm_request)``."""
     return awaitable(llm.stream_events(llm_request))
+
+
+def _request_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The call's arguments with its request (first positional, or ``llm_request=``) as an ``LlmRequest``."""
+    if args:
+        return (as_request(args[0]), *args[1:]), kwargs
+    if "llm_request" in kwargs:
+        return args, {**kwargs, "llm_request": as_request(kwargs["llm_request"])}
+    return args, kwargs
+
+
+def _wrap_generate_content(
+    own: Callable[..., reactivex.Observable[LlmResponse]],
+) -> Callable[..., AwaitableObservable[LlmResponse]]:
+    @functools.wraps(own)
+    def generate_content(self: BaseLlm, *args: Any, **kwargs: Any) -> AwaitableObservable[LlmResponse]:
+        args, kwargs = _request_of(args, kwargs)
+        return awaitable(own(self, *args, **kwargs))
+
+    generate_content._rxllm_awaitable = True  # type: ignore[attr-defined]
+    return generate_content
+
+
+def _wrap_stream_events(
+    own: Callable[..., reactivex.Observable[ModelStreamEvent]],
+) -> Callable[..., AwaitableObservable[ModelStreamEvent]]:
+    @functools.wraps(own)
+    def stream_events(self: BaseLlm, *args: Any, **kwargs: Any) -> AwaitableObservable[ModelStreamEvent]:
+        args, kwargs = _request_of(args, kwargs)
+        return awaitable(own(self, *args, **kwargs))
+
+    stream_events._rxllm_awaitable = True  # type: ignore[attr-defined]
+    return stream_events

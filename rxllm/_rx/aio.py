@@ -40,8 +40,10 @@ from types import TracebackType
 from typing import Any, Generic, TypeVar, cast, overload
 
 import reactivex
+from reactivex import ConnectableObservable
 from reactivex import abc as rx_abc
-from reactivex.disposable import SingleAssignmentDisposable
+from reactivex.disposable import Disposable, SingleAssignmentDisposable
+from reactivex.scheduler.eventloop import AsyncIOScheduler
 
 from .._core.errors import BufferOverflowError, ConfigurationError, EmptyStreamError
 from .direct import lazy_lock
@@ -59,6 +61,14 @@ __all__ = [
 T = TypeVar("T")
 D = TypeVar("D")
 T_co = TypeVar("T_co", covariant=True)
+_R = TypeVar("_R")
+_A = TypeVar("_A")
+_B = TypeVar("_B")
+_C = TypeVar("_C")
+_D = TypeVar("_D")
+_E = TypeVar("_E")
+_F = TypeVar("_F")
+_G = TypeVar("_G")
 
 DEFAULT_MAX_BUFFER = 16384
 """How many items :func:`iterate` holds between the emitting thread and the loop, by default."""
@@ -379,15 +389,25 @@ class AwaitableObservable(reactivex.Observable[T_co]):
 
     Every Observable rxllm's public API returns is one. It is the Observable it wraps, with no
     extra operator per item: subscribing subscribes the wrapped one. ``await obs`` is
-    :func:`last`, ``async for x in obs`` is :func:`iterate`. Operators return plain reactivex
-    Observables: after ``.pipe(...)`` use ``rxllm.aio.last(...)`` / ``rxllm.aio.iterate(...)``.
+    :func:`last`, ``async for x in obs`` is :func:`iterate`.
+
+    ``.pipe(...)`` keeps it one: whatever operators (rxllm's or reactivex's) the chain applies,
+    an Observable result comes back as an :class:`AwaitableObservable`, so
+    ``await model.generate_content(request, stream=True).pipe(ops.map(...))`` works too.
+
+    An operator applied without ``pipe`` (``ops.map(f)(obs)``, ``reactivex.merge(a, b)``)
+    returns a plain reactivex Observable, whose own ``await`` sets its future from the emitting
+    thread without waking the loop. When such a chain subscribes to an rxllm stream (reactivex's
+    ``await`` subscribes with an ``AsyncIOScheduler`` of the running loop), the stream hands each
+    notification to that loop, so the ``await`` completes there instead of hanging.
 
     >>> import asyncio, reactivex
+    >>> from reactivex import operators as ops
     >>> async def main():
     ...     stream = AwaitableObservable(reactivex.of("partial", "final"))
-    ...     return await stream, [x async for x in stream]
+    ...     return await stream, [x async for x in stream], await stream.pipe(ops.map(str.upper))
     >>> asyncio.run(main())
-    ('final', ['partial', 'final'])
+    ('final', ['partial', 'final'], 'FINAL')
     """
 
     lock = lazy_lock  # made on first use: Observable.__init__ (not called) makes one per Observable
@@ -404,13 +424,258 @@ class AwaitableObservable(reactivex.Observable[T_co]):
         *,
         scheduler: rx_abc.SchedulerBase | None = None,
     ) -> rx_abc.DisposableBase:
-        """Subscribe to the wrapped Observable (see its documentation for what that starts)."""
+        """Subscribe to the wrapped Observable (see its documentation for what that starts).
+
+        With ``scheduler`` an ``AsyncIOScheduler`` of the loop running on this thread (what
+        reactivex's own ``await`` passes), every notification is handed to that loop.
+        """
+        loop = _awaiting_loop(scheduler)
+        if loop is not None:
+            return _subscribe_on_loop(self._source, loop, on_next, on_error, on_completed)
         return self._source.subscribe(on_next, on_error, on_completed, scheduler=scheduler)
 
     def _subscribe_core(
         self, observer: rx_abc.ObserverBase[T_co], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
-        return self._source.subscribe(observer, scheduler=scheduler)
+        return self.subscribe(observer, scheduler=scheduler)
+
+    # The overloads narrow reactivex's (an Observable-returning chain gives an AwaitableObservable);
+    # mypy cannot match a narrowed overload set against the supertype's one by one.
+    @overload  # type: ignore[override]
+    def pipe(self) -> AwaitableObservable[T_co]: ...
+
+    @overload  # a ConnectableObservable keeps connect(): it overlaps the next overload on purpose
+    def pipe(  # type: ignore[overload-overlap]
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], ConnectableObservable[_R]],
+        /,
+    ) -> ConnectableObservable[_R]: ...
+
+    @overload
+    def pipe(
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], reactivex.Observable[_R]],
+        /,
+    ) -> AwaitableObservable[_R]: ...
+
+    @overload
+    def pipe(
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        /,
+    ) -> _A: ...
+
+    @overload  # a ConnectableObservable keeps connect(): it overlaps the next overload on purpose
+    def pipe(  # type: ignore[overload-overlap]
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        op2: Callable[[_A], ConnectableObservable[_R]],
+        /,
+    ) -> ConnectableObservable[_R]: ...
+
+    @overload
+    def pipe(
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        op2: Callable[[_A], reactivex.Observable[_R]],
+        /,
+    ) -> AwaitableObservable[_R]: ...
+
+    @overload
+    def pipe(
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        op2: Callable[[_A], _B],
+        /,
+    ) -> _B: ...
+
+    @overload  # a ConnectableObservable keeps connect(): it overlaps the next overload on purpose
+    def pipe(  # type: ignore[overload-overlap]
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        op2: Callable[[_A], _B],
+        op3: Callable[[_B], ConnectableObservable[_R]],
+        /,
+    ) -> ConnectableObservable[_R]: ...
+
+    @overload
+    def pipe(
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        op2: Callable[[_A], _B],
+        op3: Callable[[_B], reactivex.Observable[_R]],
+        /,
+    ) -> AwaitableObservable[_R]: ...
+
+    @overload
+    def pipe(
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        op2: Callable[[_A], _B],
+        op3: Callable[[_B], _C],
+        /,
+    ) -> _C: ...
+
+    @overload  # a ConnectableObservable keeps connect(): it overlaps the next overload on purpose
+    def pipe(  # type: ignore[overload-overlap]
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        op2: Callable[[_A], _B],
+        op3: Callable[[_B], _C],
+        op4: Callable[[_C], ConnectableObservable[_R]],
+        /,
+    ) -> ConnectableObservable[_R]: ...
+
+    @overload
+    def pipe(
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        op2: Callable[[_A], _B],
+        op3: Callable[[_B], _C],
+        op4: Callable[[_C], reactivex.Observable[_R]],
+        /,
+    ) -> AwaitableObservable[_R]: ...
+
+    @overload
+    def pipe(
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        op2: Callable[[_A], _B],
+        op3: Callable[[_B], _C],
+        op4: Callable[[_C], _D],
+        /,
+    ) -> _D: ...
+
+    @overload  # a ConnectableObservable keeps connect(): it overlaps the next overload on purpose
+    def pipe(  # type: ignore[overload-overlap]
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        op2: Callable[[_A], _B],
+        op3: Callable[[_B], _C],
+        op4: Callable[[_C], _D],
+        op5: Callable[[_D], ConnectableObservable[_R]],
+        /,
+    ) -> ConnectableObservable[_R]: ...
+
+    @overload
+    def pipe(
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        op2: Callable[[_A], _B],
+        op3: Callable[[_B], _C],
+        op4: Callable[[_C], _D],
+        op5: Callable[[_D], reactivex.Observable[_R]],
+        /,
+    ) -> AwaitableObservable[_R]: ...
+
+    @overload
+    def pipe(
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        op2: Callable[[_A], _B],
+        op3: Callable[[_B], _C],
+        op4: Callable[[_C], _D],
+        op5: Callable[[_D], _E],
+        /,
+    ) -> _E: ...
+
+    @overload  # a ConnectableObservable keeps connect(): it overlaps the next overload on purpose
+    def pipe(  # type: ignore[overload-overlap]
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        op2: Callable[[_A], _B],
+        op3: Callable[[_B], _C],
+        op4: Callable[[_C], _D],
+        op5: Callable[[_D], _E],
+        op6: Callable[[_E], ConnectableObservable[_R]],
+        /,
+    ) -> ConnectableObservable[_R]: ...
+
+    @overload
+    def pipe(
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        op2: Callable[[_A], _B],
+        op3: Callable[[_B], _C],
+        op4: Callable[[_C], _D],
+        op5: Callable[[_D], _E],
+        op6: Callable[[_E], reactivex.Observable[_R]],
+        /,
+    ) -> AwaitableObservable[_R]: ...
+
+    @overload
+    def pipe(
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        op2: Callable[[_A], _B],
+        op3: Callable[[_B], _C],
+        op4: Callable[[_C], _D],
+        op5: Callable[[_D], _E],
+        op6: Callable[[_E], _F],
+        /,
+    ) -> _F: ...
+
+    @overload  # a ConnectableObservable keeps connect(): it overlaps the next overload on purpose
+    def pipe(  # type: ignore[overload-overlap]
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        op2: Callable[[_A], _B],
+        op3: Callable[[_B], _C],
+        op4: Callable[[_C], _D],
+        op5: Callable[[_D], _E],
+        op6: Callable[[_E], _F],
+        op7: Callable[[_F], ConnectableObservable[_R]],
+        /,
+    ) -> ConnectableObservable[_R]: ...
+
+    @overload
+    def pipe(
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        op2: Callable[[_A], _B],
+        op3: Callable[[_B], _C],
+        op4: Callable[[_C], _D],
+        op5: Callable[[_D], _E],
+        op6: Callable[[_E], _F],
+        op7: Callable[[_F], reactivex.Observable[_R]],
+        /,
+    ) -> AwaitableObservable[_R]: ...
+
+    @overload
+    def pipe(
+        self,
+        op1: Callable[[reactivex.Observable[T_co]], _A],
+        op2: Callable[[_A], _B],
+        op3: Callable[[_B], _C],
+        op4: Callable[[_C], _D],
+        op5: Callable[[_D], _E],
+        op6: Callable[[_E], _F],
+        op7: Callable[[_F], _G],
+        /,
+    ) -> _G: ...
+
+    @overload
+    def pipe(self, *operators: Callable[[Any], Any]) -> Any: ...
+
+    def pipe(self, *operators: Callable[[Any], Any]) -> Any:
+        """Compose ``operators`` left to right on this Observable, as ``reactivex.Observable.pipe``.
+
+        A plain Observable result (what operators build) is an :class:`AwaitableObservable`
+        (``await`` / ``async for`` keep working after any chain); anything else an operator
+        returns (a ``ConnectableObservable`` of ``ops.publish()``, a future) is returned as it is.
+
+        >>> import asyncio, reactivex
+        >>> from reactivex import operators as ops
+        >>> doubled = AwaitableObservable(reactivex.of(1, 2, 3)).pipe(ops.map(lambda x: x * 2), ops.to_list())
+        >>> asyncio.run(asyncio.wait_for(doubled, 5))
+        [2, 4, 6]
+        """
+        result: Any = self
+        for operator in operators:
+            result = operator(result)
+        if type(result) is reactivex.Observable:  # subclasses keep their own API (connect(), on_next())
+            return AwaitableObservable(result)
+        return result
 
     def __await__(self) -> Generator[Any, None, T_co]:
         """``await obs``: the last item, delivered on the awaiting loop (see :func:`last`)."""
@@ -421,12 +686,71 @@ class AwaitableObservable(reactivex.Observable[T_co]):
         return cast(AsyncIterator[T_co], iterate(self))
 
 
+def _awaiting_loop(scheduler: rx_abc.SchedulerBase | None) -> asyncio.AbstractEventLoop | None:
+    """The loop of ``scheduler`` when it is an ``AsyncIOScheduler`` of the loop running here."""
+    if not isinstance(scheduler, AsyncIOScheduler):
+        return None
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    # reactivex keeps the loop in ``_loop`` and has no public accessor for it
+    return running if getattr(scheduler, "_loop", None) is running else None
+
+
+def _raise(error: Exception) -> None:
+    raise error
+
+
+def _subscribe_on_loop(
+    source: rx_abc.ObservableBase[T],
+    loop: asyncio.AbstractEventLoop,
+    on_next: rx_abc.ObserverBase[T] | rx_abc.OnNext[T] | None,
+    on_error: rx_abc.OnError | None,
+    on_completed: rx_abc.OnCompleted | None,
+) -> rx_abc.DisposableBase:
+    """Subscribe to ``source``, handing every notification to ``loop`` (FIFO, from any thread).
+
+    The source is subscribed without the scheduler: rxllm's own work runs where it always does,
+    and only what the subscriber sees moves to the loop. Nothing is delivered after ``dispose``.
+    """
+    if isinstance(on_next, rx_abc.ObserverBase):
+        observer = on_next
+        next_: Callable[[T], None] = observer.on_next
+        error_: Callable[[Exception], None] = observer.on_error
+        completed_: Callable[[], None] = observer.on_completed
+    else:
+        next_ = on_next or (lambda _: None)
+        error_ = on_error or _raise
+        completed_ = on_completed or (lambda: None)
+    loop_thread = threading.get_ident()
+    disposed = [False]
+
+    def deliver(callback: Callable[[], None]) -> None:
+        def run() -> None:
+            if not disposed[0]:
+                callback()
+
+        _post(loop, loop_thread, run)
+
+    inner = source.subscribe(
+        lambda item: deliver(lambda: next_(item)),
+        lambda error: deliver(lambda: error_(error)),
+        lambda: deliver(completed_),
+    )
+
+    def dispose() -> None:
+        disposed[0] = True
+        inner.dispose()
+
+    return Disposable(dispose)
+
+
 def awaitable(source: rx_abc.ObservableBase[T]) -> AwaitableObservable[T]:
     """``source`` as an :class:`AwaitableObservable` (itself, when it already is one)."""
     if isinstance(source, AwaitableObservable):
         return source
     return AwaitableObservable(source)
-
 
 
 class MaybeObservable(AwaitableObservable[T_co]):

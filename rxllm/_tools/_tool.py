@@ -181,8 +181,10 @@ class FunctionTool(BaseTool):
     gets the :class:`ToolContext` and is left out of the declaration. Its other parameters are
     validated by pydantic before the call (unknown arguments are rejected unless it takes
     ``**kwargs``); validated values are passed (so ``"5"`` becomes ``5`` for an ``int``). The
-    return value may be an Observable (its last item is the result). A result that is not a
-    dict is wrapped as ``{"result": value}``, as ADK does; a dict is returned as is. Results are
+    return value may be an Observable (its last item is the result). A function that returns
+    None (or an Observable that completes empty) answers ``{}``, as ADK Java's ``FunctionTool``;
+    another result that is not a dict is wrapped as ``{"result": value}``, as ADK does; a dict
+    is returned as is. Results are
     made JSON-able with pydantic (models, dates and the like are converted); a result JSON
     cannot carry (``NaN``, an int too large for the encoder, an arbitrary object) becomes an
     error result for that call.
@@ -321,6 +323,8 @@ class FunctionTool(BaseTool):
 
 
 def _wrap(value: Any) -> ToolResult:
+    if value is None:  # ADK Java's FunctionTool: a function that returns nothing answers an empty map
+        return {}
     if isinstance(value, Mapping):
         return dict(value)
     return {"result": value}

@@ -41,7 +41,9 @@ support 'It shipped Tuesday.' [] []
 from .._core.public import publish as _publish
 from .._tools import BaseTool, CallbackContext, FunctionTool, ReadonlyContext, ToolActions, ToolContext, ToolLike
 from .._tools._long_running import LongRunningFunctionTool
+from .._tools._mcp import McpToolset, SseServerParameters, StdioServerParameters, StreamableHttpServerParameters
 from .._tools._services import MemoryEntry, SearchMemoryResponse
+from .._tools._toolset import BaseToolset
 from ._agents.llm_agent import LlmAgent
 from ._agents.registry import LlmFactory, LlmRegistry
 from ._agents.workflow import LoopAgent, ParallelAgent, SequentialAgent
@@ -79,6 +81,7 @@ __all__ = [
     "BasePlugin",
     "BaseSessionService",
     "BaseTool",
+    "BaseToolset",
     "BeforeModelCallback",
     "BeforeToolCallback",
     "CallbackContext",
@@ -100,6 +103,7 @@ __all__ = [
     "LoadMemoryTool",
     "LongRunningFunctionTool",
     "LoopAgent",
+    "McpToolset",
     "MemoryEntry",
     "OnModelErrorCallback",
     "OnToolErrorCallback",
@@ -113,7 +117,10 @@ __all__ = [
     "SequentialAgent",
     "Session",
     "SqliteSessionService",
+    "SseServerParameters",
     "State",
+    "StdioServerParameters",
+    "StreamableHttpServerParameters",
     "StreamingMode",
     "ToolActions",
     "ToolContext",

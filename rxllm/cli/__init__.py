@@ -1,4 +1,4 @@
-"""The ``rxllm`` command: ``rxllm demo``, ``chat``, ``replay``, ``sessions`` (also ``python -m rxllm``).
+"""The ``rxllm`` command: ``demo``, ``chat``, ``replay``, ``sessions``, ``mcp-serve`` (also ``python -m rxllm``).
 
 The top room below the front doors: it may import every other room (it uses ``agents``,
 ``providers``, ``testing``, ``_models`` and ``_core``).
@@ -14,17 +14,22 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from .._core.version import __version__
 from ._chat import CHAT_PROVIDERS, run_chat
 from ._demo import PROVIDERS, run_demo
+from ._mcp_serve import run_mcp_serve
 from ._replay import REPLAY_PROTOCOLS, run_replay
 from ._sessions import CHAT_APP, default_user, run_sessions
 from ._style import Style
+from ._web import add_eval_parser, add_server_parsers, run_eval, run_server
 
 __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rxllm", description="LLM streams as ReactiveX Observables.")
+    parser.add_argument("--version", action="version", version=f"rxllm {__version__}",
+                        help="print rxllm's version and exit")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run the order-A17 agent against an embedded local provider")
     demo.add_argument("--provider", choices=sorted(PROVIDERS), default="openai",
@@ -33,9 +38,10 @@ def _parser() -> argparse.ArgumentParser:
                       help="pause between streamed events, like a real model (default: 0.04; 0 for none)")
     chat = commands.add_parser(
         "chat", help="chat with a real model, streaming (Ctrl-C cancels an answer)",
-        description="An interactive streaming chat. The key comes from OPENAI_API_KEY, ANTHROPIC_API_KEY or "
-                    "GEMINI_API_KEY/GOOGLE_API_KEY; a local OpenAI-compatible server (Ollama, vLLM, llama.cpp) "
-                    "needs none: rxllm chat --provider openai --model llama3.2 --base-url http://127.0.0.1:11434/v1",
+        description="An interactive streaming chat (/help at the prompt lists its commands). The key comes "
+                    "from OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY/GOOGLE_API_KEY; a local "
+                    "OpenAI-compatible server (Ollama, vLLM, llama.cpp) needs none: "
+                    "rxllm chat --provider openai --model llama3.2 --base-url http://127.0.0.1:11434/v1",
     )
     chat.add_argument("--provider", choices=CHAT_PROVIDERS, required=True,
                       help="the API to speak (openai also means any OpenAI-compatible server)")
@@ -64,6 +70,16 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--protocol", choices=REPLAY_PROTOCOLS, required=True, help="the wire protocol of the body")
     replay.add_argument("--json", action="store_true", dest="as_json",
                         help="print only the final aggregate, as genai-style JSON (the verdict goes to stderr)")
+    mcp_serve = commands.add_parser("mcp-serve", help="serve a module's tools over MCP (needs the mcp extra)")
+    mcp_serve.add_argument("target", metavar="MODULE:ATTR", help="a list of tools (or one tool), e.g. my_tools:tools")
+    mcp_serve.add_argument("--transport", choices=("stdio", "streamable-http"), default="stdio",
+                           help="stdio (default) or streamable-http")
+    mcp_serve.add_argument("--host", default="127.0.0.1", help="streamable-http: the address (default: 127.0.0.1)")
+    mcp_serve.add_argument("--port", type=int, default=8000, help="streamable-http: the port (default: 8000)")
+    mcp_serve.add_argument("--path", default="/mcp", help="streamable-http: the endpoint path (default: /mcp)")
+    mcp_serve.add_argument("--name", default="rxllm", help="the server name in the MCP handshake")
+    add_server_parsers(commands)
+    add_eval_parser(commands)
     return parser
 
 
@@ -108,4 +124,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                             session_id=args.session_id, out=out, err=sys.stderr)
     if args.command == "replay":
         return run_replay(args.file, args.protocol, as_json=args.as_json, out=out, err=sys.stderr, style=style)
+    if args.command == "mcp-serve":
+        return run_mcp_serve(args.target, transport=args.transport, host=args.host, port=args.port, path=args.path,
+                             name=args.name, err=sys.stderr)
+    if args.command in ("api-server", "web"):
+        return run_server(args, err=sys.stderr)
+    if args.command == "eval":
+        return run_eval(args, out=out, err=sys.stderr)
     return 2

@@ -6,6 +6,12 @@ half answer and its question are dropped from the conversation and the prompt co
 Ctrl-C, Ctrl-D (EOF) or ``/exit`` at the prompt ends the chat with exit code 0. Transport and
 HTTP errors print one line and return to the prompt.
 
+On a terminal, the answer's line shows a dim ``thinking…`` from the moment the question is sent
+until the first token arrives (then it is erased with backspaces, which every terminal honours);
+piped output never carries it. A line starting with ``/`` is a chat command, answered here and
+never sent to the model (``/help`` lists them); ``//`` sends a line that starts with ``/``. A
+resumed session shows its last turns before the first prompt.
+
 The SIGINT path: Python delivers SIGINT to the main thread, which is waiting for the answer in
 an interruptible ``Event.wait`` loop; the partials are written by the I/O thread under a lock
 that the main thread takes to mark the answer cancelled, so nothing of a cancelled answer is
@@ -48,7 +54,18 @@ KEY_VARIABLES: dict[str, tuple[str, ...]] = {
 """The environment variables each provider's key is read from, in lookup order."""
 
 EXIT_COMMANDS = frozenset({"/exit", "/quit"})
+COMMANDS: dict[str, str] = {
+    "/help": "show these commands",
+    "/history": "show the whole conversation so far",
+    "/clear": "forget the conversation (and delete it from the session store): the next question starts afresh",
+    "/exit": "leave the chat (also /quit, Ctrl-D, or Ctrl-C at the prompt)",
+}
+"""The chat's own commands, answered locally and never sent to the model."""
 PROMPT = "you › "
+THINKING = "thinking…"
+"""Shown (on a terminal) in the answer's place until the first token arrives."""
+RESUMED_TURNS = 6
+"""How many of a resumed session's last messages are shown before the first prompt."""
 _WAIT_TICK = 0.1  # how often the main thread re-enters Event.wait (SIGINT also interrupts it at once)
 
 
@@ -88,13 +105,15 @@ def error_line(error: BaseException, provider: str) -> str:
 class _Answer:
     """One answer in flight: writes partials as they arrive, unless cancelled."""
 
-    def __init__(self, label: str, out: TextIO, style: Style) -> None:
+    def __init__(self, label: str, label_width: int, out: TextIO, style: Style) -> None:
         self._label = label
+        self._label_width = label_width  # the label's width on screen (without its escape sequences)
         self._out = out
         self._style = style
         self._lock = threading.Lock()
         self._cancelled = False
         self._mode: str | None = None  # None (nothing written yet), "thought" or "text"
+        self._thinking = False  # the label and THINKING are on screen, nothing else yet
         self.done = threading.Event()
         self.final: LlmResponse | None = None
         self.error: Exception | None = None
@@ -114,11 +133,35 @@ class _Answer:
             self._write_delta(response.text(), "text")
             self._out.flush()
 
+    def show_thinking(self) -> None:
+        """Write the label and a dim ``thinking…``; the first token (or the end) erases it."""
+        with self._lock:
+            self._out.write(self._label + self._style.dim(THINKING))
+            self._out.flush()
+            self._thinking = True
+
+    def _erase(self, width: int) -> None:
+        self._out.write("\b" * width + " " * width + "\b" * width)
+
+    def clear_thinking(self) -> None:
+        """Erase the indicator and its label when nothing of the answer was written (a no-op otherwise)."""
+        with self._lock:
+            if self._thinking:
+                self._erase(self._label_width + len(THINKING))
+                self._out.flush()
+                self._thinking = False
+
     def _write_delta(self, delta: str, mode: str) -> None:
         if not delta:
             return
         if mode != self._mode:
-            self._out.write(self._label if self._mode is None else "\n")
+            if self._thinking:  # the label stays; the indicator gives way to the answer
+                self._erase(len(THINKING))
+                self._thinking = False
+            elif self._mode is None:
+                self._out.write(self._label)
+            else:
+                self._out.write("\n")
             if mode == "thought":
                 self._out.write(self._style.dim("(thinking) "))
             self._mode = mode
@@ -139,7 +182,15 @@ class _Answer:
 
 class _Chat:
     def __init__(
-        self, provider: str, llm: BaseLlm, system: str | None, out: TextIO, style: Style, store: ChatSession | None
+        self,
+        provider: str,
+        llm: BaseLlm,
+        system: str | None,
+        out: TextIO,
+        style: Style,
+        store: ChatSession | None,
+        *,
+        thinking: bool,
     ) -> None:
         self._provider = provider
         self._llm = llm
@@ -147,16 +198,60 @@ class _Chat:
         self._out = out
         self._style = style
         self._store = store
-        self.history: list[Content] = store.history() if store is not None else []
+        self._thinking = thinking
+        self.history: list[tuple[str, Content]] = store.entries() if store is not None else []
+
+    def show(self, entries: list[tuple[str, Content]]) -> None:
+        """Write stored messages dimmed, one ``author › text`` block each."""
+        for author, content in entries:
+            who = "you" if content.role == "user" else author
+            self._out.write(self._style.dim(f"{who} › {content.text()}") + "\n")
+
+    def command(self, text: str) -> bool:
+        """Answer a ``/command`` locally; False when it is ``/exit``."""
+        out, style = self._out, self._style
+        name = text.split()[0].lower()
+        if name in EXIT_COMMANDS:
+            return False
+        if name == "/help":
+            width = max(len(c) for c in COMMANDS)
+            for command, what in COMMANDS.items():
+                out.write(f"{command.ljust(width)}  {what}\n")
+            out.write(style.dim("A line starting with // is sent to the model with one /; "
+                                "anything else starting with / is a command.") + "\n")
+        elif name == "/history":
+            if self.history:
+                self.show(self.history)
+            else:
+                out.write(style.dim("(no conversation yet)") + "\n")
+        elif name == "/clear":
+            count = len(self.history)
+            self.history = []
+            kept = ""
+            if self._store is not None:
+                try:
+                    self._store.clear()
+                    kept = " and from the session store"
+                except RxLlmError as exc:
+                    kept = f" (the session store still has them: {exc.message})"
+            out.write(style.dim(f"cleared {count} messages from the conversation{kept}.") + "\n")
+        else:
+            out.write(f"unknown command {name}: /help lists the commands "
+                      "(start the line with // to send it to the model)\n")
+        out.flush()
+        return True
 
     def turn(self, text: str) -> None:
         """Ask, stream the answer, and keep the exchange only when it completed cleanly."""
         out, style = self._out, self._style
         question = Content(role="user", parts=(Part.from_text(text),))
-        request = LlmRequest(contents=(*self.history, question), config=self._config)
-        answer = _Answer(style.bold(self._llm.model) + " › ", out, style)
+        contents = (*(content for _, content in self.history), question)
+        request = LlmRequest(contents=contents, config=self._config)
+        answer = _Answer(style.bold(self._llm.model) + " › ", len(self._llm.model) + 3, out, style)
         subscription: rx_abc.DisposableBase | None = None
         observable: reactivex.Observable[LlmResponse] = self._llm.generate_content(request, stream=True)
+        if self._thinking:
+            answer.show_thinking()
         try:
             subscription = observable.subscribe(answer.on_next, answer.on_error, answer.on_completed)
             while not answer.done.wait(_WAIT_TICK):
@@ -165,9 +260,11 @@ class _Chat:
             answer.cancel()
             if subscription is not None:
                 subscription.dispose()  # closes the connection at once
+            answer.clear_thinking()
             out.write(("\n" if answer.wrote_anything else "") + style.dim("[cancelled]") + "\n")
             out.flush()
             return
+        answer.clear_thinking()
         if answer.wrote_anything:
             out.write("\n")
         final = answer.final
@@ -183,7 +280,7 @@ class _Chat:
             if not answer.wrote_anything and final.text():  # a provider that sent the whole answer at once
                 out.write(f"{style.bold(self._llm.model)} › {final.text()}\n")
             answer_content = final.content.model_copy(update={"role": "model"})
-            self.history += [question, answer_content]
+            self.history += [("user", question), (self._llm.model, answer_content)]
             if self._store is not None:
                 try:
                     self._store.record(question, answer_content, author=self._llm.model)
@@ -206,6 +303,7 @@ def run_chat(
     session_store: str | None = None,
     session_id: str = "default",
     user_id: str = "user",
+    thinking: bool | None = None,
 ) -> int:
     """Run the interactive chat; returns the exit code.
 
@@ -227,6 +325,8 @@ def run_chat(
             with the same store, ``session_id`` and ``user_id`` resumes it. None: nothing is kept.
         session_id: the conversation's session id in the store.
         user_id: the user the session belongs to.
+        thinking: show ``thinking…`` until an answer's first token; ``None`` (the default): only
+            when ``out`` is a terminal.
 
     Returns:
         0 when the user leaves; 2 when the model or the session store cannot be set up.
@@ -249,8 +349,11 @@ def run_chat(
             err.write(f"rxllm chat: cannot use the session store: {exc.message}\n")
             err.flush()
             return 2
+    if thinking is None:
+        isatty = getattr(out, "isatty", None)
+        thinking = bool(isatty and isatty())
     try:
-        return _chat_loop(provider, model, base_url, system, llm, store, out, style, read_line)
+        return _chat_loop(provider, model, base_url, system, llm, store, out, style, read_line, thinking)
     finally:
         if service is not None:
             close_store(service)
@@ -266,16 +369,24 @@ def _chat_loop(
     out: TextIO,
     style: Style,
     read_line: Callable[[str], str],
+    thinking: bool,
 ) -> int:
     where = base_url or "the provider's public endpoint"
     out.write(style.dim(f"rxllm chat: {provider} model {model!r} at {where}.") + "\n"
-              + style.dim("Ctrl-C cancels an answer; /exit, Ctrl-D or Ctrl-C at the prompt quits.") + "\n")
+              + style.dim("Ctrl-C cancels an answer; /help lists the commands; /exit, Ctrl-D or Ctrl-C at the "
+                          "prompt quits.") + "\n")
+    chat = _Chat(provider, llm, system, out, style, store, thinking=thinking)
     if store is not None:
-        resumed = f"resumed session {store.session_id!r}: {len(store.history())} messages" if store.resumed else (
+        count = len(chat.history)
+        resumed = f"resumed session {store.session_id!r}: {count} messages" if store.resumed else (
             f"new session {store.session_id!r}")
         out.write(style.dim(f"{resumed} (kept in the session store).") + "\n")
+        if chat.history:
+            earlier = count - RESUMED_TURNS
+            if earlier > 0:
+                out.write(style.dim(f"… {earlier} earlier messages (/history shows them all)") + "\n")
+            chat.show(chat.history[-RESUMED_TURNS:])
     out.flush()
-    chat = _Chat(provider, llm, system, out, style, store)
     while True:
         try:
             line = read_line(PROMPT)
@@ -286,8 +397,12 @@ def _chat_loop(
         text = line.strip()
         if not text:
             continue
-        if text in EXIT_COMMANDS:
-            return 0
+        if text.startswith("//"):
+            text = text[1:]
+        elif text.startswith("/"):
+            if not chat.command(text):
+                return 0
+            continue
         try:
             chat.turn(text)
         except KeyboardInterrupt:  # a Ctrl-C just after the answer ended: nothing to cancel

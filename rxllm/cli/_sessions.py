@@ -58,6 +58,7 @@ class ChatSession:
 
     def __init__(self, service: BaseSessionService, user_id: str, session_id: str) -> None:
         self._service = service
+        self._user_id = user_id
         self.session_id = session_id
         found = service.get_session(CHAT_APP, user_id, session_id).pipe(ops.to_list()).run()
         self.resumed = bool(found)
@@ -65,9 +66,14 @@ class ChatSession:
             found[0] if found else service.create_session(CHAT_APP, user_id, None, session_id).run()
         )
 
-    def history(self) -> list[Content]:
-        """The stored conversation, oldest first."""
-        return [e.content for e in self._session.events if e.content is not None and e.content.parts]
+    def entries(self) -> list[tuple[str, Content]]:
+        """The stored conversation as ``(author, content)`` pairs, oldest first."""
+        return [(e.author, e.content) for e in self._session.events if e.content is not None and e.content.parts]
+
+    def clear(self) -> None:
+        """Delete the stored conversation: the session is deleted and created again, empty, under its id."""
+        self._service.delete_session(CHAT_APP, self._user_id, self.session_id).pipe(ops.to_list()).run()
+        self._session = self._service.create_session(CHAT_APP, self._user_id, None, self.session_id).run()
 
     def record(self, question: Content, answer: Content, author: str) -> None:
         """Store one whole exchange (question, then answer)."""

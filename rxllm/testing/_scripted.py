@@ -26,6 +26,7 @@ from .._core.types import LlmRequest, LlmResponse
 from .._models.aggregation import StreamAggregator
 from .._models.base_llm import BaseLlm
 from .._models.chunk import Chunk
+from .._models.prompt import Prompt, as_request
 from .._rx.aio import AwaitableObservable
 
 __all__ = ["At", "ScriptedCall", "ScriptedLlm", "at_times", "scripted_turn"]
@@ -175,13 +176,14 @@ class ScriptedLlm(BaseLlm):
         """The scheduler the turns are emitted on (``None``: a fresh thread per call)."""
         return self._scheduler
 
-    def generate_content(self, llm_request: LlmRequest, stream: bool = False) -> AwaitableObservable[LlmResponse]:
-        """Emit the next scripted turn.
+    def generate_content(self, llm_request: Prompt, stream: bool = False) -> AwaitableObservable[LlmResponse]:
+        """Emit the next scripted turn (``llm_request`` may be a plain string, as on every model).
 
         Returns a cold Observable: subscribing takes the next turn and schedules its items on
         the model's scheduler; disposing stops the turn (nothing more is emitted) and records
         :attr:`ScriptedCall.disposed_at`. Running out of turns is a :class:`~rxllm.LimitExceededError`.
         """
+        request = as_request(llm_request)
 
         def subscribe(
             observer: rx_abc.ObserverBase[LlmResponse], _: rx_abc.SchedulerBase | None = None
@@ -189,8 +191,8 @@ class ScriptedLlm(BaseLlm):
             scheduler = self._scheduler or NewThreadScheduler()
             with self._lock:
                 number = len(self.requests)
-                self.requests.append((llm_request, stream))
-                call = ScriptedCall(llm_request, stream, subscribed_at=_now(scheduler))
+                self.requests.append((request, stream))
+                call = ScriptedCall(request, stream, subscribed_at=_now(scheduler))
                 self.calls.append(call)
             if number >= len(self._turns):
                 message = f"ScriptedLlm has only {len(self._turns)} scripted turn(s); this is call #{number + 1}"

@@ -4,116 +4,19 @@ from __future__ import annotations
 
 import io
 import os
-import select
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rxllm.cli import main
-from rxllm.cli._chat import PROMPT, run_chat
+from rxllm.cli._chat import PROMPT, THINKING, run_chat
 from rxllm.cli._style import Style
 from rxllm.testing import Hold, StubResponse, StubServer, sse_turn
 
-fcntl = pytest.importorskip("fcntl", reason="pseudo-terminals are POSIX only")
-
-# The child makes the pty its controlling terminal (so the tty line discipline turns \x03 into
-# SIGINT for it), then becomes ``python -m rxllm``. start_new_session=True gives it a session to own.
-_CTTY = (
-    "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
-    "os.execv(sys.executable, [sys.executable, '-m', 'rxllm', *sys.argv[1:]])"
-)
-_KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
-
-
-class Terminal:
-    """``python -m rxllm <args>`` on a pseudo-terminal; reads are select-driven with a deadline."""
-
-    def __init__(self, *args: str) -> None:
-        env = {k: v for k, v in os.environ.items() if k not in _KEY_VARS}
-        env["TERM"] = "dumb"
-        master, slave = os.openpty()
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", _CTTY, *args],
-                stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True, close_fds=True,
-            )
-        finally:
-            os.close(slave)
-        flags = fcntl.fcntl(master, fcntl.F_GETFL)
-        fcntl.fcntl(master, fcntl.F_SETFL, flags | os.O_NONBLOCK)
-        self.master = master
-        self.output = b""
-        self._seen = 0  # output before this offset was already matched
-
-    def type(self, text: str) -> None:
-        os.write(self.master, text.encode())
-
-    def expect(self, needle: str, timeout: float = 10.0) -> str:
-        """Read until ``needle`` appears after the last match; return the text up to and including it."""
-        wanted = needle.encode()
-        deadline = time.monotonic() + timeout
-        while (found := self.output.find(wanted, self._seen)) < 0:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not self._read(remaining):
-                raise AssertionError(f"{needle!r} did not appear; the terminal shows {self.text()!r}")
-        start, self._seen = self._seen, found + len(wanted)
-        return self.output[start : self._seen].decode(errors="replace")
-
-    def _read(self, timeout: float) -> bool:
-        ready, _, _ = select.select([self.master], [], [], timeout)
-        if not ready:
-            return True  # the deadline check ends the loop
-        try:
-            data = os.read(self.master, 65536)
-        except BlockingIOError:
-            return True
-        except OSError:  # EIO: the child closed the terminal
-            return False
-        self.output += data
-        return bool(data)
-
-    def text(self) -> str:
-        return self.output.decode(errors="replace")
-
-    def wait_until_reading(self, timeout: float = 10.0) -> None:
-        """Wait until the chat's main thread sleeps in readline's ``select`` on the terminal.
-
-        Readline shows the prompt before it reaches its ``select``; a SIGINT landing in between
-        sets Python's flag but interrupts no call, so nothing checks it until the next key (a
-        CPython readline race, hit about 1 time in 4 on a busy machine when \\x03 is typed the
-        moment the prompt appears; a person is never that fast). The kernel's ``wchan`` says where
-        the thread sleeps."""
-        wchan = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/wchan")
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                where = wchan.read_text()
-            except OSError:
-                return  # no /proc here: type at once
-            if "select" in where or "poll" in where:
-                return
-            time.sleep(0.005)  # polling the kernel's view of another process: there is no event to wait on
-        raise AssertionError(f"the chat never waited for input (its main thread sleeps in {where!r})")
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(10)
-        os.close(self.master)
-
-
-@pytest.fixture
-def terminals() -> Iterator[list[Terminal]]:
-    opened: list[Terminal] = []
-    yield opened
-    for terminal in opened:
-        terminal.close()
+from .terminal import KEY_VARIABLES, Terminal
 
 
 def _openai_turn(*pieces: str) -> StubResponse:
@@ -174,7 +77,7 @@ def test_ctrl_c_at_the_prompt_exits_0(terminals: list[Terminal]) -> None:
 
 def test_piped_chat_is_plain_text_and_ends_at_eof() -> None:
     with StubServer([_openai_turn("Plain", " text.")]) as server:
-        env = {k: v for k, v in os.environ.items() if k not in _KEY_VARS}
+        env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
         result = subprocess.run(
             [sys.executable, "-m", "rxllm", "chat", "--provider", "openai", "--model", "m",
              "--base-url", f"{server.url}/v1"],
@@ -183,6 +86,7 @@ def test_piped_chat_is_plain_text_and_ends_at_eof() -> None:
     assert result.returncode == 0, result.stderr
     assert f"{PROMPT}m › Plain text.\n" in result.stdout
     assert "\x1b" not in result.stdout and result.stderr == ""
+    assert THINKING not in result.stdout  # the indicator is for terminals only
 
 
 @pytest.mark.parametrize(
@@ -192,7 +96,7 @@ def test_piped_chat_is_plain_text_and_ends_at_eof() -> None:
 def test_missing_key_exits_2_naming_the_variable(
     provider: str, variable: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for name in _KEY_VARS:
+    for name in KEY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     assert main(["chat", "--provider", provider, "--model", "m"]) == 2
     captured = capsys.readouterr()

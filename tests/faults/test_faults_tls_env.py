@@ -87,7 +87,7 @@ def test_a_client_you_built_with_verify_and_http2_streams_over_tls(
     ca_bundle: tuple[Path, ssl.SSLContext], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The CA is trusted only through the client's own ``verify=`` (no SSL_CERT_FILE); ``http2=True``
-    # needs h2 (a dev extra) and negotiates HTTP/1.1 here, as the loopback server offers no ALPN.
+    # needs h2 (the dev dependency group) and negotiates HTTP/1.1 here, as the loopback server offers no ALPN.
     pytest.importorskip("h2")
     bundle, server_context = ca_bundle
     _clean_env(monkeypatch)

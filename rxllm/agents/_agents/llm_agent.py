@@ -8,6 +8,7 @@ imports go one way: this module imports the flow, never the reverse.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import reactivex
 from pydantic import BaseModel
@@ -16,6 +17,7 @@ from ..._core.errors import ConfigurationError
 from ..._core.types import GenerateContentConfig
 from ..._models.base_llm import BaseLlm
 from ..._tools import BaseTool, ToolLike, tools_by_name
+from ..._tools._toolset import BaseToolset, expand_tools
 from .._flows.contents import IncludeContents
 from .._flows.flow import run_llm_flow
 from .._flows.flow_agent import (
@@ -48,7 +50,8 @@ class LlmAgent(BaseAgent):
         global_instruction: an instruction for every agent of the tree: the root agent's is put
             before each agent's own instruction (same templating).
         tools: tools the model may call: :class:`BaseTool` instances or plain functions (wrapped
-            in :class:`FunctionTool`). Names must be unique.
+            in :class:`FunctionTool`), and toolsets (``McpToolset``: expanded into their tools
+            before every model call, see :meth:`canonical_tools`). Names must be unique.
         description: what the agent does (other agents read it when choosing whom to transfer to).
         sub_agents: agents this one may transfer to (ADK's transfer: see ``_transfer``).
         disallow_transfer_to_parent: never offer the parent as a transfer target.
@@ -56,8 +59,10 @@ class LlmAgent(BaseAgent):
         output_key: the state key the agent's final text (or validated object, with
             ``output_schema``) is written to, through its final event's ``state_delta``.
         output_schema: a pydantic model class: the model is asked for JSON of its schema and the
-            reply is validated against it. Such an agent cannot have tools or sub-agents, and
-            never transfers (as in ADK).
+            reply is validated against it. With tools, the model answers by calling the
+            ``set_model_response`` tool instead (ADK Java's ``SetModelResponseTool``: its
+            arguments, validated, are the answer; see ``rxllm.agents._flows.output_schema``).
+            The agent transfers as any other (ADK Java's ``AutoFlow``).
         include_contents: ``"default"``: the history (``_contents`` rules); ``"none"``: only the
             current turn.
         generate_content_config: generation options (temperature, ...). Its ``system_instruction``
@@ -91,7 +96,7 @@ class LlmAgent(BaseAgent):
         *,
         instruction: str | InstructionProvider = "",
         global_instruction: str | InstructionProvider = "",
-        tools: Sequence[ToolLike] = (),
+        tools: Sequence[ToolLike | BaseToolset] = (),
         description: str = "",
         sub_agents: Sequence[BaseAgent] = (),
         disallow_transfer_to_parent: bool = False,
@@ -130,19 +135,14 @@ class LlmAgent(BaseAgent):
             )
         if config.tools:
             raise ConfigurationError(f"LlmAgent {name!r}: pass tools with tools=, not in generate_content_config")
-        if output_schema is not None:
-            if not (isinstance(output_schema, type) and issubclass(output_schema, BaseModel)):
-                raise ConfigurationError(f"LlmAgent {name!r}: output_schema must be a pydantic model class")
-            if tools or sub_agents:
-                raise ConfigurationError(
-                    f"LlmAgent {name!r}: an agent with output_schema can only reply: no tools, no sub_agents (as ADK)"
-                )
-            disallow_transfer_to_parent = disallow_transfer_to_peers = True
+        if output_schema is not None and not (isinstance(output_schema, type) and issubclass(output_schema, BaseModel)):
+            raise ConfigurationError(f"LlmAgent {name!r}: output_schema must be a pydantic model class")
         self._model = model
         self._resolved: BaseLlm | None = model if isinstance(model, BaseLlm) else None
         self._instruction = instruction
         self._global_instruction = global_instruction
-        self._tools_by_name = tools_by_name(tools, f"LlmAgent {name!r}")
+        self._toolsets = tuple(t for t in tools if isinstance(t, BaseToolset))
+        self._tools_by_name = tools_by_name([t for t in tools if not isinstance(t, BaseToolset)], f"LlmAgent {name!r}")
         self._tools = tuple(self._tools_by_name.values())
         self._config = config
         self._disallow_transfer_to_parent = disallow_transfer_to_parent
@@ -198,8 +198,23 @@ class LlmAgent(BaseAgent):
 
     @property
     def tools_by_name(self) -> Mapping[str, BaseTool]:
-        """The tools by the name the model calls them."""
+        """The tools by the name the model calls them (toolsets' tools not included)."""
         return self._tools_by_name
+
+    @property
+    def toolsets(self) -> tuple[BaseToolset, ...]:
+        """The toolsets given in ``tools``."""
+        return self._toolsets
+
+    def canonical_tools(
+        self, readonly_context: Any = None
+    ) -> reactivex.Observable[tuple[BaseTool, ...]]:
+        """The agent's tools followed by its toolsets' tools, as one tuple (ADK Java's ``canonicalTools``).
+
+        Emitted during subscribe when the agent has no toolsets; a toolset whose listing fails is
+        left out with a warning (see ``rxllm._tools._toolset``).
+        """
+        return expand_tools(self._tools, self._toolsets, f"LlmAgent {self.name!r}", readonly_context)
 
     @property
     def generate_content_config(self) -> GenerateContentConfig:

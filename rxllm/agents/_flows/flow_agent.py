@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+import reactivex
 from pydantic import BaseModel
 
 from ..._core.types import GenerateContentConfig, LlmRequest, LlmResponse
@@ -112,6 +113,8 @@ class FlowAgent(TreeLlmAgent, Protocol):
 
     @property
     def tools_by_name(self) -> Mapping[str, BaseTool]: ...
+
+    def canonical_tools(self, readonly_context: Any = None) -> reactivex.Observable[tuple[BaseTool, ...]]: ...
 
     @property
     def generate_content_config(self) -> GenerateContentConfig: ...

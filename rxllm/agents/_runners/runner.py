@@ -12,6 +12,7 @@ from reactivex import operators as ops
 
 from ..._core.errors import ConfigurationError, RxLlmError
 from ..._core.types import Content
+from ..._models.prompt import as_user_content
 from ..._rx.aio import AwaitableObservable, awaitable
 from ..._rx.direct import collect_then, defer_now, emit_now, fail_now, ignore_items, on_dispose, then_now
 from ..._telemetry.otel import current_context, within
@@ -143,7 +144,7 @@ class Runner:
         self,
         user_id: str,
         session_id: str,
-        new_message: Content,
+        new_message: Content | str,
         run_config: RunConfig | None = None,
     ) -> AwaitableObservable[Event]:
         """Run the agent on the session with a new user message.
@@ -163,19 +164,18 @@ class Runner:
         dropped.
 
         >>> from reactivex import operators as ops
-        >>> from rxllm import Chunk, Content, Part
+        >>> from rxllm import Chunk
         >>> from rxllm.agents import InMemoryRunner, LlmAgent
         >>> from rxllm.testing import ScriptedLlm, scripted_turn
         >>> runner = InMemoryRunner(LlmAgent("bot", ScriptedLlm([scripted_turn(Chunk(text_delta="Hi!"))])))
         >>> _ = runner.session_service.create_session(runner.app_name, "u1", session_id="s1").run()
-        >>> events = runner.run_async("u1", "s1", Content(role="user", parts=(Part.from_text("Hello"),))).pipe(
-        ...     ops.to_list()).run()
+        >>> events = runner.run_async("u1", "s1", "Hello").pipe(ops.to_list()).run()  # or a Content
         >>> [(e.author, e.text(), e.is_final_response()) for e in events]
         [('bot', 'Hi!', True)]
         """
-        if not isinstance(new_message, Content):
-            raise ConfigurationError(f"new_message must be a Content, got {type(new_message).__name__}")
-        message = new_message if new_message.role is not None else new_message.model_copy(update={"role": "user"})
+        if not isinstance(new_message, Content | str):
+            raise ConfigurationError(f"new_message must be a Content or a str, got {type(new_message).__name__}")
+        message = as_user_content(new_message)  # a str is one user text part; a role-less Content is the user's
         config = run_config or RunConfig()
         app_name = self._app_name
         service = self._session_service
