@@ -29,7 +29,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import reactivex
 from reactivex import abc as rx_abc
@@ -49,13 +49,17 @@ from .._core.threads import daemon_thread
 from .._core.types import Blob, Content, LlmResponse
 from .._rx.aio import AwaitableObservable, MaybeObservable, awaitable
 from .._rx.direct import Direct
-from .._transports.websocket import WebSocketConnection, WebSocketLimits, WebSocketMessage
 from .base_llm import BaseLlmConnection
 from .live import LiveProtocol, LiveSetupComplete, LiveTurnAggregator
 
+if TYPE_CHECKING:  # the WebSocket room loads httpx2: only a session's opener needs it at run time
+    from .._transports.websocket import WebSocketConnection, WebSocketLimits
+
+WebSocketMessage = str | bytes
+
 __all__ = ["LiveLimits", "SocketOpener", "WebSocketLlmConnection"]
 
-SocketOpener = Callable[[WebSocketLimits], tuple[WebSocketConnection, Callable[[], None]]]
+SocketOpener = Callable[["WebSocketLimits"], tuple["WebSocketConnection", Callable[[], None]]]
 """Opens the session's WebSocket with the given limits; returns it and what releases the rest
 (an HTTP client made for this connection)."""
 
@@ -101,6 +105,8 @@ class LiveLimits:
 
     def websocket(self) -> WebSocketLimits:
         """The WebSocket's own limits."""
+        from .._transports.websocket import WebSocketLimits
+
         return WebSocketLimits(
             max_message_bytes=self.max_message_bytes,
             queue_size=self.max_queued_messages,
