@@ -39,27 +39,41 @@ from ._core.errors import (
     WebSocketClosedError,
 )
 from ._core.genai_types import (
+    FunctionCallingConfigMode,
+    GoogleSearch,
+    HarmBlockMethod,
+    HarmBlockThreshold,
+    HarmCategory,
     LiveServerGoAway,
     LiveServerSessionResumptionUpdate,
     LiveServerToolCallCancellation,
+    SafetySetting,
+    ToolCodeExecution,
     Transcription,
+    UrlContext,
 )
 from ._core.public import publish as _publish
 from ._core.schema import INVALID_STRUCTURED_OUTPUT, ResponseSchema
 from ._core.types import (
+    AnthropicServerTool,
     Blob,
     Content,
     FinishReason,
     FunctionCall,
+    FunctionCallingConfig,
     FunctionDeclaration,
     FunctionResponse,
     GenerateContentConfig,
+    HttpOptions,
     LiveConnectConfig,
     LlmRequest,
     LlmResponse,
+    OpenAiFileSearch,
+    OpenAiWebSearch,
     Part,
     ThinkingConfig,
     Tool,
+    ToolConfig,
     UsageMetadata,
 )
 from ._core.version import __version__ as __version__
@@ -83,7 +97,7 @@ from ._models.sse import SseDecoder, SseEvent
 from ._models.structured_stream import StructuredStream, structured_responses
 from ._rx.blocking import BlockingIterator, iterate
 from ._telemetry.otel import configure_telemetry
-from ._transports.base import HttpRequest
+from ._transports.base import AttemptSink, CancelScope, Exchange, HttpRequest, Transport, TransportLimits
 
 if _TYPE_CHECKING:
     from ._models.sse_chat_model import SseChatModel
@@ -117,24 +131,35 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_LAZY})
 
 __all__ = [
+    "AnthropicServerTool",
     "AsyncHttpTransport",
+    "AttemptSink",
     "BaseLlm",
     "BaseLlmConnection",
     "Blob",
     "BlockingIterator",
     "BufferOverflowError",
+    "CancelScope",
     "Chunk",
     "ChunkParser",
     "ConfigurationError",
     "Content",
     "ContractViolationError",
     "EmptyStreamError",
+    "Exchange",
     "FinishReason",
     "FunctionCall",
+    "FunctionCallingConfig",
+    "FunctionCallingConfigMode",
     "FunctionDeclaration",
     "FunctionResponse",
     "GenerateContentConfig",
+    "GoogleSearch",
     "GuardrailError",
+    "HarmBlockMethod",
+    "HarmBlockThreshold",
+    "HarmCategory",
+    "HttpOptions",
     "HttpRequest",
     "HttpStatusError",
     "HttpTransport",
@@ -151,6 +176,8 @@ __all__ = [
     "LlmResponse",
     "MalformedFunctionCallError",
     "ModelStreamEvent",
+    "OpenAiFileSearch",
+    "OpenAiWebSearch",
     "Part",
     "Prompt",
     "ProtocolError",
@@ -162,6 +189,7 @@ __all__ = [
     "ResponseTooLargeError",
     "RetryPolicy",
     "RxLlmError",
+    "SafetySetting",
     "SseChatModel",
     "SseDecoder",
     "SseEvent",
@@ -178,11 +206,16 @@ __all__ = [
     "ToolCallCompleteEvent",
     "ToolCallDeltaEvent",
     "ToolCallFragment",
+    "ToolCodeExecution",
+    "ToolConfig",
     "ToolError",
     "ToolTimeoutError",
     "Transcription",
+    "Transport",
     "TransportError",
+    "TransportLimits",
     "UnsupportedOperationError",
+    "UrlContext",
     "UsageMetadata",
     "WebSocketClosedError",
     "configure_telemetry",

@@ -356,3 +356,19 @@ def test_importing_a_module_of_another_package_runs_that_package(tmp_path: Path)
     graph = import_graph(tmp_path / "pkg", "pkg")
     assert graph["pkg.upper.agent"] == {"pkg.lower.helper": 1, "pkg.lower": 1, "pkg.upper.sibling": 2}
     assert find_cycles(graph) == [["pkg.lower", "pkg.upper.agent", "pkg.lower"]]
+
+
+def test_rxllm_never_imports_legacy_httpx_unless_given_a_legacy_client() -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, rxllm\n"
+        "from rxllm.providers.openai import OpenAiChatModel\n"
+        "from rxllm import AsyncHttpTransport, HttpTransport\n"
+        "OpenAiChatModel('m', base_url='http://127.0.0.1:1/v1', api_key='k', transport=HttpTransport()).provider\n"
+        "AsyncHttpTransport().close()\n"
+        "print(sorted(m for m in ('httpx', 'httpcore') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -203,6 +203,12 @@ class FunctionTool(BaseTool):
             pool (e.g. a dedicated ``ThreadPoolScheduler``). A running function is not
             interrupted by disposal or a timeout; its result is dropped.
         timeout: seconds one call may take (see :class:`BaseTool`).
+        require_confirmation: ask the client to confirm every call before the function runs (ADK
+            Java's ``FunctionTool.create(method, requireConfirmation)``): the first run asks
+            (``tool_context.request_confirmation``) and answers ``{"error": "This tool call requires
+            confirmation, please approve or reject."}``; once the client answered, the call runs
+            again and the function runs if confirmed, else it answers ``{"error": "This tool call is
+            rejected."}``. See ``rxllm._tools._confirmation``.
 
     Raises:
         ConfigurationError: for an async generator function, ``*args``, an unusable name, a
@@ -217,6 +223,7 @@ class FunctionTool(BaseTool):
         description: str | None = None,
         scheduler: rx_abc.SchedulerBase | None = None,
         timeout: float | None = None,
+        require_confirmation: bool = False,
     ) -> None:
         if not callable(func):
             raise ConfigurationError(f"FunctionTool needs a callable, got {type(func).__name__}")
@@ -230,6 +237,7 @@ class FunctionTool(BaseTool):
         super().__init__(name=tool_name, description=summary if description is None else description, timeout=timeout)
         self._func = func
         self._scheduler = scheduler
+        self._require_confirmation = bool(require_confirmation)
         try:
             signature = inspect.signature(func)
             hints = typing.get_type_hints(func, include_extras=True)
@@ -275,6 +283,11 @@ class FunctionTool(BaseTool):
         """The wrapped function."""
         return self._func
 
+    @property
+    def require_confirmation(self) -> bool:
+        """Whether every call waits for the client's confirmation before the function runs."""
+        return getattr(self, "_require_confirmation", False)  # a subclass that skipped __init__ has none
+
     def declaration(self) -> FunctionDeclaration:
         """The declaration built from the function."""
         return FunctionDeclaration(name=self.name, description=self.description or None, parameters=self._parameters)
@@ -283,8 +296,19 @@ class FunctionTool(BaseTool):
         """Validate ``args``, call the function, emit its wrapped result.
 
         Fails with :class:`~rxllm.ToolError` when the arguments do not validate or the function
-        raises (the flow turns that into an ``{"error": ...}`` response).
+        raises (the flow turns that into an ``{"error": ...}`` response). With
+        ``require_confirmation`` the function runs only once the client confirmed the call.
         """
+        if self.require_confirmation:
+            confirmation = tool_context.tool_confirmation
+            if confirmation is None:
+                tool_context.request_confirmation(
+                    f"Please approve or reject the tool call {self.name}() by responding with a FunctionResponse "
+                    "with an expected ToolConfirmation payload."
+                )
+                return emit_now({"error": "This tool call requires confirmation, please approve or reject."})
+            if not confirmation.confirmed:
+                return emit_now({"error": "This tool call is rejected."})
 
         def call() -> Any:
             try:

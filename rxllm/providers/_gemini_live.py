@@ -50,6 +50,7 @@ from .._models.live_connection import LiveLimits, WebSocketLlmConnection
 from .._transports.live_socket import check_live_client, check_live_destination, open_live_socket
 from .._transports.websocket import WebSocketConnection, WebSocketLimits
 from ._gemini import _MODEL_ROLES, _generation_config, _parts, _tools
+from ._wire import tool_choice
 
 __all__ = ["GeminiLiveProtocol", "camel_keys", "connect_gemini_live", "gemini_live_url"]
 
@@ -151,7 +152,7 @@ class GeminiLiveProtocol:
                 system_parts.extend(_parts(content.parts))
         if system_parts:
             setup["systemInstruction"] = {"parts": system_parts}
-        tools = _tools(config)
+        tools = _tools(config, tool_choice(config, provider=_PROVIDER))
         if tools:
             setup["tools"] = tools
         if live is not None:

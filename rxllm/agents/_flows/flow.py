@@ -50,6 +50,7 @@ from ..._tools import (
     CallbackContext,
     ReadonlyContext,
     ToolCallOutcome,
+    ToolConfirmation,
     ToolContext,
     call_tool,
     request_config,
@@ -62,6 +63,7 @@ from .._invocation.run_config import StreamingMode
 from .._sessions.base import Session
 from .._sessions.event import Event, EventActions
 from .._sessions.state import State
+from .confirmation import calls_to_resume, request_confirmation_event
 from .contents import request_contents
 from .flow_agent import FlowAgent, TreeLlmAgent
 from .instructions import ArtifactLoader, artifact_loader, identity_instruction, inject_session_state
@@ -206,10 +208,25 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
 
         return concat_map_now(responses, handle_response)
 
+    def resume_then_model_step(session: Session, tools: tuple[BaseTool, ...]) -> reactivex.Observable[Event]:
+        # ADK's RequestConfirmationLlmRequestProcessor: calls the client confirmed (or refused) run
+        # again first, their responses stored before the request is built
+        pending = calls_to_resume(session.events, agent.name)
+        if pending is None:
+            return model_step(session, tools)
+        step.tools = {tool.name: tool for tool in _request_tools(agent, transfer_targets(agent), tools)}
+        calls = Event(
+            invocation_id=ctx.invocation_id,
+            author=agent.name,
+            content=Content(role="model", parts=tuple(Part(function_call=c) for c in pending.calls)),
+        )
+        resumed = _run_tools(agent, ctx, step, calls, pending.confirmations)
+        return then_now(resumed, lambda: collect_then(ctx.session_now(), lambda now: model_step(now[0], tools)))
+
     def with_session(session: Session) -> reactivex.Observable[Event]:
         step.state = State(session.state)  # toolsets are expanded before every model call (ADK's canonicalTools)
         tools = agent.canonical_tools(ReadonlyContext(ctx, step.state))
-        return collect_then(tools, lambda found: model_step(session, found[-1]))
+        return collect_then(tools, lambda found: resume_then_model_step(session, found[-1]))
 
     return collect_then(ctx.session_now(), lambda sessions: with_session(sessions[0]))
 
@@ -476,14 +493,19 @@ def _output_delta(agent: FlowAgent, event: Event) -> dict[str, JsonValue]:
 
 
 def _run_tools(
-    agent: FlowAgent, ctx: InvocationContext, step: _Step, model_event: Event
+    agent: FlowAgent,
+    ctx: InvocationContext,
+    step: _Step,
+    model_event: Event,
+    confirmations: Mapping[str, ToolConfirmation] | None = None,
 ) -> reactivex.Observable[Event]:
     calls = model_event.function_calls()
     contexts: list[ToolContext] = []
+    answers = confirmations or {}
 
     def responses() -> Iterator[reactivex.Observable[Part]]:
         for call in calls:  # pulled lazily: call n + 1 starts after call n completed
-            yield _run_call(agent, ctx, step, call, contexts)
+            yield _run_call(agent, ctx, step, call, contexts, answers.get(call.id or ""))
 
     def store(parts: list[Part]) -> reactivex.Observable[Event]:
         if not parts and not step.state.has_delta():
@@ -496,6 +518,9 @@ def _run_tools(
             transfer_to_agent=next(
                 (c.actions.transfer_to_agent for c in reversed(contexts) if c.actions.transfer_to_agent), None
             ),
+            requested_tool_confirmations={
+                call_id: asked for c in contexts for call_id, asked in c.actions.requested_tool_confirmations.items()
+            },
         )
         event = Event(
             invocation_id=ctx.invocation_id,
@@ -516,7 +541,18 @@ def _run_tools(
 
         if ctx.is_cancelled:
             return reactivex.never()
-        return then_now(tap_next(ctx.append_event(event), stored), structured_final)
+        stored_response = then_now(tap_next(ctx.append_event(event), stored), structured_final)
+        request = request_confirmation_event(
+            model_event,
+            actions.requested_tool_confirmations,
+            invocation_id=ctx.invocation_id,
+            author=agent.name,
+            branch=ctx.branch,
+        )
+        if request is None:
+            return stored_response
+        # ADK's order: the confirmation request, then the function responses (the step's last event)
+        return then_now(ctx.append_event(request), lambda: stored_response)
 
     return collect_then(concat_now(responses()), store)
 
@@ -534,7 +570,12 @@ def _structured_event(agent: FlowAgent, ctx: InvocationContext, response: dict[s
 
 
 def _run_call(
-    agent: FlowAgent, ctx: InvocationContext, step: _Step, call: FunctionCall, contexts: list[ToolContext]
+    agent: FlowAgent,
+    ctx: InvocationContext,
+    step: _Step,
+    call: FunctionCall,
+    contexts: list[ToolContext],
+    confirmation: ToolConfirmation | None = None,
 ) -> reactivex.Observable[Part]:
     """One call: before-tool callbacks (plugins first), the tool, on-error and after-tool callbacks.
 
@@ -542,7 +583,7 @@ def _run_call(
     None (its answer comes later, from the user)."""
     if ctx.is_cancelled:
         return reactivex.never()
-    tool_ctx = ToolContext(ctx, step.state, call.id)
+    tool_ctx = ToolContext(ctx, step.state, call.id, confirmation)
     contexts.append(tool_ctx)
     tool = step.tools.get(call.name)
     long_running = bool(getattr(tool, "is_long_running", False))
