@@ -70,6 +70,7 @@ from ._flows.flow_agent import (
 )
 from ._flows.instructions import InstructionProvider
 from ._invocation.base import AgentCallback, BaseAgent, BasePlugin, InvocationContext
+from ._invocation.live_request_queue import LiveRequest, LiveRequestQueue
 from ._invocation.run_config import RunConfig, StreamingMode
 from ._memory.service import BaseMemoryService, InMemoryMemoryService
 from ._memory.tools import LoadMemoryTool, load_memory
@@ -120,6 +121,8 @@ __all__ = [
     "IncludeContents",
     "InstructionProvider",
     "InvocationContext",
+    "LiveRequest",
+    "LiveRequestQueue",
     "LlmAgent",
     "LlmEventSummarizer",
     "LlmFactory",

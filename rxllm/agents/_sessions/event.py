@@ -15,6 +15,12 @@ import time
 
 from pydantic import Field, JsonValue
 
+from ..._core.genai_types import (
+    LiveServerGoAway,
+    LiveServerSessionResumptionUpdate,
+    LiveServerToolCallCancellation,
+    Transcription,
+)
 from ..._core.types import Content, FinishReason, FunctionCall, FunctionResponse, UsageMetadata, _Model
 from ..._tools._confirmation import ToolConfirmation
 from ..._tools._context import random_uuid4
@@ -90,6 +96,10 @@ class Event(_Model):
     ``total_usage_metadata`` (rxllm's addition) is set on the event that ends an invocation --
     the final response, an error response, or a function-response event that skips
     summarization -- and sums the usage of every model call of that invocation.
+
+    The live fields (a ``BIDI`` run, ``docs/live.md``) are the response's: ``input_transcription``
+    / ``output_transcription``, ``go_away``, ``live_session_resumption_update`` and
+    ``tool_call_cancellation``, as ADK's ``Event`` carries its ``LlmResponse`` fields.
     """
 
     id: str = Field(default_factory=new_event_id)
@@ -110,6 +120,11 @@ class Event(_Model):
     timestamp: float = Field(default_factory=time.time)
     custom_metadata: dict[str, JsonValue] | None = None
     model_version: str | None = None
+    input_transcription: Transcription | None = None
+    output_transcription: Transcription | None = None
+    go_away: LiveServerGoAway | None = None
+    live_session_resumption_update: LiveServerSessionResumptionUpdate | None = None
+    tool_call_cancellation: LiveServerToolCallCancellation | None = None
 
     @staticmethod
     def new_id() -> str:
