@@ -31,7 +31,7 @@ if _TYPE_CHECKING:
     )
     from ._recordings import SseRecording, load_sse_recordings
     from ._replay import PROTOCOLS, parser_for, replay_sse
-    from ._scripted import At, ScriptedCall, ScriptedLlm, at_times, scripted_turn
+    from ._scripted import At, LiveSend, ScriptedCall, ScriptedConnection, ScriptedLlm, at_times, scripted_turn
     from ._stub_server import (
         ConnectionRecord,
         Delay,
@@ -55,6 +55,7 @@ __all__ = [
     "Expect",
     "Hold",
     "LiveConnectionRecord",
+    "LiveSend",
     "LiveStep",
     "LiveStubServer",
     "Oversized",
@@ -62,6 +63,7 @@ __all__ = [
     "RecordedRequest",
     "Reply",
     "ScriptedCall",
+    "ScriptedConnection",
     "ScriptedLlm",
     "SseRecording",
     "Step",
@@ -89,7 +91,7 @@ _MODULES = {
     ),
     "._recordings": ("SseRecording", "load_sse_recordings"),
     "._replay": ("PROTOCOLS", "parser_for", "replay_sse"),
-    "._scripted": ("At", "ScriptedCall", "ScriptedLlm", "at_times", "scripted_turn"),
+    "._scripted": ("At", "LiveSend", "ScriptedCall", "ScriptedConnection", "ScriptedLlm", "at_times", "scripted_turn"),
     "._stub_server": (
         "ConnectionRecord", "Delay", "Disconnect", "Hold", "RecordedRequest", "Step", "StubResponse", "StubServer",
     ),

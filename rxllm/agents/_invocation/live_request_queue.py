@@ -33,7 +33,7 @@ DEFAULT_MAX_BUFFERED = 1024
 class LiveRequest(_Model):
     """One request of a live run (ADK Java's ``LiveRequest``): exactly one of ``content`` (a turn,
     sent with ``send_content``), ``blob`` (real-time media, ``send_realtime``) or ``close=True``
-    (end the session)."""
+    (end the session); anything else fails validation (pydantic's ``ValidationError``)."""
 
     content: Content | None = None
     blob: Blob | None = None
