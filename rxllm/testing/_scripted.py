@@ -216,8 +216,12 @@ class ScriptedLlm(BaseLlm):
         """Open the next scripted live session (see :class:`ScriptedConnection`).
 
         Raises:
-            LimitExceededError: (at once) no live script is left.
+            UnsupportedOperationError: (at once) the model was given no ``live`` scripts: it is a
+                model without live sessions, as :meth:`BaseLlm.connect`.
+            LimitExceededError: (at once) every live script was used.
         """
+        if not self._live:
+            return super().connect(llm_request)  # type: ignore[return-value]
         with self._lock:
             number = len(self.connections)
             if number >= len(self._live):

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import Any, TypeVar, cast
@@ -709,17 +710,18 @@ def _run_live(agent: FlowAgent, ctx: InvocationContext) -> reactivex.Observable[
     (``RunConfig.live_connect_config()``), then ``model.connect(request)`` opens the session
     (counted as one model call); the history, when there is one, goes first (``send_history``).
     Each request of ``ctx.live_request_queue`` is forwarded (``send_content``, ``send_realtime``;
-    its close closes the connection). Each response of ``receive()`` passes the after-model
-    callbacks and becomes an event, handled one after the other as in a step: a partial is
-    emitted and never stored; a non-partial (a turn's text, a finished transcription, a turn's
-    end, an interruption, a go-away) is stored, then emitted; its function calls run through the
-    tool layer (callbacks, plugins, errors as tool results) and the function-response event is
-    stored, emitted and sent back over the connection (``send_content``). A function response
-    that transfers (``transfer_to_agent``) closes this connection and the target agent's live run
-    continues the invocation on the same queue; a function response that ends the invocation
-    (``end_invocation``) closes the connection and ends the run (ADK Java's ``runLive`` does both).
-    The user's turns sent through the queue are not stored (as in ADK Java): the session keeps
-    the model's side, the finished transcriptions and the tool events.
+    its close closes the connection once the sends before it were written). Each response of
+    ``receive()`` passes the after-model callbacks and becomes an event, handled one after the
+    other as in a step: a partial is emitted and never stored; a non-partial (a turn's text, a
+    finished transcription, a turn's end, an interruption, a go-away) is stored, then emitted; its
+    function calls run through the tool layer (callbacks, plugins, errors as tool results) and the
+    function-response event is stored, emitted and sent back over the connection
+    (``send_content``). A function response that transfers (``transfer_to_agent``) closes this
+    connection and the target agent's live run continues the invocation on the same queue; a
+    function response that ends the invocation (``end_invocation``) closes the connection and ends
+    the run (ADK Java's ``runLive`` does both). The user's turns sent through the queue are not
+    stored (as in ADK Java): the session keeps the model's side, the finished transcriptions and
+    the tool events.
 
     The run completes when ``receive()`` completes (the queue's close, or the server's normal
     end) and fails with its error. Disposing disposes ``receive()`` (the socket closes at once)
@@ -774,13 +776,32 @@ def _live_session(
     def fail(error: Exception) -> None:  # a send failed: the session fails with its error
         connection.close(error)
 
+    lock = threading.Lock()
+    sends = {"pending": 0, "closing": False}
+
     def watch(sent: reactivex.Observable[None]) -> None:
-        sent.subscribe(on_error=fail)
+        with lock:
+            sends["pending"] += 1
+        sent.subscribe(on_error=fail, on_completed=written)
+
+    def written() -> None:
+        with lock:
+            sends["pending"] -= 1
+            close = bool(sends["closing"]) and sends["pending"] == 0
+        if close:
+            connection.close()
+
+    def close_when_written() -> None:  # the queue's close follows its sends, as ADK Java's concatMapCompletable
+        with lock:
+            sends["closing"] = True
+            close = sends["pending"] == 0
+        if close:
+            connection.close()
 
     def forward(live_request: LiveRequest) -> None:
         try:
             if live_request.close:
-                connection.close()
+                close_when_written()
             elif live_request.content is not None:
                 watch(connection.send_content(live_request.content))
             elif live_request.blob is not None:
