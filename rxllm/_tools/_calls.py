@@ -102,7 +102,11 @@ def call_tool(
     runtime: ToolRuntime | None = None,
     execute: ExecuteTool | None = None,
 ) -> reactivex.Observable[ToolCallOutcome]:
-    """Run ``call`` with its tool: a cold Observable of exactly one :class:`ToolCallOutcome`; it never fails.
+    """Run ``call`` with its tool: a cold Observable of exactly one :class:`ToolCallOutcome`.
+
+    Every failure of the tool (any exception, ``SystemExit`` included) is an outcome with an
+    error result for the model. The one failure of the Observable is a tool that raised
+    ``KeyboardInterrupt``: it fails with :class:`~rxllm.ToolError` (chaining it), which ends the run.
 
     Subscribing starts the tool through ``execute`` (by default
     :func:`~rxllm._tools._execution.execute_tool` with ``runtime``: synchronous tools on the
@@ -163,6 +167,15 @@ def _call(
         except ValidationError as exc:  # cannot happen for a checked value; never let it escape
             return _failure(call, f"tool {name!r} returned a value that is not JSON: {exc}", exc)
 
+    def interrupted(error: BaseException) -> ToolError | None:
+        """A :class:`ToolError` that ends the run when the tool raised ``KeyboardInterrupt``, else None."""
+        cause = error if isinstance(error, KeyboardInterrupt) else error.__cause__
+        if not isinstance(cause, KeyboardInterrupt):
+            return None
+        stop = ToolError(f"tool {name!r} raised KeyboardInterrupt: the run is stopped")
+        stop.__cause__ = cause
+        return stop
+
     def recover(error: Exception) -> ToolCallOutcome:
         if isinstance(error, ToolError):
             return _failure(call, str(error), error)
@@ -178,6 +191,10 @@ def _call(
             observer.on_completed()
 
         def on_error(error: Exception) -> None:
+            stop = interrupted(error)
+            if stop is not None:
+                observer.on_error(stop)
+                return
             emit(recover(error))
 
         def on_completed() -> None:
@@ -190,8 +207,14 @@ def _call(
         try:
             source = execute(tool, dict(call.args), tool_context)
             return source.subscribe(results.append, on_error, on_completed, scheduler=scheduler)
-        except Exception as exc:
-            on_error(exc)
+        except BaseException as exc:  # a custom ``execute`` too: the call ends (see rxllm._tools._execution)
+            on_error(exc if isinstance(exc, Exception) else _as_tool_error(name, exc))
             return Disposable()
 
     return Direct(subscribe)
+
+
+def _as_tool_error(name: str, error: BaseException) -> ToolError:
+    mapped = ToolError(f"tool {name!r} raised {type(error).__name__}: {error}")
+    mapped.__cause__ = error
+    return mapped

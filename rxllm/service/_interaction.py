@@ -200,7 +200,7 @@ class _Interaction:
                 return
             try:
                 work()
-            except Exception as exc:  # a bug below must still reach the subscriber, never vanish on a pool thread
+            except BaseException as exc:  # a bug below must still reach the subscriber, never vanish on a pool thread
                 _log.exception("unexpected error on the tool scheduler")
                 self._fail(_mapped(exc, "work on the tool scheduler"))
 
@@ -339,6 +339,7 @@ class _Interaction:
                 call,
                 lambda result, failed: self._tool_done(round_, run, result, failed),
                 telemetry_context=self._telemetry_context,
+                fail=self._fail,
             )
             self._disposables.add(running)  # disposed at once when the interaction already stopped
 
@@ -412,7 +413,7 @@ class _Interaction:
         self._stop()
 
 
-def _mapped(error: Exception, what: str) -> RxLlmError:
+def _mapped(error: BaseException, what: str) -> RxLlmError:
     """``error`` itself when it is rxllm's, else an :class:`~rxllm.RxLlmError` chaining it."""
     if isinstance(error, RxLlmError):
         return error
