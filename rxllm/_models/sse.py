@@ -102,7 +102,8 @@ class SseDecoder:
         # must be the event's own (found where they end it), so anything else takes the general path.
         # (``find``, never ``b"\r" in data``: bytes' ``in`` first tries its operand as an integer,
         # raising and clearing a TypeError each time, about 1,800 instructions.)
-        if not (self._pending or self._has_data or self._event or self._at_start or self._skip_lf or len(data) > self._max_fast):
+        carried = self._pending or self._has_data or self._event or self._at_start or self._skip_lf
+        if not (carried or len(data) > self._max_fast):
             last = len(data) - 2
             if data.startswith(b"data: "):
                 if data.find(b"\n") == last and data.endswith(b"\n\n") and data.find(b"\r") < 0:

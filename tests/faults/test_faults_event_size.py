@@ -11,7 +11,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import zlib
 from pathlib import Path
 
 import pytest
