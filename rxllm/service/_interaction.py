@@ -38,6 +38,7 @@ from reactivex import abc as rx_abc
 from reactivex.disposable import CompositeDisposable, Disposable, SingleAssignmentDisposable
 
 from .._core.errors import GuardrailError, LimitExceededError, ProtocolError, RxLlmError
+from .._core.json_codec import without_lone_surrogates
 from .._core.schema import ResponseSchema
 from .._core.types import (
     Content,
@@ -155,7 +156,7 @@ class _Interaction:
         self._telemetry = telemetry
         self._telemetry_context = telemetry.context if telemetry is not None else None
         self._usage: UsageMetadata | None = None
-        self._user_content = user_content
+        self._user_content = without_lone_surrogates(user_content)  # the one rule: see rxllm._core.json_codec
         self._relay: BoundedRelay[events.AiServiceStreamingEvent] = BoundedRelay(
             observer, service.streaming_buffer_size, self._stop
         )

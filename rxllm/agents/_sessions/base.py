@@ -32,6 +32,7 @@ import reactivex
 from pydantic import Field, JsonValue
 
 from ..._core.errors import ConfigurationError
+from ..._core.json_codec import without_lone_surrogates
 from ..._core.types import _Model
 from ..._rx.aio import AwaitableObservable, MaybeObservable, awaitable
 from ..._rx.direct import call_now, defer_now, emit_now, nothing_now
@@ -88,7 +89,10 @@ def select_events(events: Sequence[Event], config: GetSessionConfig | None) -> t
 
 
 def event_to_store(event: Event) -> Event:
-    """The event as a session stores it: its ``temp:`` state keys removed (they are never persisted)."""
+    """The event as a session stores it: its ``temp:`` state keys removed (they are never persisted),
+    every lone surrogate in its text replaced by U+FFFD (UTF-8 cannot carry one; stored, it would
+    make every later request of the session fail: see ``without_lone_surrogates``)."""
+    event = without_lone_surrogates(event)
     kept = strip_temp_keys(event.actions.state_delta)
     if kept is None:
         return event
