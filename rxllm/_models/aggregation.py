@@ -47,6 +47,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from .._core.errors import ConfigurationError, MalformedFunctionCallError, ProviderError
+from .._core.redact import redact_secrets
 from .._core.types import Content, FinishReason, FunctionCall, LlmResponse, Part, UsageMetadata
 from .chunk import Chunk, InBandError, ToolCallFragment
 
@@ -432,6 +433,8 @@ class StreamAggregator:
             parts.append(Part(function_call=call, thought_signature=buffer.thought_signature))
         if dropped:
             error_message = f"{error_message}; incomplete tool call(s) left out: {', '.join(dropped)}"
+        if error_message:  # an in-band error may quote a key: cut before the final is stored or shown
+            error_message = redact_secrets(error_message)
         metadata = {"finish_reason": self._raw_finish_reason} if self._raw_finish_reason is not None else None
         return LlmResponse(
             content=Content(role="model", parts=tuple(parts)),

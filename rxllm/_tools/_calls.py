@@ -37,6 +37,7 @@ from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
 
 from .._core.errors import ToolError
+from .._core.redact import redact_secrets
 from .._core.types import FunctionCall, FunctionResponse
 from .._rx.direct import Direct, emit_now, tap_next
 from .._telemetry.otel import TracedScope, otel, record_tool_result, tool_attributes, traced
@@ -91,6 +92,7 @@ class ToolCallOutcome:
 
 
 def _failure(call: FunctionCall, message: str, error: BaseException | None) -> ToolCallOutcome:
+    message = redact_secrets(message)  # a tool's error may quote a key; the model and the store get it
     return ToolCallOutcome(FunctionResponse(id=call.id, name=call.name, response={"error": message}), message, error)
 
 

@@ -33,6 +33,7 @@ from pydantic import Field, JsonValue
 
 from ..._core.errors import ConfigurationError
 from ..._core.json_codec import without_lone_surrogates
+from ..._core.redact import redact_secrets
 from ..._core.types import _Model
 from ..._rx.aio import AwaitableObservable, MaybeObservable, awaitable
 from ..._rx.direct import call_now, defer_now, emit_now, nothing_now
@@ -93,6 +94,10 @@ def event_to_store(event: Event) -> Event:
     every lone surrogate in its text replaced by U+FFFD (UTF-8 cannot carry one; stored, it would
     make every later request of the session fail: see ``without_lone_surrogates``)."""
     event = without_lone_surrogates(event)
+    if event.error_message:  # an in-band error text may quote a key (``rxllm._core.redact``)
+        redacted = redact_secrets(event.error_message)
+        if redacted != event.error_message:
+            event = event.model_copy(update={"error_message": redacted})
     kept = strip_temp_keys(event.actions.state_delta)
     if kept is None:
         return event
