@@ -480,7 +480,7 @@ class StreamAggregator:
         raw = "".join(buffer.arguments)
         call: FunctionCall | None = None
         try:
-            args = json.loads(raw) if raw.strip() else {}
+            args = json.loads(raw, parse_constant=_refuse_constant) if raw.strip() else {}
         except RecursionError:  # the C decoder recurses per nesting level
             reason: str | None = "the arguments nest too deeply"
         except ValueError as exc:
@@ -503,3 +503,9 @@ class StreamAggregator:
         if buffer.complete:
             buffer.call = call  # no more fragments can change it
         return call
+
+
+def _refuse_constant(name: str) -> object:
+    """``json.loads`` accepts ``NaN``, ``Infinity`` and ``-Infinity``; JSON does not, and a tool
+    must never receive them: a call whose arguments hold one is malformed (merge rule 7)."""
+    raise ValueError(f"{name} is not a JSON value")
