@@ -27,6 +27,7 @@ too: it is never stored or sent. A call that runs past its timeout answers
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -161,9 +162,16 @@ def _call(
         result = results[-1]
         if not isinstance(result, dict):
             result = {"result": result}
+        cap = max_tool_result_bytes()
+        if _larger_than(result, cap):  # before any copy: a huge result is never converted, stored or sent
+            return _failure(call, f"tool {name!r} returned a result larger than {cap} bytes, the cap on a tool "
+                            "result (RXLLM_MAX_TOOL_RESULT_BYTES): return less, e.g. a summary or a page", None)
         converted, problem = jsonable(result)
         if problem is not None:
             return _failure(call, f"tool {name!r} returned a value that is not JSON: {problem}", None)
+        if converted is not result and _larger_than(converted, cap):  # a model or object that grew when converted
+            return _failure(call, f"tool {name!r} returned a result larger than {cap} bytes, the cap on a tool "
+                            "result (RXLLM_MAX_TOOL_RESULT_BYTES): return less, e.g. a summary or a page", None)
         try:
             return ToolCallOutcome(FunctionResponse(id=call.id, name=call.name, response=converted))
         except ValidationError as exc:  # cannot happen for a checked value; never let it escape
@@ -220,3 +228,50 @@ def _as_tool_error(name: str, error: BaseException) -> ToolError:
     mapped = ToolError(f"tool {name!r} raised {type(error).__name__}: {error}")
     mapped.__cause__ = error
     return mapped
+
+
+DEFAULT_MAX_TOOL_RESULT_BYTES = 4 * 1024 * 1024
+"""The cap on one tool result (about its JSON size), unless ``RXLLM_MAX_TOOL_RESULT_BYTES`` says otherwise."""
+
+
+def max_tool_result_bytes() -> int:
+    """The cap on one tool result: ``RXLLM_MAX_TOOL_RESULT_BYTES`` (read at each call), else 4 MiB."""
+    raw = os.environ.get("RXLLM_MAX_TOOL_RESULT_BYTES")
+    if raw:
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 0
+        if value > 0:
+            return value
+    return DEFAULT_MAX_TOOL_RESULT_BYTES
+
+
+def _larger_than(value: Any, cap: int) -> bool:
+    """Whether ``value`` (JSON-like) holds more than ``cap`` bytes of text, counted as it is walked:
+    it stops as soon as the cap is passed, so a gigabyte result costs no copy. Strings count one
+    byte a character (a lower bound of their UTF-8), other leaves 8, containers 2 plus their items."""
+    total = 0
+    stack = [value]
+    seen: set[int] = set()  # a cycle is left to the JSON check, which names it
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str | bytes | bytearray):
+            total += len(item) + 2
+        elif isinstance(item, dict | list | tuple) and id(item) in seen:
+            return False
+        elif isinstance(item, dict):
+            seen.add(id(item))
+            total += 2 + len(item)
+            for key, inner in item.items():
+                stack.append(key)
+                stack.append(inner)
+        elif isinstance(item, list | tuple):
+            seen.add(id(item))
+            total += 2 + len(item)
+            stack.extend(item)
+        else:
+            total += 8
+        if total > cap:
+            return True
+    return False
