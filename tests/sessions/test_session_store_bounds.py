@@ -132,3 +132,60 @@ def test_sqlite_busy_wait_is_bounded_by_busy_timeout_against_another_process(tmp
                 assert error is None, error
         finally:
             holder.kill()
+
+
+_READER = textwrap.dedent(
+    """
+    import os, sys
+    from rxllm import StoreError
+    from rxllm.agents import Event, SqliteSessionService
+    if sys.argv[2] != "-":  # root writes any file: drop to another user once everything is imported
+        os.setgid(int(sys.argv[3]))
+        os.setuid(int(sys.argv[2]))
+    with SqliteSessionService(sys.argv[1]) as service:
+        session = service.get_session("app", "u", "s").run()
+        print("events", len(session.events), session.state)
+        try:
+            service.append_event(session, Event(author="user")).run()
+        except StoreError as exc:
+            print("write refused:", type(exc).__name__, exc)
+    """
+)
+
+
+def test_a_read_only_sqlite_file_is_readable_by_a_process_that_may_not_write_it() -> None:
+    import os
+    import pwd
+    import shutil
+    import tempfile
+
+    from rxllm.agents import EventActions
+
+    directory = Path(tempfile.mkdtemp(prefix="rxllm-ro-"))
+    try:
+        path = directory / "sessions.db"
+        with SqliteSessionService(path) as service:
+            session, _ = call(service.create_session("app", "u", session_id="s"))
+            _, error = call(service.append_event(session, Event(author="user",  # type: ignore[arg-type]
+                                                                actions=EventActions(state_delta={"n": 1}))))
+            assert error is None
+        for leftover in directory.glob("sessions.db-*"):
+            leftover.unlink()  # a cleanly closed WAL database: only the file itself is left
+        path.chmod(0o444)
+        directory.chmod(0o555)
+        user = ["-", "-"]
+        if os.geteuid() == 0:  # root writes any file: read it as another user
+            try:
+                entry = pwd.getpwnam("postgres")
+            except KeyError:
+                pytest.skip("running as root without a 'postgres' user to read the file as")
+            user = [str(entry.pw_uid), str(entry.pw_gid)]
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        done = subprocess.run([sys.executable, "-c", _READER, str(path), *user], capture_output=True, text=True,
+                              env=env, timeout=60, check=False, cwd=str(directory))
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "events 1 {'n': 1}" in done.stdout, done.stdout
+        assert "write refused: StoreError" in done.stdout and "readonly" in done.stdout, done.stdout
+    finally:
+        directory.chmod(0o755)
+        shutil.rmtree(directory, ignore_errors=True)
