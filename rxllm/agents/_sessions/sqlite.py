@@ -41,6 +41,8 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS rxllm_events_by_session ON rxllm_events (app_name, user_id, session_id, seq)",
 )
 
+_NOT_WRITABLE = frozenset({3, 8, 14})  # SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN (primary result codes)
+
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
 
@@ -129,7 +131,7 @@ class SqliteSessionService(SqlSessionService):
                 self._in_transaction(connection, self._migrate, write=True)
             except sqlite3.OperationalError as exc:
                 connection.close()
-                if not os.path.isfile(self._path):
+                if not os.path.isfile(self._path) or getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _NOT_WRITABLE:
                     raise
                 connection = self._read_only(exc)
             except BaseException:
