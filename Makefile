@@ -15,7 +15,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade 'pip>=25.1'
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[otel,postgres,mcp]' --group dev \
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[otel,postgres,mcp,web]' --group dev \
 		--config-settings editable_mode=compat
 	touch $(STAMP)
 

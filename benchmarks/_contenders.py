@@ -2,8 +2,9 @@
 
 A contender is ``run(url, n) -> (seconds, seconds to first item, result size)``: it streams ``n``
 chunks from the loopback server at ``url`` and returns when the whole result is built. Each floor
-is the tightest hand-written loop for its wire format (httpx ``iter_lines`` + ``json.loads``), so a
-ratio is never flattered by a shared, slower floor.
+is the tightest hand-written loop for its wire format (httpx2 ``iter_lines`` + ``json.loads``, the
+HTTP stack rxllm runs on), so a ratio is never flattered by a shared, slower floor. ``floor_text``
+also runs on a legacy httpx 0.28 client (``lib=httpx``) while httpx is installed.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from types import ModuleType
 
-import httpx
+import httpx2
 
 from rxllm import BaseLlm, Content, LlmRequest, LlmResponse, Part, RetryPolicy
 from rxllm.providers.anthropic import AnthropicModel
@@ -24,9 +26,9 @@ Runner = Callable[[str, int], tuple[float, float, int]]
 REQUEST = LlmRequest(contents=[Content(role="user", parts=[Part.from_text("go")])])
 
 
-def floor_text(url: str, n: int) -> tuple[float, float, int]:
-    """OpenAI chat: httpx iter_lines + json.loads + join: the practical floor."""
-    with httpx.Client(timeout=60) as client:
+def floor_text(url: str, n: int, lib: ModuleType = httpx2) -> tuple[float, float, int]:
+    """OpenAI chat: httpx2 iter_lines + json.loads + join: the practical floor."""
+    with lib.Client(timeout=60) as client:
         started = time.perf_counter()
         first = 0.0
         pieces: list[str] = []
@@ -49,9 +51,9 @@ def floor_text(url: str, n: int) -> tuple[float, float, int]:
         return time.perf_counter() - started, first, len(text)
 
 
-def floor_tools(url: str, n: int) -> tuple[float, float, int]:
+def floor_tools(url: str, n: int, lib: ModuleType = httpx2) -> tuple[float, float, int]:
     """OpenAI chat tool call: concatenate the argument fragments, parse once."""
-    with httpx.Client(timeout=60) as client:
+    with lib.Client(timeout=60) as client:
         started = time.perf_counter()
         first = 0.0
         pieces: list[str] = []
@@ -73,9 +75,9 @@ def floor_tools(url: str, n: int) -> tuple[float, float, int]:
         return time.perf_counter() - started, first, len(args["items"])
 
 
-def floor_anthropic(url: str, n: int) -> tuple[float, float, int]:
+def floor_anthropic(url: str, n: int, lib: ModuleType = httpx2) -> tuple[float, float, int]:
     """Anthropic Messages: the text of ``content_block_delta`` events until ``message_stop``."""
-    with httpx.Client(timeout=60) as client:
+    with lib.Client(timeout=60) as client:
         started = time.perf_counter()
         first = 0.0
         pieces: list[str] = []
@@ -97,9 +99,9 @@ def floor_anthropic(url: str, n: int) -> tuple[float, float, int]:
         return time.perf_counter() - started, first, len(text)
 
 
-def floor_gemini(url: str, n: int) -> tuple[float, float, int]:
+def floor_gemini(url: str, n: int, lib: ModuleType = httpx2) -> tuple[float, float, int]:
     """Gemini ``streamGenerateContent?alt=sse``: the text parts of the first candidate, to the body's end."""
-    with httpx.Client(timeout=60) as client:
+    with lib.Client(timeout=60) as client:
         started = time.perf_counter()
         first = 0.0
         pieces: list[str] = []

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import httpx
+import httpx2
 from _contenders import REQUEST, floor_text, rxllm_runner
 from _server import BenchServer
 from reactivex import operators as ops
@@ -54,9 +54,9 @@ Session = Callable[[str, int, int], list[float]]  # (url, calls, chunks) -> seco
 
 
 def _httpx_session(url: str, calls: int, chunks: int) -> list[float]:
-    """The floor: one ``httpx.Client`` reused for every call (its pool keeps the connection)."""
+    """The floor: one ``httpx2.Client`` reused for every call (its pool keeps the connection)."""
     times = []
-    with httpx.Client(timeout=60) as client:
+    with httpx2.Client(timeout=60) as client:
         for _ in range(calls):
             started = time.perf_counter()
             pieces = []
@@ -108,7 +108,7 @@ def sequential_calls(calls: int, chunks: int, reps: int) -> list[dict[str, Any]]
     application's first call); sessions of the contenders are interleaved ``reps`` times.
     """
     sessions: dict[str, Session] = {
-        "httpx.Client, reused (floor)": _httpx_session,
+        "httpx2.Client, reused (floor)": _httpx_session,
         "rxllm OpenAiChatModel": _rxllm_session,
     }
     try:

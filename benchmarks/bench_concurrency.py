@@ -1,13 +1,13 @@
-"""Many concurrent streams: aggregate chunks/s, peak threads and peak RSS, rxllm against plain httpx.
+"""Many concurrent streams: aggregate chunks/s, peak threads and peak RSS, rxllm against plain httpx2.
 
 Run: ``make bench-concurrency`` (or ``.venv/bin/python benchmarks/bench_concurrency.py --streams 1000 --chunks 2000``).
 
 Four contenders, each in its own child process (so peak RSS is its own), in one run, interleaved
 when ``--reps`` > 1, against the same loopback server process (``_server.py``):
 
-* ``httpx threads``: a thread per stream, httpx ``iter_lines`` + ``json.loads`` + join (baseline);
+* ``httpx2 threads``: a thread per stream, httpx2 ``iter_lines`` + ``json.loads`` + join (baseline);
 * ``rxllm threads``: ``OpenAiChatModel`` on ``HttpTransport(max_concurrent_streams=streams)``;
-* ``httpx asyncio``: a task per stream on one loop, ``httpx.AsyncClient`` ``aiter_lines`` (baseline);
+* ``httpx2 asyncio``: a task per stream on one loop, ``httpx2.AsyncClient`` ``aiter_lines`` (baseline);
 * ``rxllm asyncio``: ``OpenAiChatModel`` on ``AsyncHttpTransport``.
 
 Then the open-stream capacity of the asyncio transport: ``--open`` streams (default 10,000) held
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _server import BenchServer
@@ -37,7 +37,7 @@ from rxllm import AsyncHttpTransport, Content, HttpTransport, LlmRequest, LlmRes
 from rxllm.providers.openai import OpenAiChatModel
 
 REQUEST = LlmRequest(contents=[Content(role="user", parts=[Part.from_text("go")])])
-CONTENDERS = ["httpx threads", "rxllm threads", "httpx asyncio", "rxllm asyncio"]
+CONTENDERS = ["httpx2 threads", "rxllm threads", "httpx2 asyncio", "rxllm asyncio"]
 
 
 class PeakThreads:
@@ -69,7 +69,8 @@ def _current_rss_mib() -> float:
 
 
 def httpx_threads(url: str, streams: int, chunks: int) -> int:
-    client = httpx.Client(timeout=120, limits=httpx.Limits(max_connections=streams, max_keepalive_connections=streams))
+    limits = httpx2.Limits(max_connections=streams, max_keepalive_connections=streams)
+    client = httpx2.Client(timeout=120, limits=limits)
     total = [0]
     lock = threading.Lock()
 
@@ -95,8 +96,8 @@ def httpx_threads(url: str, streams: int, chunks: int) -> int:
 
 def httpx_asyncio(url: str, streams: int, chunks: int) -> int:
     async def main() -> int:
-        limits = httpx.Limits(max_connections=streams, max_keepalive_connections=streams)
-        async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+        limits = httpx2.Limits(max_connections=streams, max_keepalive_connections=streams)
+        async with httpx2.AsyncClient(timeout=120, limits=limits) as client:
 
             async def one() -> int:
                 pieces = []
@@ -149,9 +150,9 @@ def rxllm_run(url: str, streams: int, chunks: int, transport: HttpTransport | As
 def run_contender(name: str, url: str, streams: int, chunks: int) -> dict[str, Any]:
     sampler = PeakThreads()
     started = time.perf_counter()
-    if name == "httpx threads":
+    if name == "httpx2 threads":
         count = httpx_threads(url, streams, chunks)
-    elif name == "httpx asyncio":
+    elif name == "httpx2 asyncio":
         count = httpx_asyncio(url, streams, chunks)
     elif name == "rxllm threads":
         count = rxllm_run(url, streams, chunks, HttpTransport(max_concurrent_streams=streams))
@@ -267,13 +268,13 @@ def main() -> int:
     best = {name: max(rows, key=lambda r: r["chunks_per_s"]) for name, rows in results.items()}
     for name in CONTENDERS:
         row = best[name]
-        baseline = best["httpx threads" if "threads" in name else "httpx asyncio"]
+        baseline = best["httpx2 threads" if "threads" in name else "httpx2 asyncio"]
         ratio = baseline["chunks_per_s"] / row["chunks_per_s"]
         print(
             f"{name:16} {row['chunks_per_s']:>10.0f} {ratio:>11.2f}× {row['peak_threads']:>13} "
             f"{row['peak_rss_mib']:>13.0f}"
         )
-    print("(vs baseline: the matching plain-httpx baseline's throughput divided by this one's; lower is better)")
+    print("(vs baseline: the matching plain-httpx2 baseline's throughput divided by this one's; lower is better)")
     if capacity:
         print(
             f"\nasyncio transport, {capacity['open_streams']} streams open at once "

@@ -6,8 +6,9 @@ Every streaming contender reads the same pre-encoded body from the same loopback
 separate process, see ``_server.py``), in one run, interleaved rep by rep; the table shows medians
 and the ratio to the floor of the same wire format measured in the same run:
 
-* ``floor``: httpx ``iter_lines`` + ``json.loads`` + join (what a careful hand-written client does),
-  one per wire format (OpenAI chat text, an OpenAI tool call, Anthropic, Gemini);
+* ``floor``: httpx2 ``iter_lines`` + ``json.loads`` + join (what a careful hand-written client does),
+  one per wire format (OpenAI chat text, an OpenAI tool call, Anthropic, Gemini); the text floor
+  also on httpx 0.28 (``floor on httpx 0.28``, while httpx is installed), against httpx2's;
 * ``rxllm, partials dropped``: ``generate_content(stream=True)``, every partial delivered to a
   subscriber that looks at it and drops it, the final aggregate built;
 * ``rxllm, partials kept``: the same, the subscriber keeps every partial (as ``ops.to_list()``, a
@@ -31,6 +32,7 @@ load: ``runtime_instructions.py``).
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import os
@@ -132,6 +134,12 @@ def _contenders(tracing: bool) -> dict[str, tuple[str, Runner]]:
         FLOORS["gemini"]: ("gemini", floor_gemini),
         "rxllm Gemini, partials dropped": ("gemini", rxllm_runner("gemini")),
     }
+    try:
+        import httpx  # the legacy stack, while it is installed: its floor against httpx2's
+
+        contenders[LEGACY_FLOOR] = ("text", functools.partial(floor_text, lib=httpx))
+    except ImportError:
+        pass
     if tracing:
         contenders[TELEMETRY_OFF] = ("text", _telemetry_off(rxllm_runner("text")))
         contenders[TRACED] = ("text", _traced(rxllm_runner("text")))
@@ -142,8 +150,9 @@ def _contenders(tracing: bool) -> dict[str, tuple[str, Runner]]:
     return contenders
 
 
+LEGACY_FLOOR = "floor on httpx 0.28 (legacy)"
 FLOORS = {
-    "text": "floor (httpx iter_lines + json.loads)",
+    "text": "floor (httpx2 iter_lines + json.loads)",
     "tools": "floor, tool call",
     "anthropic": "floor, Anthropic",
     "gemini": "floor, Gemini",

@@ -49,7 +49,7 @@ def main() -> int:
         request.contents[-1].role == "user"
         and [p.text for p in request.contents[-1].parts] == ["For context:", f"[writer] said: {DRAFT}"]
         and instruction is not None
-        and instruction.text() == f"Review this haiku: {DRAFT}"
+        and instruction.text() == f'Review this haiku: {DRAFT}\n\nYou are an agent. Your internal name is "reviewer".'
     )
     print("writer/reviewer: OK" if ok else "writer/reviewer: FAILED")
     return 0 if ok else 1

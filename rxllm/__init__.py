@@ -38,21 +38,37 @@ from ._core.errors import (
     TransportError,
     UnsupportedOperationError,
 )
+from ._core.genai_types import (
+    FunctionCallingConfigMode,
+    GoogleSearch,
+    HarmBlockMethod,
+    HarmBlockThreshold,
+    HarmCategory,
+    SafetySetting,
+    ToolCodeExecution,
+    UrlContext,
+)
 from ._core.public import publish as _publish
 from ._core.schema import INVALID_STRUCTURED_OUTPUT, ResponseSchema
 from ._core.types import (
+    AnthropicServerTool,
     Blob,
     Content,
     FinishReason,
     FunctionCall,
+    FunctionCallingConfig,
     FunctionDeclaration,
     FunctionResponse,
     GenerateContentConfig,
+    HttpOptions,
     LlmRequest,
     LlmResponse,
+    OpenAiFileSearch,
+    OpenAiWebSearch,
     Part,
     ThinkingConfig,
     Tool,
+    ToolConfig,
     UsageMetadata,
 )
 from ._core.version import __version__ as __version__
@@ -75,7 +91,7 @@ from ._models.sse import SseDecoder, SseEvent
 from ._models.structured_stream import StructuredStream, structured_responses
 from ._rx.blocking import BlockingIterator, iterate
 from ._telemetry.otel import configure_telemetry
-from ._transports.base import HttpRequest
+from ._transports.base import AttemptSink, CancelScope, Exchange, HttpRequest, Transport, TransportLimits
 
 if _TYPE_CHECKING:
     from ._models.sse_chat_model import SseChatModel
@@ -109,12 +125,15 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_LAZY})
 
 __all__ = [
+    "AnthropicServerTool",
     "AsyncHttpTransport",
+    "AttemptSink",
     "BaseLlm",
     "BaseLlmConnection",
     "Blob",
     "BlockingIterator",
     "BufferOverflowError",
+    "CancelScope",
     "Chunk",
     "ChunkParser",
     "ConfigurationError",
@@ -122,12 +141,20 @@ __all__ = [
     "ContractViolationError",
     "EmptyStreamError",
     "EventTooLargeError",
+    "Exchange",
     "FinishReason",
     "FunctionCall",
+    "FunctionCallingConfig",
+    "FunctionCallingConfigMode",
     "FunctionDeclaration",
     "FunctionResponse",
     "GenerateContentConfig",
+    "GoogleSearch",
     "GuardrailError",
+    "HarmBlockMethod",
+    "HarmBlockThreshold",
+    "HarmCategory",
+    "HttpOptions",
     "HttpRequest",
     "HttpStatusError",
     "HttpTransport",
@@ -139,6 +166,8 @@ __all__ = [
     "LlmResponse",
     "MalformedFunctionCallError",
     "ModelStreamEvent",
+    "OpenAiFileSearch",
+    "OpenAiWebSearch",
     "Part",
     "Prompt",
     "ProtocolError",
@@ -150,6 +179,7 @@ __all__ = [
     "ResponseTooLargeError",
     "RetryPolicy",
     "RxLlmError",
+    "SafetySetting",
     "SseChatModel",
     "SseDecoder",
     "SseEvent",
@@ -166,10 +196,15 @@ __all__ = [
     "ToolCallCompleteEvent",
     "ToolCallDeltaEvent",
     "ToolCallFragment",
+    "ToolCodeExecution",
+    "ToolConfig",
     "ToolError",
     "ToolTimeoutError",
+    "Transport",
     "TransportError",
+    "TransportLimits",
     "UnsupportedOperationError",
+    "UrlContext",
     "UsageMetadata",
     "configure_telemetry",
     "iterate",

@@ -17,7 +17,23 @@ import pytest
 from google.genai import types as genai
 from pydantic import ValidationError
 
-from rxllm import Content, FinishReason, LlmResponse, Part
+from rxllm import (
+    Content,
+    FinishReason,
+    FunctionCallingConfig,
+    FunctionCallingConfigMode,
+    GenerateContentConfig,
+    GoogleSearch,
+    HarmBlockMethod,
+    HarmBlockThreshold,
+    HarmCategory,
+    LlmResponse,
+    Part,
+    SafetySetting,
+    ToolCodeExecution,
+    ToolConfig,
+    UrlContext,
+)
 from rxllm.agents import Event
 
 B64 = base64.b64encode(b"\x89PNG\r\n").decode()
@@ -179,3 +195,71 @@ def test_event_with_a_trailing_code_execution_result_is_not_final() -> None:
     answered = Event(author="a", content=Content(role="model", parts=[code, result, Part.from_text("2")]))
     assert not answered.has_trailing_code_execution_result() and answered.is_final_response()
     assert not Event(author="a").has_trailing_code_execution_result()
+
+
+# --- request-side config: tool_config, safety settings, built-in tools, http options ---------------
+
+GENAI_CONFIG = genai.GenerateContentConfig(
+    tool_config=genai.ToolConfig(
+        function_calling_config=genai.FunctionCallingConfig(
+            mode=genai.FunctionCallingConfigMode.VALIDATED, allowed_function_names=["a", "b"],
+            stream_function_call_arguments=True),
+        retrieval_config=genai.RetrievalConfig(lat_lng=genai.LatLng(latitude=52.5, longitude=13.4), language_code="de"),
+        include_server_side_tool_invocations=True,
+    ),
+    safety_settings=[
+        genai.SafetySetting(category=genai.HarmCategory.HARM_CATEGORY_HARASSMENT,
+                            threshold=genai.HarmBlockThreshold.BLOCK_ONLY_HIGH, method=genai.HarmBlockMethod.SEVERITY),
+    ],
+    tools=[genai.Tool(
+        google_search=genai.GoogleSearch(exclude_domains=["spam.example"], search_types=genai.SearchTypes(
+            web_search=genai.WebSearch()), blocking_confidence=genai.PhishBlockThreshold.BLOCK_LOW_AND_ABOVE),
+        code_execution=genai.ToolCodeExecution(),
+        url_context=genai.UrlContext(),
+    )],
+    http_options=genai.HttpOptions(headers={"X-Trace": "t1"}, extra_body={"labels": {"team": "a"}}),
+)
+REQUEST_FIELDS = ("tool_config", "safety_settings", "tools", "http_options")
+
+
+def test_genais_tool_config_safety_settings_and_built_in_tools_round_trip() -> None:
+    genai_json = GENAI_CONFIG.model_dump_json(by_alias=True, exclude_none=True, include=set(REQUEST_FIELDS))
+    ours = GenerateContentConfig.model_validate_json(genai_json)
+    assert ours.tool_config is not None and ours.tool_config.function_calling_config is not None
+    assert ours.tool_config.function_calling_config.mode is FunctionCallingConfigMode.VALIDATED
+    assert ours.safety_settings is not None and ours.safety_settings[0].threshold == "BLOCK_ONLY_HIGH"
+    assert ours.tools is not None and ours.tools[0].google_search is not None
+    assert ours.tools[0].google_search.exclude_domains == ("spam.example",)
+    assert ours.http_options is not None and ours.http_options.headers == {"X-Trace": "t1"}
+
+    back = genai.GenerateContentConfig.model_validate_json(ours.to_json())
+    assert back.tools is not None and back.tools[0].function_declarations == []  # rxllm's default, () -> []
+    back.tools[0].function_declarations = None
+    for field in REQUEST_FIELDS:
+        assert getattr(back, field) == getattr(GENAI_CONFIG, field), field
+    # genai's default dump (field names) validates too; the parts kept as JSON objects keep their
+    # keys as they came, so compare through genai
+    snake = GENAI_CONFIG.model_dump(mode="json", exclude_none=True, include=set(REQUEST_FIELDS))
+    from_snake = genai.GenerateContentConfig.model_validate_json(GenerateContentConfig.model_validate(snake).to_json())
+    assert from_snake.tools is not None
+    from_snake.tools[0].function_declarations = None
+    assert all(getattr(from_snake, field) == getattr(GENAI_CONFIG, field) for field in REQUEST_FIELDS)
+
+
+@pytest.mark.parametrize(("theirs", "ours", "rxllm_only"), [
+    (genai.ToolConfig, ToolConfig, set()),
+    (genai.FunctionCallingConfig, FunctionCallingConfig, {"parallel_tool_calls"}),
+    (genai.SafetySetting, SafetySetting, set()),
+    (genai.GoogleSearch, GoogleSearch, set()),
+    (genai.ToolCodeExecution, ToolCodeExecution, set()),
+    (genai.UrlContext, UrlContext, set()),
+])
+def test_request_types_have_genais_fields(theirs: type, ours: type, rxllm_only: set[str]) -> None:
+    assert set(ours.model_fields) == set(theirs.model_fields) | rxllm_only  # type: ignore[attr-defined]
+
+
+def test_genais_function_calling_modes_and_harm_enums_are_rxllms() -> None:
+    assert {m.value for m in genai.FunctionCallingConfigMode} == {m.value for m in FunctionCallingConfigMode}
+    assert {m.value for m in genai.HarmBlockThreshold} == {m.value for m in HarmBlockThreshold}
+    assert {m.value for m in genai.HarmBlockMethod} == {m.value for m in HarmBlockMethod}
+    assert {m.value for m in genai.HarmCategory} == {m.value for m in HarmCategory}

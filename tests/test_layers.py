@@ -3,7 +3,7 @@ transports import the HTTP client library.
 
 The rooms, bottom up (``docs/architecture.md``): ``_core`` → ``_rx``, ``_transports`` →
 ``_telemetry`` → ``_models`` → ``providers``, ``_tools``, ``operators`` → ``agents``, ``service``
-(side by side: neither imports the other) → ``testing`` → ``cli`` → the front doors (``rxllm.aio``,
+(side by side: neither imports the other) → ``testing``, ``web`` → ``cli`` → the front doors (``rxllm.aio``,
 then ``rxllm`` and ``python -m rxllm``). A room may import only rooms of a lower rank; two rooms of
 one rank never import each other. Inside ``agents/`` the sub-rooms are ordered the same way.
 
@@ -35,6 +35,7 @@ ROOM_RANK = {
     "service": 5,
     "testing": 6,
     "mcp": 6,  # rxllm.mcp: the front door of serving tools over MCP (rxllm/_tools/_mcp/_serve.py)
+    "web": 6,
     "cli": 7,
     "aio": 8,  # the asyncio front door (rxllm.aio)
     "__init__": 9,  # the front door (rxllm)
@@ -355,3 +356,19 @@ def test_importing_a_module_of_another_package_runs_that_package(tmp_path: Path)
     graph = import_graph(tmp_path / "pkg", "pkg")
     assert graph["pkg.upper.agent"] == {"pkg.lower.helper": 1, "pkg.lower": 1, "pkg.upper.sibling": 2}
     assert find_cycles(graph) == [["pkg.lower", "pkg.upper.agent", "pkg.lower"]]
+
+
+def test_rxllm_never_imports_legacy_httpx_unless_given_a_legacy_client() -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, rxllm\n"
+        "from rxllm.providers.openai import OpenAiChatModel\n"
+        "from rxllm import AsyncHttpTransport, HttpTransport\n"
+        "OpenAiChatModel('m', base_url='http://127.0.0.1:1/v1', api_key='k', transport=HttpTransport()).provider\n"
+        "AsyncHttpTransport().close()\n"
+        "print(sorted(m for m in ('httpx', 'httpcore') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -20,6 +20,7 @@ import rxllm.providers.gemini
 import rxllm.providers.openai
 import rxllm.service
 import rxllm.testing
+import rxllm.web
 
 PACKAGES = [
     rxllm,
@@ -32,6 +33,7 @@ PACKAGES = [
     rxllm.providers.openai,
     rxllm.service,
     rxllm.testing,
+    rxllm.web,
 ]
 
 

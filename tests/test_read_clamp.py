@@ -10,10 +10,11 @@ import socket
 import time
 from collections.abc import Iterator
 
-import httpcore
+import httpcore2
 import pytest
 
-from rxllm._transports.threaded import CancelScope, _CancellableStream
+from rxllm._transports.base import CancelScope
+from rxllm._transports.threaded import _CancellableStream
 
 
 class _Inner:
@@ -70,7 +71,7 @@ def test_a_read_after_the_deadline_fails_without_reading(pair: tuple[socket.sock
     stream = _CancellableStream(inner)  # type: ignore[arg-type]
     scope = CancelScope()
     scope.deadline = time.monotonic() - 0.001
-    with scope.entered(), pytest.raises(httpcore.ReadTimeout):
+    with scope.entered(), pytest.raises(httpcore2.ReadTimeout):
         stream.read(10, 5.0)
     assert inner.timeouts == []
 

@@ -9,8 +9,10 @@ Shared by every model (see :mod:`rxllm._core.types` for the serialisation rules)
   it does not know (a newer API's reason, a provider's own error code) as a pseudo-member instead
   of failing: ``FinishReason("REFUSAL") == "REFUSAL"``.
 
-The leaf types mirror ``google.genai.types`` field for field (the round-trip tests in
-``tests/test_genai_types.py`` compare against the installed package). A few deep, fast-moving
+The leaf types mirror ``google.genai.types`` field for field (the part kinds, response metadata,
+and the request-side leaves: safety settings, the function-calling mode, and Gemini's built-in
+tools ``GoogleSearch``, ``ToolCodeExecution`` and ``UrlContext``); the round-trip tests in
+``tests/test_genai_types.py`` compare against the installed package. A few deep, fast-moving
 genai structures (grounding chunks, content layers, partial arguments, function-response parts)
 are kept as JSON (``JsonObject``) rather than typed one by one: they round-trip verbatim.
 """
@@ -30,8 +32,13 @@ __all__ = [
     "CodeExecutionResult",
     "ExecutableCode",
     "FileData",
+    "FunctionCallingConfigMode",
+    "GoogleSearch",
     "GroundingMetadata",
     "GroundingSupport",
+    "HarmBlockMethod",
+    "HarmBlockThreshold",
+    "HarmCategory",
     "JsonObject",
     "Language",
     "LogprobsResult",
@@ -40,10 +47,13 @@ __all__ = [
     "OpenEnum",
     "Outcome",
     "RetrievalMetadata",
+    "SafetySetting",
     "SearchEntryPoint",
     "Segment",
     "Seq",
+    "ToolCodeExecution",
     "Transcription",
+    "UrlContext",
     "VideoMetadata",
 ]
 
@@ -224,3 +234,92 @@ class GroundingMetadata(_Model):
     google_maps_widget_context_token: str | None = None
     retrieval_queries: Seq[str] | None = None
     source_flagging_uris: Seq[JsonObject] | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# request-side leaves
+
+
+class FunctionCallingConfigMode(OpenEnum):
+    """How the model may call functions (genai's ``FunctionCallingConfigMode``).
+
+    ``AUTO``: it decides (text or calls); ``ANY``: it must call a function; ``NONE``: it must not;
+    ``VALIDATED``: it decides, and the calls it makes are constrained to the declared schemas
+    (Gemini only). ``MODE_UNSPECIFIED`` means the provider's default, as leaving the mode unset.
+    """
+
+    MODE_UNSPECIFIED = "MODE_UNSPECIFIED"
+    AUTO = "AUTO"
+    ANY = "ANY"
+    NONE = "NONE"
+    VALIDATED = "VALIDATED"
+
+
+class HarmCategory(OpenEnum):
+    """A category of harmful content a :class:`SafetySetting` applies to, genai's values."""
+
+    HARM_CATEGORY_UNSPECIFIED = "HARM_CATEGORY_UNSPECIFIED"
+    HARM_CATEGORY_HARASSMENT = "HARM_CATEGORY_HARASSMENT"
+    HARM_CATEGORY_HATE_SPEECH = "HARM_CATEGORY_HATE_SPEECH"
+    HARM_CATEGORY_SEXUALLY_EXPLICIT = "HARM_CATEGORY_SEXUALLY_EXPLICIT"
+    HARM_CATEGORY_DANGEROUS_CONTENT = "HARM_CATEGORY_DANGEROUS_CONTENT"
+    HARM_CATEGORY_CIVIC_INTEGRITY = "HARM_CATEGORY_CIVIC_INTEGRITY"
+    HARM_CATEGORY_JAILBREAK = "HARM_CATEGORY_JAILBREAK"
+    HARM_CATEGORY_IMAGE_HATE = "HARM_CATEGORY_IMAGE_HATE"
+    HARM_CATEGORY_IMAGE_DANGEROUS_CONTENT = "HARM_CATEGORY_IMAGE_DANGEROUS_CONTENT"
+    HARM_CATEGORY_IMAGE_HARASSMENT = "HARM_CATEGORY_IMAGE_HARASSMENT"
+    HARM_CATEGORY_IMAGE_SEXUALLY_EXPLICIT = "HARM_CATEGORY_IMAGE_SEXUALLY_EXPLICIT"
+
+
+class HarmBlockThreshold(OpenEnum):
+    """From which probability of harm a response is blocked, genai's values."""
+
+    HARM_BLOCK_THRESHOLD_UNSPECIFIED = "HARM_BLOCK_THRESHOLD_UNSPECIFIED"
+    BLOCK_LOW_AND_ABOVE = "BLOCK_LOW_AND_ABOVE"
+    BLOCK_MEDIUM_AND_ABOVE = "BLOCK_MEDIUM_AND_ABOVE"
+    BLOCK_ONLY_HIGH = "BLOCK_ONLY_HIGH"
+    BLOCK_NONE = "BLOCK_NONE"
+    OFF = "OFF"
+
+
+class HarmBlockMethod(OpenEnum):
+    """Whether a threshold applies to the probability or the severity score, genai's values."""
+
+    HARM_BLOCK_METHOD_UNSPECIFIED = "HARM_BLOCK_METHOD_UNSPECIFIED"
+    SEVERITY = "SEVERITY"
+    PROBABILITY = "PROBABILITY"
+
+
+class SafetySetting(_Model):
+    """One category's blocking threshold (genai's ``SafetySetting``); only Gemini applies them.
+
+    >>> SafetySetting(category="HARM_CATEGORY_HARASSMENT", threshold="BLOCK_ONLY_HIGH").model_dump_json(
+    ...     by_alias=True, exclude_none=True)
+    '{"category":"HARM_CATEGORY_HARASSMENT","threshold":"BLOCK_ONLY_HIGH"}'
+    """
+
+    category: HarmCategory | None = None
+    method: HarmBlockMethod | None = None
+    threshold: HarmBlockThreshold | None = None
+
+
+class GoogleSearch(_Model):
+    """Gemini's built-in Google Search grounding tool (genai's ``GoogleSearch``).
+
+    ``search_types`` (web and image search) and ``time_range_filter`` (an interval of RFC 3339
+    times) are kept as JSON objects; ``blocking_confidence`` is genai's ``PhishBlockThreshold``
+    value as a string.
+    """
+
+    search_types: JsonObject | None = None
+    blocking_confidence: str | None = None
+    exclude_domains: Seq[str] | None = None
+    time_range_filter: JsonObject | None = None
+
+
+class ToolCodeExecution(_Model):
+    """Gemini's built-in code execution tool (genai's ``ToolCodeExecution``; it has no settings)."""
+
+
+class UrlContext(_Model):
+    """Gemini's built-in URL context tool (genai's ``UrlContext``; it has no settings)."""

@@ -42,6 +42,7 @@ __all__ = [
     "is_secret_name",
     "redact_error",
     "redact_headers",
+    "redact_json",
     "redact_log_records",
     "redact_secrets",
     "redact_url",
@@ -68,6 +69,23 @@ def is_secret_name(name: str, marked: Collection[str] = ()) -> bool:
 def redact_headers(headers: Mapping[str, str], marked: Collection[str] = ()) -> dict[str, str]:
     """A copy of ``headers`` safe to show: credential headers' values replaced by ``"***"``."""
     return {k: (REDACTED if is_secret_name(k, marked) else v) for k, v in headers.items()}
+
+
+def redact_json(value: object, marked: Collection[str] = ()) -> object:
+    """A copy of a JSON value safe to show: the value of every object member whose name is a
+    credential's (``api_key``, ``token``...) replaced by ``"***"``, at any depth.
+
+    >>> redact_json({"provider": {"order": ["a"]}, "extra": [{"api_key": "sk-1"}]})
+    {'provider': {'order': ['a']}, 'extra': [{'api_key': '***'}]}
+    """
+    if isinstance(value, Mapping):
+        return {
+            k: (REDACTED if isinstance(k, str) and is_secret_name(k, marked) else redact_json(v, marked))
+            for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [redact_json(v, marked) for v in value]
+    return value
 
 
 def redact_url(url: str, marked: Collection[str] = ()) -> str:

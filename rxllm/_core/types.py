@@ -41,30 +41,42 @@ from .genai_types import (
     CodeExecutionResult,
     ExecutableCode,
     FileData,
+    FunctionCallingConfigMode,
+    GoogleSearch,
     GroundingMetadata,
     JsonObject,
     LogprobsResult,
     OpenEnum,
+    SafetySetting,
     Seq,
+    ToolCodeExecution,
     Transcription,
+    UrlContext,
     VideoMetadata,
 )
 from .genai_types import _Model as _BaseModel
+from .redact import REDACTED, is_secret_name, redact_json
 from .schema import SCHEMA_FIELD, ResponseSchema
 
 __all__ = [
+    "AnthropicServerTool",
     "Blob",
     "Content",
     "FinishReason",
     "FunctionCall",
+    "FunctionCallingConfig",
     "FunctionDeclaration",
     "FunctionResponse",
     "GenerateContentConfig",
+    "HttpOptions",
     "LlmRequest",
     "LlmResponse",
+    "OpenAiFileSearch",
+    "OpenAiWebSearch",
     "Part",
     "ThinkingConfig",
     "Tool",
+    "ToolConfig",
     "UsageMetadata",
 ]
 
@@ -228,10 +240,194 @@ class FunctionDeclaration(_Model):
     parameters: dict[str, JsonValue] | None = None
 
 
+class OpenAiWebSearch(_Model):
+    """The OpenAI Responses API's built-in ``web_search`` tool (an rxllm type; genai has none).
+
+    ``allowed_domains`` goes in the tool's ``filters``; ``user_location`` is the API's
+    approximate-location object, sent as given (``{"type": "approximate", "country": "DE"}``).
+
+    >>> Tool(openai_web_search=OpenAiWebSearch(search_context_size="low")).openai_web_search.search_context_size
+    'low'
+    """
+
+    search_context_size: Literal["low", "medium", "high"] | None = None
+    allowed_domains: Seq[str] | None = None
+    user_location: JsonObject | None = None
+
+
+class OpenAiFileSearch(_Model):
+    """The OpenAI Responses API's built-in ``file_search`` tool over vector stores (an rxllm type).
+
+    ``filters`` and ``ranking_options`` are the API's objects, sent as given.
+    """
+
+    vector_store_ids: Seq[str]
+    max_num_results: int | None = None
+    filters: JsonObject | None = None
+    ranking_options: JsonObject | None = None
+
+
+class AnthropicServerTool(_Model):
+    """One of Anthropic's server tools, run by Anthropic inside the request (an rxllm type).
+
+    ``type`` is the tool's versioned type (``"web_search_20250305"``, ``"web_fetch_20250910"``,
+    ``"code_execution_20250825"``) and ``name`` the name the API requires for it. The common
+    settings are typed; ``settings`` holds any other member of the tool object, sent as given
+    (``{"citations": {"enabled": True}}``). The class methods build the current versions.
+
+    >>> AnthropicServerTool.web_search(max_uses=3)
+    AnthropicServerTool(type='web_search_20250305', name='web_search', max_uses=3)
+    """
+
+    type: str
+    name: str
+    max_uses: int | None = None
+    allowed_domains: Seq[str] | None = None
+    blocked_domains: Seq[str] | None = None
+    user_location: JsonObject | None = None
+    settings: JsonObject | None = None
+
+    @classmethod
+    def web_search(
+        cls,
+        *,
+        max_uses: int | None = None,
+        allowed_domains: Sequence[str] | None = None,
+        blocked_domains: Sequence[str] | None = None,
+        user_location: Mapping[str, JsonValue] | None = None,
+    ) -> AnthropicServerTool:
+        """Anthropic's web search tool (``web_search_20250305``)."""
+        return cls(
+            type="web_search_20250305",
+            name="web_search",
+            max_uses=max_uses,
+            allowed_domains=allowed_domains,
+            blocked_domains=blocked_domains,
+            user_location=dict(user_location) if user_location is not None else None,
+        )
+
+    @classmethod
+    def web_fetch(
+        cls,
+        *,
+        max_uses: int | None = None,
+        allowed_domains: Sequence[str] | None = None,
+        blocked_domains: Sequence[str] | None = None,
+    ) -> AnthropicServerTool:
+        """Anthropic's web fetch tool (``web_fetch_20250910``; it needs the ``anthropic-beta``
+        header ``web-fetch-2025-09-10``, passed as an extra header)."""
+        return cls(
+            type="web_fetch_20250910",
+            name="web_fetch",
+            max_uses=max_uses,
+            allowed_domains=allowed_domains,
+            blocked_domains=blocked_domains,
+        )
+
+    @classmethod
+    def code_execution(cls) -> AnthropicServerTool:
+        """Anthropic's code execution tool (``code_execution_20250825``; it needs the
+        ``anthropic-beta`` header ``code-execution-2025-08-25``, passed as an extra header)."""
+        return cls(type="code_execution_20250825", name="code_execution")
+
+
 class Tool(_Model):
-    """A group of function declarations, as genai's ``Tool``."""
+    """What a model may use: function declarations, and built-in tools the provider runs itself.
+
+    The function declarations and Gemini's built-in tools (``google_search``,
+    ``code_execution``, ``url_context``) are genai's ``Tool`` fields. ``openai_web_search``,
+    ``openai_file_search`` (OpenAI Responses) and ``anthropic_server_tool`` (Anthropic) are
+    rxllm's own. A built-in tool is sent only to its own provider; any other provider refuses
+    the request with a :class:`~rxllm.ConfigurationError` naming the tool, rather than dropping
+    it. One ``Tool`` may hold several of them, as in genai.
+
+    >>> from rxllm import GoogleSearch
+    >>> Tool(google_search=GoogleSearch()).to_json()
+    '{"functionDeclarations":[],"googleSearch":{}}'
+    """
 
     function_declarations: Seq[FunctionDeclaration] = ()
+    google_search: GoogleSearch | None = None
+    code_execution: ToolCodeExecution | None = None
+    url_context: UrlContext | None = None
+    openai_web_search: OpenAiWebSearch | None = None
+    openai_file_search: OpenAiFileSearch | None = None
+    anthropic_server_tool: AnthropicServerTool | None = None
+
+
+BUILT_IN_TOOLS: dict[str, str] = {
+    "google_search": "Gemini",
+    "code_execution": "Gemini",
+    "url_context": "Gemini",
+    "openai_web_search": "OpenAI Responses",
+    "openai_file_search": "OpenAI Responses",
+    "anthropic_server_tool": "Anthropic",
+}
+"""Every built-in tool field of :class:`Tool`, and the API that runs it."""
+
+
+class FunctionCallingConfig(_Model):
+    """Which functions the model may or must call (genai's ``FunctionCallingConfig``).
+
+    ``mode`` (:class:`~rxllm.FunctionCallingConfigMode`) and ``allowed_function_names`` are
+    genai's; ``stream_function_call_arguments`` too (Gemini on Vertex streams a call's
+    arguments; the other APIs always do). ``parallel_tool_calls`` is rxllm's own: ``False``
+    asks for at most one call per turn (OpenAI's ``parallel_tool_calls``, Anthropic's
+    ``disable_parallel_tool_use``). How each provider expresses these is in
+    ``docs/providers/index.md``.
+
+    >>> FunctionCallingConfig(mode="ANY", allowed_function_names=["get_order"]).to_json()
+    '{"allowedFunctionNames":["get_order"],"mode":"ANY"}'
+    """
+
+    allowed_function_names: Seq[str] | None = None
+    mode: FunctionCallingConfigMode | None = None
+    stream_function_call_arguments: bool | None = None
+    parallel_tool_calls: bool | None = None
+
+
+class ToolConfig(_Model):
+    """Tool options shared by every tool of a request (genai's ``ToolConfig``).
+
+    ``retrieval_config`` (Gemini's location and language for Google Maps and Search grounding)
+    is kept as a JSON object; it and ``include_server_side_tool_invocations`` only mean something
+    to Gemini.
+    """
+
+    retrieval_config: JsonObject | None = None
+    function_calling_config: FunctionCallingConfig | None = None
+    include_server_side_tool_invocations: bool | None = None
+
+
+class HttpOptions(_Model):
+    """Per-request HTTP additions (the ``headers`` and ``extra_body`` of genai's ``HttpOptions``).
+
+    ``headers`` are sent with the request, each replacing a header of the same name (any letter
+    case) that rxllm or the model's ``extra_headers`` would send. ``extra_body`` is merged into
+    the request's JSON body after the model's own ``extra_body``: objects merge member by member,
+    at any depth; where the body already has a value that is not an object on both sides,
+    rxllm's value is kept (and a warning is logged naming the member) unless
+    ``extra_body_overrides`` (rxllm's own field) is true, when the extra value replaces it. genai's
+    other ``HttpOptions`` fields (base URL, timeout, retry options, clients) are set on the model,
+    not per request, so they are not accepted here.
+
+    The repr shows ``***`` for the value of a header or body member whose name is a credential's.
+
+    >>> HttpOptions(headers={"X-Api-Key": "sk-123", "X-Trace": "t1"}, extra_body={"ignore_eos": True})
+    HttpOptions(headers={'X-Api-Key': '***', 'X-Trace': 't1'}, extra_body={'ignore_eos': True})
+    """
+
+    headers: dict[str, str] | None = None
+    extra_body: JsonObject | None = None
+    extra_body_overrides: bool | None = None
+
+    def __repr_args__(self) -> Any:
+        for name, value in super().__repr_args__():
+            if name == "headers" and value is not None:
+                value = {k: (REDACTED if is_secret_name(k) else v) for k, v in value.items()}
+            elif name == "extra_body" and value is not None:
+                value = redact_json(value)
+            yield name, value
 
 
 class ThinkingConfig(_Model):
@@ -249,6 +445,11 @@ class GenerateContentConfig(_Model):
     Each provider is sent its native structured mode, and the final response carries the
     validated object in ``parsed`` (see ``docs/structured-output.md``). In JSON the field is
     the JSON schema.
+
+    ``tool_config`` forces, restricts or forbids function calls; ``safety_settings`` are Gemini's
+    blocking thresholds; ``http_options`` adds headers and body members to this request. Each
+    provider maps them to its own API or refuses what it cannot express with a
+    :class:`~rxllm.ConfigurationError` (``docs/providers/index.md`` has the table).
     """
 
     system_instruction: Content | None = None
@@ -263,6 +464,9 @@ class GenerateContentConfig(_Model):
     response_mime_type: str | None = None
     response_schema: Annotated[ResponseSchema | None, SCHEMA_FIELD] = None
     thinking_config: ThinkingConfig | None = None
+    tool_config: ToolConfig | None = None
+    safety_settings: Seq[SafetySetting] | None = None
+    http_options: HttpOptions | None = None
 
     if TYPE_CHECKING:  # the signature type checkers see: ``system_instruction`` also takes a str
 
@@ -281,6 +485,9 @@ class GenerateContentConfig(_Model):
             response_mime_type: str | None = None,
             response_schema: ResponseSchema | None = None,
             thinking_config: ThinkingConfig | None = None,
+            tool_config: ToolConfig | None = None,
+            safety_settings: Sequence[SafetySetting] | None = None,
+            http_options: HttpOptions | None = None,
         ) -> None: ...
 
     @field_validator("system_instruction", mode="before")

@@ -1,45 +1,43 @@
-"""``SseChatModel``: the seed's streaming adapter, for any provider that speaks Server-Sent Events.
+"""``SseChatModel``: the streaming adapter for any provider that speaks Server-Sent Events.
 
-The shape of one attempt is the seed's, in reactivex::
+One attempt has the shape of ADK Java's ``Gemini`` streaming call, in reactivex terms::
 
     using(open the HTTP response,                      # resource: closed on complete, error, dispose
           lambda response: defer(lambda: concat(       # defer: a fresh parser + aggregator per attempt
               partials(response, parser, aggregator),  # zero or one partial per chunk, as bytes arrive
               from_callable(aggregator.finish))))      # exactly one final
 
-wrapped in two shells: :func:`_blocking` runs the attempt on the I/O scheduler inside a
-:class:`~rxllm._transports.threaded.CancelScope` (dispose shuts the socket down from the disposing thread, which
-stock ``subscribe_on`` cannot do), and :func:`~rxllm._models.retry.retry_before_first_item` retries an
-attempt that failed before its first item.
+It is written once, as :class:`_SseAttempt`, the model's side of the transport seam
+(:class:`~rxllm._transports.base.AttemptSink`): the transport opens the response, feeds the body to
+it on the transport's own thread or loop, and closes the response whatever happens. Around it,
+:func:`~rxllm._models.retry.retry_before_first_item` retries an attempt that failed before its first
+item, and disposing cancels the attempt on the disposing thread (its sockets shut down at once).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import enum
 import itertools
 import logging
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection
 from typing import Any, cast
 
 import reactivex
 from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
-from reactivex.scheduler import ThreadPoolScheduler
 
 from .._core.errors import ConfigurationError, StreamInterruptedError
 from .._core.redact import Redactor, redact_error, secure_destination
 from .._core.types import LlmRequest, LlmResponse
 from .._rx.aio import AwaitableObservable, awaitable
 from .._telemetry.otel import AttemptTelemetry, ModelCallTelemetry, model_call
-from .._transports.asynchronous import AsyncHttpTransport, total_timeout_error, transport_for_client
-from .._transports.base import HttpRequest
-from .._transports.threaded import CancelScope, HttpResponse, HttpTransport, current_scope
+from .._transports.base import CancelScope, Exchange, HttpRequest, Transport
+from .._transports.clients import transport_for_client
+from .._transports.threaded import HttpTransport
 from .aggregation import StreamAggregator
 from .base_llm import BaseLlm
 from .chunk import Chunk
-from .drive import SseReader, drive_sse
+from .drive import SseReader
 from .model_stream import (
     ModelStreamEvent,
     ResponseCompleteEvent,
@@ -78,10 +76,11 @@ class SseChatModel(BaseLlm):
             itself will do); called once per attempt so per-stream state never leaks.
         transport: the HTTP client and I/O pool (default: a shared :class:`HttpTransport`, a
             thread per open stream), or an :class:`AsyncHttpTransport` (a task per open stream,
-            for thousands of concurrent streams; subscribers are then called on its loop).
-        http_client: an ``httpx.Client`` or ``httpx.AsyncClient`` you built (proxy, ``verify``,
-            limits, headers, event hooks, mounts, HTTP/2...) to send this model's requests with,
-            instead of ``transport``: wrapped in an :class:`HttpTransport` or an
+            for thousands of concurrent streams; subscribers are then called on its loop), or any
+            object with the members of :class:`~rxllm.Transport`.
+        http_client: an ``httpx2.Client`` or ``httpx2.AsyncClient`` (or a legacy ``httpx`` one) you
+            built (proxy, ``verify``, limits, headers, event hooks, mounts, HTTP/2...) to send this
+            model's requests with, instead of ``transport``: wrapped in an :class:`HttpTransport` or an
             :class:`AsyncHttpTransport` (bound to the running loop when the model is built inside
             one). rxllm never closes it. See ``docs/asyncio.md``.
         scheduler: where the blocking request and reads run (default: the transport's
@@ -109,7 +108,7 @@ class SseChatModel(BaseLlm):
         *,
         mapper: RequestMapper,
         parser: Callable[[], ChunkParser],
-        transport: HttpTransport | AsyncHttpTransport | None = None,
+        transport: Transport | None = None,
         http_client: Any = None,
         scheduler: rx_abc.SchedulerBase | None = None,
         retry_policy: RetryPolicy | None = None,
@@ -125,13 +124,8 @@ class SseChatModel(BaseLlm):
             if transport is not None:
                 raise ConfigurationError("pass transport= or http_client=, not both")
             transport = transport_for_client(http_client)
-        self._transport = transport or default_transport()
-        if isinstance(self._transport, AsyncHttpTransport):
-            if scheduler is not None:
-                raise ConfigurationError("scheduler= applies to HttpTransport; AsyncHttpTransport runs on its loop")
-            self._scheduler: rx_abc.SchedulerBase | None = None
-        else:
-            self._scheduler = scheduler or self._transport.scheduler
+        self._transport: Transport = transport or default_transport()
+        self._scheduler = self._transport.scheduler_of(scheduler)
         self._retry_policy = retry_policy or RetryPolicy()
         self._timer_scheduler = timer_scheduler
         self._max_line_bytes = max_line_bytes
@@ -208,191 +202,107 @@ class SseChatModel(BaseLlm):
     ) -> reactivex.Observable[Any]:
         transport = self._transport
         attempts = itertools.count(1)  # numbers this subscription's attempts (the transports' DEBUG line)
-        if isinstance(transport, AsyncHttpTransport):
-            attempt = self._async_attempt(transport, llm_request, stream, emit, telemetry, attempts)
-            timers = self._timer_scheduler or transport.timer_scheduler
-            return retry_before_first_item(attempt, self._retry_policy, timers)
-        assert self._scheduler is not None
-
-        def work(observer: rx_abc.ObserverBase[Any]) -> None:
-            self._attempt(llm_request, stream, emit, observer, telemetry, attempts)
-
-        return retry_before_first_item(_blocking(work, self._scheduler), self._retry_policy, self._timer_scheduler)
-
-    def _attempt(
-        self,
-        llm_request: LlmRequest,
-        stream: bool,
-        emit: _Emit,
-        observer: rx_abc.ObserverBase[Any],
-        telemetry: ModelCallTelemetry | None,
-        attempts: Iterator[int] | None = None,
-    ) -> None:
-        """One attempt, on the I/O thread: ``using`` / ``defer`` / ``concat``."""
-        provider = self._mapper.provider
-        traced = telemetry.attempt() if telemetry is not None else None
-
-        def open_response() -> HttpResponse:
-            model = llm_request.model or self.model
-            request = self._mapper.to_http_request(llm_request, model=model, stream=stream)
-            redactor = self._request_checked(request)
-            if isinstance(observer, _ScopedObserver):
-                observer.redactor = redactor
-            assert isinstance(self._transport, HttpTransport)
-            number = next(attempts) if attempts is not None else 1
-            if traced is None:
-                return self._transport.open(request, provider=provider, stream=stream, redactor=redactor,
-                                            attempt=number)
-            traced.start(redactor.url(request.url))
-            with traced.current():
-                return self._transport.open(request, provider=provider, stream=stream, redactor=redactor,
-                                            attempt=number)
-
-        def turn(resource: rx_abc.DisposableBase | None) -> reactivex.Observable[Any]:
-            response = cast(HttpResponse, resource)
-
-            def fresh(_: Any) -> reactivex.Observable[Any]:
-                aggregator = StreamAggregator(provider=provider)
-                parser = self._parser_factory()
-                if emit is _Emit.SINGLE:
-                    if traced is not None:
-                        return reactivex.from_callable(lambda: traced.response(_single(response, parser, aggregator)))
-                    return reactivex.from_callable(lambda: _single(response, parser, aggregator))
-                on_chunk = _EMITTERS[emit]
-                # Items reach the attempt's scoped observer straight from the body: between them sit
-                # only concat/defer/using, which forward items unchanged (one frame each per partial).
-                sink = observer.on_next if isinstance(observer, _ScopedObserver) else None
-                body = _body(response, parser, aggregator, on_chunk, self._max_line_bytes, provider, traced, sink)
-
-                def final_items(_: Any) -> reactivex.Observable[Any]:
-                    items = _final_items(emit, aggregator)
-                    if traced is not None:
-                        traced.response(_response_of(items[-1]))
-                    return reactivex.from_iterable(items)
-
-                def release(_: Any) -> reactivex.Observable[Any]:
-                    # After the final, before completion: the subscriber has its answer at once, and
-                    # a next call made on completion finds the connection back in the pool.
-                    response.release()
-                    return reactivex.empty()
-
-                return reactivex.concat(body, reactivex.defer(final_items), reactivex.defer(release))
-
-            return reactivex.defer(fresh)
-
-        attempt = reactivex.using(open_response, turn)
-        if traced is None:
-            attempt.subscribe(observer)
-            return
-        scope = current_scope()
-
-        def on_error(error: Exception) -> None:
-            traced.end(error, cancelled=scope is not None and scope.cancelled)
-            observer.on_error(error)
-
-        def on_completed() -> None:
-            traced.end()
-            observer.on_completed()
-
-        attempt.subscribe(observer.on_next, on_error, on_completed)
-
-    def _async_attempt(
-        self,
-        transport: AsyncHttpTransport,
-        llm_request: LlmRequest,
-        stream: bool,
-        emit: _Emit,
-        telemetry: ModelCallTelemetry | None,
-        attempts: Iterator[int] | None = None,
-    ) -> reactivex.Observable[Any]:
-        """One attempt on the asyncio transport: the same ``using`` / ``defer`` / ``concat`` shape,
-        written as a task: ``async with``-style release of the response in ``finally`` (using), a
-        fresh parser and aggregator per attempt (defer), the final after the body (concat).
-        Disposing cancels the task, which closes the connection."""
-        provider = self._mapper.provider
 
         def subscribe(
             observer: rx_abc.ObserverBase[Any], _: rx_abc.SchedulerBase | None = None
         ) -> rx_abc.DisposableBase:
-            scope = CancelScope()  # dispose shuts the attempt's sockets down at once, then cancels the task
-            guarded = _ScopedObserver(observer, scope)
+            scope = CancelScope()  # dispose shuts the attempt's sockets down at once
+            scoped = _ScopedObserver(observer, scope)
             traced = telemetry.attempt() if telemetry is not None else None
+            sink = _SseAttempt(self, llm_request, stream, emit, scoped, scope, traced, next(attempts))
+            started = transport.start(sink, scope, scheduler=self._scheduler)
+            return Disposable(started.cancel)
 
-            async def run() -> None:
-                response = None
-                total = transport.limits.total_timeout
-                deadline = asyncio.timeout(total)
-                try:
-                    async with deadline:
-                        model = llm_request.model or self.model
-                        request = self._mapper.to_http_request(llm_request, model=model, stream=stream)
-                        guarded.redactor = redactor = self._request_checked(request)
-                        number = next(attempts) if attempts is not None else 1
-                        if traced is None:
-                            response = await transport.open(request, provider=provider, stream=stream,
-                                                            redactor=redactor, scope=scope,
-                                                            attempt=number)
-                        else:
-                            traced.start(redactor.url(request.url))
-                            with traced.current():
-                                response = await transport.open(request, provider=provider, stream=stream,
-                                                                redactor=redactor, scope=scope,
-                                                                attempt=number)
-                        aggregator = StreamAggregator(provider=provider)
-                        parser = self._parser_factory()
-                        if emit is _Emit.SINGLE:
-                            final = _single_of(await response.aread(), parser, aggregator)
-                            if traced is not None:
-                                traced.response(final)
-                            guarded.on_next(final)
-                        else:
-                            on_chunk = _on_chunk(_EMITTERS[emit], aggregator, guarded.on_next, traced)
-                            reader = SseReader(parser, on_chunk, max_line_bytes=self._max_line_bytes)
-                            ended = False
-                            async for data in response.aiter_bytes():
-                                if reader.feed(data):
-                                    ended = True
-                                    response.mark_ended()
-                                    break
-                            if not ended:
-                                reader.end()
-                            _check_complete(aggregator, provider)
-                            items = _final_items(emit, aggregator)
-                            if traced is not None:
-                                traced.response(_response_of(items[-1]))
-                            for item in items:
-                                guarded.on_next(item)
-                            await response.adrain()
-                        if traced is not None:
-                            traced.end()
-                    guarded.on_completed()
-                except Exception as exc:
-                    # Whatever the deadline's cancellation surfaced as (TimeoutError, or an httpx error
-                    # from the interrupted exchange), it is the total timeout: not retried.
-                    error: Exception = total_timeout_error(transport.limits, provider) if deadline.expired() else exc
-                    if traced is not None:
-                        traced.end(error, cancelled=scope.cancelled)
-                    guarded.on_error(error)
-                finally:
-                    if traced is not None:
-                        traced.end(cancelled=True)  # a no-op unless the task was cancelled (disposed)
-                    if response is not None:
-                        await response.aclose()
-
-            future = transport.submit(run(), scope)
-
-            def dispose() -> None:
-                if not scope.active:  # already ended (reactivex disposes on the terminal event): let the
-                    return  # task release its connection; a cancel would interrupt that aclose() and leak it
-                transport.cancel(future)
-
-            return Disposable(dispose)
-
-        return reactivex.create(subscribe)
+        timers = self._timer_scheduler or transport.timer_scheduler
+        return retry_before_first_item(reactivex.create(subscribe), self._retry_policy, timers)
 
 
-class _Cancelled(Exception):
-    """Ends a cancelled attempt's pipeline; never delivered (the subscriber has disposed)."""
+class _SseAttempt:
+    """One attempt, the model's side of the transport seam (an
+    :class:`~rxllm._transports.base.AttemptSink`): builds the request, turns the body into partials
+    or events and the final, and ends the attempt's telemetry span.
+
+    A fresh parser and aggregator per attempt (a retry starts from scratch); items go to the
+    attempt's :class:`_ScopedObserver`, which delivers nothing once the attempt was cancelled.
+    """
+
+    __slots__ = ("_aggregator", "_emit", "_model", "_number", "_observer", "_reader", "_request", "_scope",
+                 "_stream", "_traced", "on_body")
+
+    def __init__(
+        self,
+        model: SseChatModel,
+        llm_request: LlmRequest,
+        stream: bool,
+        emit: _Emit,
+        observer: _ScopedObserver,
+        scope: CancelScope,
+        traced: AttemptTelemetry | None,
+        number: int,
+    ) -> None:
+        self._model = model
+        self._request = llm_request
+        self._stream = stream
+        self._emit = emit
+        self._observer = observer
+        self._scope = scope
+        self._traced = traced
+        self._number = number
+        self._aggregator = StreamAggregator(provider=model.provider)
+        self._reader: SseReader | None = None
+        # The SSE reader's own ``feed`` once the request is built: the transport calls it once per
+        # network read, with no frame of this class in between.
+        self.on_body: Callable[[bytes], bool] = _no_body
+
+    def exchange(self) -> Exchange:
+        model = self._model
+        request = model._mapper.to_http_request(self._request, model=self._request.model or model.model,
+                                                stream=self._stream)
+        redactor = self._observer.redactor = model._request_checked(request)
+        traced = self._traced
+        context = None
+        if traced is not None:
+            traced.start(redactor.url(request.url))
+            context = traced.current
+        if self._emit is not _Emit.SINGLE:
+            on_chunk = _on_chunk(_EMITTERS[self._emit], self._aggregator, self._observer.on_next, traced)
+            reader = self._reader = SseReader(model._parser_factory(), on_chunk,
+                                              max_line_bytes=model._max_line_bytes)
+            self.on_body = reader.feed
+        return Exchange(request, redactor, self._stream, model.provider, self._number, context)
+
+    def on_body_end(self, ended: bool) -> None:
+        if not ended and self._reader is not None:
+            self._reader.end()
+        aggregator = self._aggregator
+        _check_complete(aggregator, self._model.provider)
+        items = _final_items(self._emit, aggregator)
+        if self._traced is not None:
+            self._traced.response(_response_of(items[-1]))
+        on_next = self._observer.on_next
+        for item in items:
+            on_next(item)
+
+    def on_whole(self, body: bytes) -> None:
+        final = _single_of(body, self._model._parser_factory(), self._aggregator)
+        if self._traced is not None:
+            self._traced.response(final)
+        self._observer.on_next(final)
+
+    def on_error(self, error: Exception) -> None:
+        if self._traced is not None:
+            self._traced.end(error, cancelled=self._scope.cancelled)
+        self._observer.on_error(error)
+
+    def on_completed(self) -> None:
+        if self._traced is not None:
+            self._traced.end()
+        self._observer.on_completed()
+
+
+def _no_body(data: bytes) -> bool:
+    """:attr:`_SseAttempt.on_body` before the request is built: no body is expected yet."""
+    raise StreamInterruptedError("a body arrived before the request was built")
 
 
 class _Emit(enum.Enum):
@@ -443,58 +353,6 @@ def _final_events(aggregator: StreamAggregator) -> list[ModelStreamEvent]:
     return events
 
 
-def _body(
-    response: HttpResponse,
-    parser: ChunkParser,
-    aggregator: StreamAggregator,
-    emit: Callable[[Chunk, StreamAggregator, Callable[[Any], None]], None],
-    max_line_bytes: int,
-    provider: str,
-    traced: AttemptTelemetry | None = None,
-    sink: Callable[[Any], None] | None = None,
-) -> reactivex.Observable[Any]:
-    """What one response body yields (``emit`` decides: partials or events), synchronously as bytes arrive.
-
-    A synchronous loop, not ``concat_map`` over inner observables (which on a blocking source
-    held every partial until the body ended), and no queue: a slow subscriber slows the reads.
-    Items go to ``sink`` when given (the attempt's :class:`_ScopedObserver`, past the operators
-    that only forward them), else to the subscribing observer; the terminal event always goes
-    to the subscribing observer, after every item.
-    """
-
-    def subscribe(
-        observer: rx_abc.ObserverBase[Any], scheduler: rx_abc.SchedulerBase | None = None
-    ) -> rx_abc.DisposableBase:
-        scope = current_scope()
-        on_next = sink or observer.on_next
-        on_chunk = _on_chunk(emit, aggregator, on_next, traced)
-        try:
-            ended = drive_sse(
-                response.iter_bytes(),
-                parser,
-                on_chunk,
-                max_line_bytes=max_line_bytes,
-                is_cancelled=(lambda: scope.cancelled) if scope is not None else None,
-            )
-            if scope is not None and scope.cancelled:
-                # Terminate (the scoped observer drops it) so ``using`` closes the response here and
-                # now; an abandoned body would be finalized by the garbage collector on any thread,
-                # possibly one holding httpcore's (non-reentrant) pool lock.
-                raise _Cancelled
-            if ended:  # the bytes that end the body are read after the final (``HttpResponse.release``)
-                response.mark_ended()
-            else:  # the body ran out: the connection goes back now (``using`` closes it again: no-op)
-                response.close()
-            _check_complete(aggregator, provider)
-        except Exception as exc:
-            observer.on_error(exc)
-            return Disposable()
-        observer.on_completed()
-        return Disposable()
-
-    return reactivex.create(subscribe)
-
-
 def _on_chunk(
     emit: Callable[[Chunk, StreamAggregator, Callable[[Any], None]], None],
     aggregator: StreamAggregator,
@@ -532,10 +390,6 @@ def _on_chunk(
         emit(chunk, aggregator, on_next)
 
     return on_chunk
-
-
-def _single(response: HttpResponse, parser: ChunkParser, aggregator: StreamAggregator) -> LlmResponse:
-    return _single_of(response.read(), parser, aggregator)
 
 
 def _single_of(body: bytes, parser: ChunkParser, aggregator: StreamAggregator) -> LlmResponse:
@@ -623,53 +477,3 @@ def _log_unhandled(unhandled: Exception, error: Exception | None) -> None:
     else:
         _root_log.error("a subscriber's callback raised while handling the stream's end: %s", unhandled,
                         exc_info=unhandled)
-
-
-def _blocking(
-    work: Callable[[rx_abc.ObserverBase[Any]], None], scheduler: rx_abc.SchedulerBase
-) -> reactivex.Observable[Any]:
-    """Run blocking ``work`` on ``scheduler``; disposing cancels it from the disposing thread.
-
-    Stock ``subscribe_on`` schedules ``dispose`` onto the worker that is blocked reading, so the
-    socket stayed open ~20 s after dispose. Here dispose cancels the work's
-    :class:`~rxllm._transports.threaded.CancelScope` on the calling thread: its sockets are shut down at once,
-    the blocked read wakes, and nothing more reaches the observer.
-    """
-
-    def subscribe(observer: rx_abc.ObserverBase[Any], _: rx_abc.SchedulerBase | None = None) -> rx_abc.DisposableBase:
-        scope = CancelScope()
-        scoped = _ScopedObserver(observer, scope)
-        # The subscriber's contextvars (an OpenTelemetry span, ...) go with the work onto the I/O
-        # thread, so httpx instrumentation parents the request's span under the user's.
-        context = contextvars.copy_context()
-
-        def action(_scheduler: rx_abc.SchedulerBase, _state: Any = None) -> None:
-            if scope.cancelled:
-                return
-            context.run(run)
-
-        def run() -> None:
-            with scope.entered():
-                try:
-                    work(scoped)
-                except Exception as exc:  # a bug below must still reach the subscriber
-                    scoped.on_error(exc)
-
-        if executor is not None:  # the transport's own pool: straight to its executor
-            submitted = executor.submit(action, scheduler)
-            cancel_scheduled: Callable[[], Any] = submitted.cancel
-        else:
-            cancel_scheduled = scheduler.schedule(action).dispose
-
-        def dispose() -> None:
-            scope.cancel()
-            cancel_scheduled()
-
-        return Disposable(dispose)
-
-    # reactivex's ThreadPoolScheduler.schedule builds an EventLoopScheduler (a Condition, a queue,
-    # a scheduled item, datetime arithmetic) around every action it hands to its executor; a plain
-    # ThreadPoolScheduler's work goes to the executor directly (the same thread, the same
-    # cancellation of work not yet started).
-    executor = scheduler.executor if type(scheduler) is ThreadPoolScheduler else None
-    return reactivex.create(subscribe)

@@ -11,6 +11,7 @@ names are re-exported where users import them (``rxllm.agents.FunctionTool``, ``
 - :mod:`._calls`: ``call_tool``, one function call of the model to its ``ToolCallOutcome``.
 - :mod:`._json_safe`: what JSON cannot carry never reaches a request.
 - :mod:`._context`: ``ReadonlyContext``, ``CallbackContext``, ``ToolContext``, ``ToolActions``.
+- :mod:`._confirmation`: ``ToolConfirmation`` and the ``adk_request_confirmation`` protocol.
 - :mod:`._state`: ``State``, the session state seen by callbacks and tools.
 - :mod:`._services`: ``ArtifactStore``, ``MemorySearch`` (what a context calls on the agent
   runtime's services, as protocols) and the memory search's answer.
@@ -22,6 +23,7 @@ only as protocols), a model or a provider.
 """
 
 from ._calls import ExecuteTool, ToolCallOutcome, call_tool
+from ._confirmation import REQUEST_CONFIRMATION_FUNCTION_CALL_NAME, ToolConfirmation, confirmation_from_response
 from ._context import (
     CallbackContext,
     InvocationView,
@@ -59,6 +61,7 @@ from ._tool import (
 __all__ = [
     "APP_PREFIX",
     "DEFAULT_TOOL_WORKERS",
+    "REQUEST_CONFIRMATION_FUNCTION_CALL_NAME",
     "STATE_REMOVED",
     "TEMP_PREFIX",
     "USER_PREFIX",
@@ -73,6 +76,7 @@ __all__ = [
     "State",
     "ToolActions",
     "ToolCallOutcome",
+    "ToolConfirmation",
     "ToolContext",
     "ToolLike",
     "ToolResult",
@@ -80,6 +84,7 @@ __all__ = [
     "as_tool",
     "call_tool",
     "check_timeout",
+    "confirmation_from_response",
     "coroutine_observable",
     "current_tool_loop",
     "default_tool_scheduler",

@@ -4,7 +4,8 @@ The outcomes are the same wherever a tool is called (the agent flow, :class:`rxl
 a tool that raises, whose arguments fail validation, that completes without a result, that returns
 something that is not JSON, or that the model named but the caller does not have, does not fail
 anything. Its :class:`~rxllm.FunctionResponse` is ``{"error": "<message>"}`` so the model can
-recover. A result that is not a dict is wrapped as ``{"result": value}``, as ADK does. A result JSON
+recover. A result of None answers ``{}`` (ADK Java's ``FunctionTool``); another result that is
+not a dict is wrapped as ``{"result": value}``, as ADK does. A result JSON
 cannot carry (``NaN``, an int past the encoder's limit, an arbitrary object) is such an error
 too: it is never stored or sent. A call that runs past its timeout answers
 ``{"error": "tool ... did not answer within its timeout of N s"}``.
@@ -160,7 +161,9 @@ def _call(
         if not results:
             return _failure(call, f"tool {name!r} completed without a result", None)
         result = results[-1]
-        if not isinstance(result, dict):
+        if result is None:  # nothing to answer: an empty map, as ADK Java's FunctionTool
+            result = {}
+        elif not isinstance(result, dict):
             result = {"result": result}
         cap = max_tool_result_bytes()
         if _larger_than(result, cap):  # before any copy: a huge result is never converted, stored or sent

@@ -20,6 +20,7 @@ from reactivex import operators as ops
 from .._core.errors import ConfigurationError
 from .._core.types import Content, Part
 from .._rx.aio import AwaitableObservable, MaybeObservable, awaitable
+from ._confirmation import ToolConfirmation
 from ._services import ArtifactStore, MemorySearch, SearchMemoryResponse
 from ._state import State
 
@@ -214,12 +215,15 @@ class ToolActions:
             event).
         escalate: escalate to the parent agent (a ``LoopAgent`` stops; recorded on the event).
         artifact_delta: artifact name to the version the tool saved (filled by ``save_artifact``).
+        requested_tool_confirmations: function-call id to the confirmation asked for it (filled by
+            ``ToolContext.request_confirmation``; ADK's ``requestedToolConfirmations``).
     """
 
     skip_summarization: bool = False
     transfer_to_agent: str | None = None
     escalate: bool = False
     artifact_delta: dict[str, int] = field(default_factory=dict)
+    requested_tool_confirmations: dict[str, ToolConfirmation] = field(default_factory=dict)
 
 
 class ToolContext(CallbackContext):
@@ -230,10 +234,37 @@ class ToolContext(CallbackContext):
     from :meth:`standalone`.
     """
 
-    def __init__(self, invocation: InvocationView, state: State, function_call_id: str | None) -> None:
+    def __init__(
+        self,
+        invocation: InvocationView,
+        state: State,
+        function_call_id: str | None,
+        tool_confirmation: ToolConfirmation | None = None,
+    ) -> None:
         super().__init__(invocation, state)
         self.function_call_id = function_call_id
         self.actions: ToolActions = ToolActions()
+        self.tool_confirmation: ToolConfirmation | None = tool_confirmation
+        """The client's answer when this call runs again after a confirmation request (ADK's
+        ``toolConfirmation()``); None on the first run."""
+
+    def request_confirmation(self, hint: str | None = None, payload: JsonValue | None = None) -> None:
+        """Ask the client to confirm this call before it runs (ADK's ``requestConfirmation``).
+
+        Records the request in ``actions.requested_tool_confirmations``; the tool then returns
+        what the model should see meanwhile (for example ``{"error": "waiting for approval"}``).
+        The runtime emits an ``adk_request_confirmation`` call for the client (see
+        ``rxllm._tools._confirmation``); when the client answers, the call runs again with
+        :attr:`tool_confirmation` set.
+
+        Raises:
+            ConfigurationError: when the context answers no function call.
+        """
+        if not self.function_call_id:
+            raise ConfigurationError("request_confirmation needs the id of the function call the tool answers")
+        self.actions.requested_tool_confirmations[self.function_call_id] = ToolConfirmation(
+            hint=hint or "", payload=payload
+        )
 
     def save_artifact(self, filename: str, artifact: Part) -> AwaitableObservable[int]:
         """Save an artifact version, recorded in ``actions.artifact_delta``; see ``CallbackContext.save_artifact``."""
@@ -291,4 +322,5 @@ class ToolContext(CallbackContext):
         context._set_view(run_id, agent_name, user_content, _NoSession(), state if state is not None else State())
         context.function_call_id = function_call_id
         context.actions = ToolActions()
+        context.tool_confirmation = None
         return context

@@ -181,8 +181,10 @@ class FunctionTool(BaseTool):
     gets the :class:`ToolContext` and is left out of the declaration. Its other parameters are
     validated by pydantic before the call (unknown arguments are rejected unless it takes
     ``**kwargs``); validated values are passed (so ``"5"`` becomes ``5`` for an ``int``). The
-    return value may be an Observable (its last item is the result). A result that is not a
-    dict is wrapped as ``{"result": value}``, as ADK does; a dict is returned as is. Results are
+    return value may be an Observable (its last item is the result). A function that returns
+    None (or an Observable that completes empty) answers ``{}``, as ADK Java's ``FunctionTool``;
+    another result that is not a dict is wrapped as ``{"result": value}``, as ADK does; a dict
+    is returned as is. Results are
     made JSON-able with pydantic (models, dates and the like are converted); a result JSON
     cannot carry (``NaN``, an int too large for the encoder, an arbitrary object) becomes an
     error result for that call.
@@ -201,6 +203,12 @@ class FunctionTool(BaseTool):
             pool (e.g. a dedicated ``ThreadPoolScheduler``). A running function is not
             interrupted by disposal or a timeout; its result is dropped.
         timeout: seconds one call may take (see :class:`BaseTool`).
+        require_confirmation: ask the client to confirm every call before the function runs (ADK
+            Java's ``FunctionTool.create(method, requireConfirmation)``): the first run asks
+            (``tool_context.request_confirmation``) and answers ``{"error": "This tool call requires
+            confirmation, please approve or reject."}``; once the client answered, the call runs
+            again and the function runs if confirmed, else it answers ``{"error": "This tool call is
+            rejected."}``. See ``rxllm._tools._confirmation``.
 
     Raises:
         ConfigurationError: for an async generator function, ``*args``, an unusable name, a
@@ -215,6 +223,7 @@ class FunctionTool(BaseTool):
         description: str | None = None,
         scheduler: rx_abc.SchedulerBase | None = None,
         timeout: float | None = None,
+        require_confirmation: bool = False,
     ) -> None:
         if not callable(func):
             raise ConfigurationError(f"FunctionTool needs a callable, got {type(func).__name__}")
@@ -228,6 +237,7 @@ class FunctionTool(BaseTool):
         super().__init__(name=tool_name, description=summary if description is None else description, timeout=timeout)
         self._func = func
         self._scheduler = scheduler
+        self._require_confirmation = bool(require_confirmation)
         try:
             signature = inspect.signature(func)
             hints = typing.get_type_hints(func, include_extras=True)
@@ -273,6 +283,11 @@ class FunctionTool(BaseTool):
         """The wrapped function."""
         return self._func
 
+    @property
+    def require_confirmation(self) -> bool:
+        """Whether every call waits for the client's confirmation before the function runs."""
+        return getattr(self, "_require_confirmation", False)  # a subclass that skipped __init__ has none
+
     def declaration(self) -> FunctionDeclaration:
         """The declaration built from the function."""
         return FunctionDeclaration(name=self.name, description=self.description or None, parameters=self._parameters)
@@ -281,8 +296,19 @@ class FunctionTool(BaseTool):
         """Validate ``args``, call the function, emit its wrapped result.
 
         Fails with :class:`~rxllm.ToolError` when the arguments do not validate or the function
-        raises (the flow turns that into an ``{"error": ...}`` response).
+        raises (the flow turns that into an ``{"error": ...}`` response). With
+        ``require_confirmation`` the function runs only once the client confirmed the call.
         """
+        if self.require_confirmation:
+            confirmation = tool_context.tool_confirmation
+            if confirmation is None:
+                tool_context.request_confirmation(
+                    f"Please approve or reject the tool call {self.name}() by responding with a FunctionResponse "
+                    "with an expected ToolConfirmation payload."
+                )
+                return emit_now({"error": "This tool call requires confirmation, please approve or reject."})
+            if not confirmation.confirmed:
+                return emit_now({"error": "This tool call is rejected."})
 
         def call() -> Any:
             try:
@@ -321,6 +347,8 @@ class FunctionTool(BaseTool):
 
 
 def _wrap(value: Any) -> ToolResult:
+    if value is None:  # ADK Java's FunctionTool: a function that returns nothing answers an empty map
+        return {}
     if isinstance(value, Mapping):
         return dict(value)
     return {"result": value}

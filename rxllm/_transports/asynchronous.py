@@ -1,9 +1,10 @@
-"""The asyncio transport: one event loop thread and ``httpx.AsyncClient`` pools for every open stream.
+"""The asyncio transport: one event loop (its own thread's, or the application's) and
+``httpx2.AsyncClient`` pools for every open stream.
 
-With :mod:`rxllm._transports.threaded` (the threaded transport and what both share), the only modules that
-import httpx. Where the threaded transport holds a thread per open stream, this one holds a task:
-disposing a subscription cancels the task, and httpx closes the connection, whether the task was
-waiting for a pool slot, for the headers or for the next byte.
+Where the threaded transport holds a thread per open stream, this one holds a task. Cancelling an
+attempt shuts its sockets down from the cancelling thread (the server sees the close at once) and
+then ends its task, whether the task was waiting for a pool slot, for the headers or for the next
+byte. What both transports share comes from :mod:`rxllm._transports.base`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import logging
 import ssl
 import sys
 import threading
@@ -19,8 +21,8 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterable
 from typing import Any
 
-import httpcore
-import httpx
+import httpcore2
+import httpx2
 from reactivex import abc as rx_abc
 
 from .._core.errors import (
@@ -32,10 +34,7 @@ from .._core.errors import (
 )
 from .._core.redact import Redactor
 from .._core.threads import daemon_thread
-from .base import HttpRequest
-from .coalesce import ChunkCoalescer
-from .decoding import BodyDecoder
-from .threaded import (
+from .base import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_MAX_STREAM_BYTES,
@@ -43,18 +42,27 @@ from .threaded import (
     DEFAULT_TOTAL_TIMEOUT,
     DRAIN_BYTES,
     DRAIN_SECONDS,
+    AttemptSink,
     CancelScope,
     ErrorBody,
-    HttpTransport,
+    Exchange,
+    HttpRequest,
     TransportLimits,
+    aclose_quietly,
+    check_client,
+    expired_connections,
     headers_arrived,
     limit_of,
     log_request,
+    pools_of,
     request_headers,
     status_error_of,
     timeout_error,
     wrap_network_backends,
 )
+from .coalesce import ChunkCoalescer
+from .decoding import BodyDecoder
+from .stack import ERRORS, shared_ssl_context, stack_of
 
 __all__ = [
     "AsyncHttpResponse",
@@ -62,17 +70,18 @@ __all__ = [
     "Submitted",
     "make_async_cancellable",
     "total_timeout_error",
-    "transport_for_client",
 ]
 
 _POOL_SHARD = 256
 _STOP_SECONDS = 2.0  # close(): how long a stopped stream gets to end before it is cancelled
+_CLOSE_SECONDS = 10.0  # close(): how long the whole cleanup on the loop may take
+_log = logging.getLogger("rxllm.http")
 
 
 _attempt_scope: contextvars.ContextVar[CancelScope | None] = contextvars.ContextVar("rxllm_attempt_scope", default=None)
 
 
-class _CancellableAsyncStream(httpcore.AsyncNetworkStream):
+class _CancellableAsyncStream(httpcore2.AsyncNetworkStream):
     """A pool's network stream whose socket is attached to the :class:`~rxllm._transports.threaded.CancelScope` of
     the attempt using it (the context's ``_attempt_scope``), at connect and on every read and write,
     so a reused keep-alive connection is covered too. Attaching to a scope already cancelled shuts
@@ -80,7 +89,7 @@ class _CancellableAsyncStream(httpcore.AsyncNetworkStream):
 
     __slots__ = ("_coalescer", "_inner", "owner", "sock")
 
-    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
+    def __init__(self, inner: httpcore2.AsyncNetworkStream) -> None:
         self._inner = inner
         self.sock: Any = inner.get_extra_info("socket")  # asyncio's TransportSocket
         self.owner: CancelScope | None = None  # the scope that used the socket last
@@ -110,17 +119,17 @@ class _CancellableAsyncStream(httpcore.AsyncNetworkStream):
 
     async def start_tls(
         self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
-    ) -> httpcore.AsyncNetworkStream:
+    ) -> httpcore2.AsyncNetworkStream:
         return _CancellableAsyncStream(await self._inner.start_tls(ssl_context, server_hostname, timeout))
 
     def get_extra_info(self, info: str) -> Any:
         return self._inner.get_extra_info(info)
 
 
-class _CancellableAsyncBackend(httpcore.AsyncNetworkBackend):
+class _CancellableAsyncBackend(httpcore2.AsyncNetworkBackend):
     """Wraps an async pool's network backend: every stream it opens is a :class:`_CancellableAsyncStream`."""
 
-    def __init__(self, inner: httpcore.AsyncNetworkBackend) -> None:
+    def __init__(self, inner: httpcore2.AsyncNetworkBackend) -> None:
         self._inner = inner
 
     async def connect_tcp(
@@ -130,7 +139,7 @@ class _CancellableAsyncBackend(httpcore.AsyncNetworkBackend):
         timeout: float | None = None,
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
+    ) -> httpcore2.AsyncNetworkStream:
         stream = _CancellableAsyncStream(
             await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
         )
@@ -139,7 +148,7 @@ class _CancellableAsyncBackend(httpcore.AsyncNetworkBackend):
 
     async def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore.AsyncNetworkStream:
+    ) -> httpcore2.AsyncNetworkStream:
         stream = _CancellableAsyncStream(await self._inner.connect_unix_socket(path, timeout, socket_options))
         stream.attach()
         return stream
@@ -148,8 +157,8 @@ class _CancellableAsyncBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
-def make_async_cancellable(client: httpx.AsyncClient) -> int:
-    """:func:`~rxllm._transports.threaded.make_cancellable` for an ``httpx.AsyncClient`` (its HTTP/1.1 pools' sockets
+def make_async_cancellable(client: Any) -> int:
+    """:func:`~rxllm._transports.threaded.make_cancellable` for an async client (its HTTP/1.1 pools' sockets
     attach to the attempt's scope); how many pools were made cancellable."""
     return len(wrap_network_backends(client, _CancellableAsyncBackend))
 
@@ -164,7 +173,7 @@ class AsyncHttpResponse:
 
     def __init__(
         self,
-        response: httpx.Response,
+        response: httpx2.Response,
         release: Callable[[], None],
         *,
         limits: TransportLimits | None = None,
@@ -194,8 +203,10 @@ class AsyncHttpResponse:
         the pool instead of closing it: the next call skips a TCP and TLS handshake (as
         :meth:`HttpResponse.release` on the threaded transport)."""
         if self._body is not None and self._ended:
-            with contextlib.suppress(Exception):
+            try:
                 await asyncio.wait_for(_drain(self._body), DRAIN_SECONDS)
+            except (TimeoutError, *ERRORS.close) as exc:  # type: ignore[misc]  # a tuple built at run time  # the body did not end in time: aclose() closes it
+                _log.debug("draining a response body: %s: %s", type(exc).__name__, exc)
 
     async def _iterate(self, cap: int | None) -> AsyncIterator[bytes]:
         decoder = BodyDecoder(self._response.headers.get("content-encoding", ""), max_bytes=cap,
@@ -215,12 +226,15 @@ class AsyncHttpResponse:
                         yield piece
                 for piece in decoder.flush():
                     yield piece
-        except httpx.TimeoutException as exc:
+        except ERRORS.timeout as exc:
             raise timeout_error(exc, limit_of(exc, headers=True, expired=False), self._limits,
                                 self._provider) from exc
-        except httpx.HTTPError as exc:
+        except ERRORS.http as exc:
             raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}",
                                          provider=self._provider) from exc
+        except ERRORS.stream as exc:  # e.g. a mocked transport's response whose body was already read
+            raise TransportError(f"the http_client returned a body that cannot be streamed: {type(exc).__name__}: "
+                                 f"{exc}", provider=self._provider) from exc
 
     async def aread(self) -> bytes:
         """The whole decoded body (at most ``max_response_bytes``)."""
@@ -241,8 +255,7 @@ class AsyncHttpResponse:
         if release is not None:
             await asyncio.shield(_keep(_aclose_then(self._response, release, body)))
         elif isinstance(body, AsyncGenerator):
-            with contextlib.suppress(Exception):
-                await body.aclose()
+            await aclose_quietly(body.aclose, "a response body")
 
 
 class Submitted:
@@ -261,9 +274,10 @@ class Submitted:
     ) -> None:
         self._loop = loop
         self._pending = pending  # the transport's: what close() stops
-        self.scope = scope  # the attempt's, when the coroutine is one: close() stops it as a dispose does
+        # the attempt's scope, when the coroutine is one: close() stops it as a dispose does
+        self.scope: CancelScope | None = scope
         self.task: asyncio.Task[None] | None = None  # set on the loop when the task starts
-        self.cancelled = False
+        self.cancelled: bool = False
 
     def done(self, _task: asyncio.Task[None]) -> None:
         """The task ended (its done callback, on the loop)."""
@@ -294,7 +308,7 @@ class Submitted:
 
 
 class AsyncHttpTransport:
-    """The asyncio transport: one event loop thread and an ``httpx.AsyncClient`` for every open stream.
+    """The asyncio transport: one event loop thread and ``httpx2.AsyncClient`` pools for every open stream.
 
     Where :class:`HttpTransport` holds a thread per open stream, this one holds a task: thousands
     of concurrent streams cost one thread. Disposing a subscription cancels its task; httpx then
@@ -313,10 +327,11 @@ class AsyncHttpTransport:
         max_response_bytes: cap on a non-streamed (``stream=False``) body, decoded.
         max_stream_bytes: cap on a streamed body, decoded (``None``: no cap).
         keepalive_expiry: seconds an idle keep-alive connection is kept.
-        http_client: an ``httpx.AsyncClient`` you built (proxy, ``verify``, limits, headers, event
-            hooks, mounts, ``http2=True``...) to send every request with; rxllm never closes it.
-            rxllm's timeouts above still apply to each request. Disposing cancels the request's
-            task, which closes the connection on httpx's own transports; on a mocked transport the
+        http_client: an ``httpx2.AsyncClient`` (or a legacy ``httpx.AsyncClient``) you built (proxy,
+            ``verify``, limits, headers, event hooks, mounts, ``http2=True``...) to send every request
+            with; rxllm never closes it. rxllm's timeouts above still apply to each request.
+            Disposing cancels the request's task, which closes the connection on the library's own
+            transports; on a mocked transport the
             emissions stop at once. Use it on the loop it belongs to (``loop=``).
         loop: an event loop that is already running (your application's): the transport runs
             its tasks there and calls subscribers on it, with no thread of its own. Without it
@@ -337,14 +352,13 @@ class AsyncHttpTransport:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_stream_bytes: int | None = DEFAULT_MAX_STREAM_BYTES,
         keepalive_expiry: float = 30.0,
-        http_client: httpx.AsyncClient | None = None,
+        http_client: httpx2.AsyncClient | Any | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
-        if http_client is not None and not isinstance(http_client, httpx.AsyncClient):
-            raise ConfigurationError(
-                f"http_client must be an httpx.AsyncClient for AsyncHttpTransport, got {type(http_client).__name__} "
-                "(an httpx.Client goes to HttpTransport)"
-            )
+        if http_client is not None:
+            stack = stack_of(http_client)
+            kind = stack.httpx.AsyncClient if stack is not None else httpx2.AsyncClient
+            check_client(http_client, (kind,), " (a Client goes to HttpTransport)")
         self.max_concurrent_streams = max_concurrent_streams
         self.limits: TransportLimits = TransportLimits(
             max_concurrent_streams,
@@ -361,15 +375,14 @@ class AsyncHttpTransport:
         # that cost flat.
         shards = -(-max_concurrent_streams // _POOL_SHARD)
         per_shard = -(-max_concurrent_streams // shards)
-        self._limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard,
+        self._limits = httpx2.Limits(max_connections=per_shard, max_keepalive_connections=per_shard,
                                     keepalive_expiry=keepalive_expiry)
         self._shards = shards
         self._per_shard = per_shard
         self._in_flight: list[int] = []  # open exchanges per pool (touched on the loop thread only)
         self._gate: asyncio.Semaphore | None = None  # one permit per connection: see open()
         self._lock = threading.Lock()
-        self._clients: list[httpx.AsyncClient | None] = []  # built on first use (see _client)
-        self._ssl_context: ssl.SSLContext | None = None
+        self._clients: list[Any | None] = []  # built on first use (see _client)
         self._prune_handle: asyncio.TimerHandle | None = None
         self._user_client = http_client
         if http_client is not None:  # one pool, the user's
@@ -461,6 +474,72 @@ class AsyncHttpTransport:
         with contextlib.suppress(RuntimeError):  # the loop is closed: the task is gone with it
             loop.call_soon_threadsafe(task.stop)
 
+    def scheduler_of(self, scheduler: rx_abc.SchedulerBase | None) -> None:
+        """Attempts run on the loop: no scheduler.
+
+        Raises:
+            ConfigurationError: a ``scheduler=`` was given.
+        """
+        if scheduler is not None:
+            raise ConfigurationError("scheduler= applies to HttpTransport; AsyncHttpTransport runs on its loop")
+
+    def start(
+        self, sink: AttemptSink, scope: CancelScope, *, scheduler: rx_abc.SchedulerBase | None = None
+    ) -> _LoopAttempt:
+        """Run one attempt as a task on the loop (from any thread), its sockets attached to ``scope``.
+
+        ``cancel()`` of the returned attempt shuts the scope's sockets down before it returns and
+        then ends the task (see :meth:`cancel`); an attempt that already ended is left alone, so its
+        task releases its connection undisturbed. The attempt's ``total_timeout`` covers it all.
+        """
+        self.scheduler_of(scheduler)
+        return _LoopAttempt(self, self.submit(self._run(sink, scope), scope), scope)
+
+    async def _run(self, sink: AttemptSink, scope: CancelScope) -> None:
+        """One attempt, on the loop: open, deliver the body, drain it for reuse, end; the response
+        is closed in ``finally`` whatever happens (a dispose's cancellation included)."""
+        response: AsyncHttpResponse | None = None
+        provider: str | None = None
+        deadline = asyncio.timeout(self.limits.total_timeout)
+        try:
+            try:
+                async with deadline:
+                    exchange = sink.exchange()
+                    provider = exchange.provider
+                    response = await self._open_exchange(exchange, scope)
+                    if not exchange.stream:
+                        sink.on_whole(await response.aread())
+                    else:
+                        feed = sink.on_body
+                        ended = False
+                        async for data in response.aiter_bytes():
+                            if feed(data):
+                                ended = True
+                                response.mark_ended()
+                                break
+                        sink.on_body_end(ended)
+                        await response.adrain()
+            except Exception as exc:
+                # Whatever the deadline's cancellation surfaced as (TimeoutError, or an httpx error from
+                # the interrupted exchange), it is the total timeout: not retried.
+                sink.on_error(total_timeout_error(self.limits, provider) if deadline.expired() else exc)
+                return
+            except asyncio.CancelledError:
+                sink.on_error(TransportError("the attempt was cancelled", provider=provider))
+                raise
+            sink.on_completed()
+        finally:
+            if response is not None:
+                await response.aclose()
+
+    async def _open_exchange(self, exchange: Exchange, scope: CancelScope) -> AsyncHttpResponse:
+        if exchange.context is None:
+            return await self.open(exchange.request, provider=exchange.provider, stream=exchange.stream,
+                                   redactor=exchange.redactor, scope=scope, attempt=exchange.attempt)
+        with exchange.context():
+            return await self.open(exchange.request, provider=exchange.provider, stream=exchange.stream,
+                                   redactor=exchange.redactor, scope=scope, attempt=exchange.attempt)
+
     def _take_shard(self) -> int:
         """The first pool with a free slot (so keep-alive connections get reused), else the least busy.
 
@@ -474,7 +553,7 @@ class AsyncHttpTransport:
         in_flight[shard] += 1
         return shard
 
-    def _client(self, shard: int) -> httpx.AsyncClient:
+    def _client(self, shard: int) -> Any:
         """The pool of ``shard``, built on first use: a fresh transport builds one client, not 40
         (building every pool eagerly cost ~740 ms and +34 MB on the first request). The pools share
         one SSL context (loading the CA bundle is most of a client's cost)."""
@@ -486,10 +565,8 @@ class AsyncHttpTransport:
             client = clients[shard] = self._user_client
             make_async_cancellable(client)
         if client is None:
-            if self._ssl_context is None:
-                self._ssl_context = httpx.create_ssl_context()
-            client = clients[shard] = httpx.AsyncClient(
-                timeout=self._timeout, limits=self._limits, follow_redirects=False, verify=self._ssl_context
+            client = clients[shard] = httpx2.AsyncClient(
+                timeout=self._timeout, limits=self._limits, follow_redirects=False, verify=shared_ssl_context(True)
             )
             make_async_cancellable(client)
             if self._prune_handle is None:
@@ -500,20 +577,18 @@ class AsyncHttpTransport:
         """Every half ``keepalive_expiry``, close idle connections that passed it (on the loop).
 
         httpcore drops an expired connection only when its pool is next used; an idle process kept
-        them until ``close()``. httpx exposes no public handle on an ``AsyncClient``'s pool, so this
-        looks for httpx 0.28's (and does nothing if a later httpx moves it)."""
+        them until ``close()``. httpx2 exposes no public handle on an ``AsyncClient``'s pool, so this
+        reads its transports' ``_pool`` (:func:`~rxllm._transports.base.pools_of`); a user's client is left alone."""
         loop = asyncio.get_running_loop()
         interval = min(max(self._limits.keepalive_expiry or 5.0, 0.1) / 2, 5.0)
 
         def tick() -> None:
             for client in list(self._clients):
-                if client is self._user_client:
+                if client is None or client is self._user_client:
                     continue  # the user's pool is the user's
-                pool = getattr(getattr(client, "_transport", None), "_pool", None)
-                for connection in list(getattr(pool, "connections", ())):
-                    with contextlib.suppress(Exception):
-                        if connection.is_idle() and connection.has_expired():
-                            _keep(connection.aclose())
+                for pool in pools_of(client):
+                    for connection in expired_connections(pool):
+                        _keep(aclose_quietly(connection.aclose, "an expired keep-alive connection"))
             self._prune_handle = loop.call_later(interval, tick)
 
         self._prune_handle = loop.call_later(interval, tick)
@@ -573,11 +648,11 @@ class AsyncHttpTransport:
         try:
             # releases on failure
             response = await _send_cancel_safely(client, http_request, release, scope)
-        except httpx.InvalidURL as exc:
+        except ERRORS.invalid_url as exc:
             raise ConfigurationError(f"invalid URL {redactor.url(request.url)!r}: {exc}", provider=provider) from exc
-        except httpx.TimeoutException as exc:
+        except ERRORS.timeout as exc:
             raise timeout_error(exc, limit_of(exc, headers=False, expired=False), limits, provider) from exc
-        except httpx.HTTPError as exc:
+        except ERRORS.http as exc:
             raise TransportError(
                 redactor.redact(f"request to {redactor.url(request.url)} failed: {type(exc).__name__}: {exc}"),
                 provider=provider,
@@ -592,20 +667,37 @@ class AsyncHttpTransport:
                 await opened.aclose()
         return opened
 
-    async def aclose(self) -> None:
-        """:meth:`close` from the transport's (bound) loop, awaiting the cleanup."""
+    def _detach(self) -> tuple[asyncio.AbstractEventLoop | None, threading.Thread | None, list[Any],
+                               list[Submitted], asyncio.TimerHandle | None]:
+        """Forget the loop and the pools (a later close is a no-op): the loop, its own thread (if
+        any), rxllm's own clients, the tasks still running and the prune timer, for the caller to
+        stop and close."""
         with self._lock:
-            loop, clients = self._loop, self._clients
-            self._loop = None
+            loop, clients, thread = self._loop, self._clients, self._thread
+            self._loop = self._thread = None
             self._clients = []
             self._in_flight = []
             self._gate = None
             self._timer_scheduler = None
+            handle, self._prune_handle = self._prune_handle, None
+        owned = [c for c in clients if c is not None and c is not self._user_client]
+        return loop, thread, owned, list(self._tasks), handle
+
+    async def aclose(self) -> None:
+        """:meth:`close` from a coroutine, awaiting the cleanup: on a bound loop (the transport's own
+        cleanup runs here); on the transport's own loop, from another loop, the loop's thread is
+        stopped as :meth:`close` stops it (without blocking the awaiting loop)."""
+        loop, thread, owned, tasks, handle = self._detach()
         if loop is None:
             return
-        handle, self._prune_handle = self._prune_handle, None
-        owned = [c for c in clients if c is not None and c is not self._user_client]
-        await _close_bound(list(self._tasks), owned, handle)
+        if self._bound:
+            await _close_bound(tasks, owned, handle)
+            return
+        if _on_thread_of(loop):  # awaited on the transport's own loop: clean up here, then stop it
+            await _close_bound(tasks, owned, handle)
+            loop.call_soon(loop.stop)
+            return
+        await asyncio.to_thread(_stop_own_loop, loop, thread, tasks, owned, handle)
 
     def close(self) -> None:
         """Cancel the streams still open, close rxllm's own pools (never a client you passed), and
@@ -614,38 +706,58 @@ class AsyncHttpTransport:
         On a bound loop's own thread this only schedules the cleanup (it cannot wait there):
         ``await transport.aclose()`` instead.
         """
-        with self._lock:
-            loop, clients, thread = self._loop, self._clients, self._thread
-            self._loop = self._thread = None
-            self._clients = []
-            self._in_flight = []
-            self._gate = None
-            self._timer_scheduler = None
+        loop, thread, owned, tasks, handle = self._detach()
         if loop is None:
             return
-        handle, self._prune_handle = self._prune_handle, None
-        owned = [c for c in clients if c is not None and c is not self._user_client]
-        tasks = list(self._tasks)
         if self._bound:
             cleanup = _close_bound(tasks, owned, handle)
             if _on_thread_of(loop):
                 _keep(cleanup)
             else:
-                with contextlib.suppress(Exception):
-                    asyncio.run_coroutine_threadsafe(cleanup, loop).result(10)
+                try:
+                    asyncio.run_coroutine_threadsafe(cleanup, loop).result(_CLOSE_SECONDS)
+                except (TimeoutError, RuntimeError) as exc:  # the loop stopped, or the cleanup hung
+                    _log.warning("closing an AsyncHttpTransport on its bound loop: %s: %s", type(exc).__name__, exc)
             return
-        # Streams still open end first (stopped: their connections close), so no task is left
-        # suspended when the loop stops (the collector would then finalize it on any thread).
-        with contextlib.suppress(Exception):
-            asyncio.run_coroutine_threadsafe(_stop_all(tasks), loop).result(10)
-        if handle is not None:
-            loop.call_soon_threadsafe(handle.cancel)
-        for client in owned:
-            asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        if thread is not None:
-            thread.join(10)
-        loop.close()
+        _stop_own_loop(loop, thread, tasks, owned, handle)
+
+
+def _stop_own_loop(
+    loop: asyncio.AbstractEventLoop,
+    thread: threading.Thread | None,
+    tasks: list[Submitted],
+    clients: list[Any],
+    prune: asyncio.TimerHandle | None,
+) -> None:
+    """Stop the transport's own loop from another thread: streams still open end first (stopped:
+    their connections close, so no task is left suspended for the collector to finalize on any
+    thread), then the pools close, then the loop and its thread stop."""
+    try:
+        asyncio.run_coroutine_threadsafe(_stop_all(tasks, clients, prune), loop).result(_CLOSE_SECONDS)
+    except (TimeoutError, RuntimeError) as exc:
+        _log.warning("closing an AsyncHttpTransport: %s: %s", type(exc).__name__, exc)
+    loop.call_soon_threadsafe(loop.stop)
+    if thread is not None:
+        thread.join(_CLOSE_SECONDS)
+    loop.close()
+
+
+class _LoopAttempt:
+    """An attempt running as a task on the transport's loop (:meth:`AsyncHttpTransport.start`)."""
+
+    __slots__ = ("_scope", "_submitted", "_transport")
+
+    def __init__(self, transport: AsyncHttpTransport, submitted: Submitted, scope: CancelScope) -> None:
+        self._transport = transport
+        self._submitted = submitted
+        self._scope = scope
+
+    def cancel(self) -> None:
+        """Shut the attempt's sockets down now, then end its task; a no-op once the attempt ended
+        (reactivex disposes on the terminal event: a cancel then would interrupt the task's release
+        of its connection and leak it)."""
+        if self._scope.active:
+            self._transport.cancel(self._submitted)
 
 
 def _on_thread_of(loop: asyncio.AbstractEventLoop) -> bool:
@@ -657,7 +769,7 @@ def _on_thread_of(loop: asyncio.AbstractEventLoop) -> bool:
 
 async def _close_bound(
     tasks: list[Submitted],
-    clients: list[httpx.AsyncClient],
+    clients: list[Any],
     prune: asyncio.TimerHandle | None,
 ) -> None:
     """A bound transport's cleanup, on its loop: only what the transport started is touched."""
@@ -665,8 +777,7 @@ async def _close_bound(
         prune.cancel()
     await _stop(tasks)
     for client in clients:
-        with contextlib.suppress(Exception):
-            await client.aclose()
+        await aclose_quietly(client.aclose, "a client")
 
 
 async def _stop(tasks: list[Submitted]) -> None:
@@ -687,9 +798,11 @@ async def _stop(tasks: list[Submitted]) -> None:
     await _closes_done()
 
 
-async def _stop_all(tasks: list[Submitted]) -> None:
-    """:func:`_stop`, then cancel every other task of the transport's own loop (it is about to stop)."""
-    await _stop(tasks)
+async def _stop_all(
+    tasks: list[Submitted], clients: list[Any], prune: asyncio.TimerHandle | None
+) -> None:
+    """:func:`_close_bound`, then cancel every other task of the transport's own loop (it is about to stop)."""
+    await _close_bound(tasks, clients, prune)
     current = asyncio.current_task()
     others = [task for task in asyncio.all_tasks() if task is not current and task not in _closing]
     for task in others:
@@ -708,11 +821,11 @@ async def _closes_done() -> None:
 
 
 async def _send_cancel_safely(
-    client: httpx.AsyncClient,
-    request: httpx.Request,
+    client: Any,
+    request: httpx2.Request,
     release: Callable[[], None],
     scope: CancelScope | None = None,
-) -> httpx.Response:
+) -> httpx2.Response:
     """``client.send(request, stream=True)``, which a cancellation can never make leak a pool slot.
 
     httpcore cleans up after an exception anywhere in an exchange, but not after a *second* one
@@ -771,14 +884,12 @@ def _keep(coroutine: Coroutine[Any, Any, None]) -> asyncio.Future[None]:
 
 
 async def _aclose_then(
-    response: httpx.Response, release: Callable[[], None], body: AsyncIterator[bytes] | None = None
+    response: httpx2.Response, release: Callable[[], None], body: AsyncIterator[bytes] | None = None
 ) -> None:
     try:
         if isinstance(body, AsyncGenerator):  # closed here, not by the collector (it is in a cycle with us)
-            with contextlib.suppress(Exception):
-                await body.aclose()
-        with contextlib.suppress(Exception):
-            await response.aclose()
+            await aclose_quietly(body.aclose, "a response body")
+        await aclose_quietly(response.aclose, "a response")
     finally:
         release()
 
@@ -791,39 +902,20 @@ async def _drain(body: AsyncIterator[bytes]) -> None:
             return
 
 
-def _close_abandoned(task: asyncio.Future[httpx.Response], *, release: Callable[[], None]) -> None:
+def _close_abandoned(task: asyncio.Future[httpx2.Response], *, release: Callable[[], None]) -> None:
     if task.cancelled() or task.exception() is not None:
         release()
     else:
         _keep(_aclose_then(task.result(), release))
 
 
-async def _async_status_error(response: httpx.Response, provider: str, redactor: Redactor) -> HttpStatusError:
+async def _async_status_error(response: httpx2.Response, provider: str, redactor: Redactor) -> HttpStatusError:
     body = ErrorBody(response)
-    with contextlib.suppress(httpx.HTTPError):
+    with contextlib.suppress(*ERRORS.http, *ERRORS.stream):  # the message is best effort
         async for piece in response.aiter_raw():
             if body.add(piece):
                 break
     return status_error_of(response, body.data, provider, redactor)
-
-
-def transport_for_client(client: object) -> HttpTransport | AsyncHttpTransport:
-    """The transport over a client the user built: an ``httpx.Client`` gets an :class:`HttpTransport`,
-    an ``httpx.AsyncClient`` an :class:`AsyncHttpTransport` on the running loop (if any; the client
-    belongs to the loop it is used on), else on its own loop.
-
-    Raises:
-        ConfigurationError: ``client`` is neither.
-    """
-    if isinstance(client, httpx.AsyncClient):
-        try:
-            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
-        return AsyncHttpTransport(http_client=client, loop=loop)
-    if isinstance(client, httpx.Client):
-        return HttpTransport(http_client=client)
-    raise ConfigurationError(f"http_client must be an httpx.Client or httpx.AsyncClient, got {type(client).__name__}")
 
 
 def total_timeout_error(limits: TransportLimits, provider: str | None) -> StreamTimeoutError:

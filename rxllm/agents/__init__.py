@@ -39,7 +39,16 @@ support 'It shipped Tuesday.' [] []
 """
 
 from .._core.public import publish as _publish
-from .._tools import BaseTool, CallbackContext, FunctionTool, ReadonlyContext, ToolActions, ToolContext, ToolLike
+from .._tools import (
+    BaseTool,
+    CallbackContext,
+    FunctionTool,
+    ReadonlyContext,
+    ToolActions,
+    ToolConfirmation,
+    ToolContext,
+    ToolLike,
+)
 from .._tools._long_running import LongRunningFunctionTool
 from .._tools._mcp import McpToolset, SseServerParameters, StdioServerParameters, StreamableHttpServerParameters
 from .._tools._services import MemoryEntry, SearchMemoryResponse
@@ -63,9 +72,15 @@ from ._invocation.run_config import RunConfig, StreamingMode
 from ._memory.service import BaseMemoryService, InMemoryMemoryService
 from ._memory.tools import LoadMemoryTool, load_memory
 from ._runners.agent_tool import AgentTool
+from ._runners.compaction import (
+    BaseEventSummarizer,
+    EventsCompactionConfig,
+    LlmEventSummarizer,
+    SlidingWindowEventCompactor,
+)
 from ._runners.runner import InMemoryRunner, Runner
 from ._sessions.base import BaseSessionService, GetSessionConfig, InMemorySessionService, Session
-from ._sessions.event import Event, EventActions
+from ._sessions.event import Event, EventActions, EventCompaction
 from ._sessions.postgres import PostgresSessionService
 from ._sessions.sqlite import SqliteSessionService
 from ._sessions.state import STATE_REMOVED, State
@@ -77,6 +92,7 @@ __all__ = [
     "AgentTool",
     "BaseAgent",
     "BaseArtifactService",
+    "BaseEventSummarizer",
     "BaseMemoryService",
     "BasePlugin",
     "BaseSessionService",
@@ -87,6 +103,8 @@ __all__ = [
     "CallbackContext",
     "Event",
     "EventActions",
+    "EventCompaction",
+    "EventsCompactionConfig",
     "FileArtifactService",
     "FunctionTool",
     "GetSessionConfig",
@@ -98,6 +116,7 @@ __all__ = [
     "InstructionProvider",
     "InvocationContext",
     "LlmAgent",
+    "LlmEventSummarizer",
     "LlmFactory",
     "LlmRegistry",
     "LoadMemoryTool",
@@ -116,6 +135,7 @@ __all__ = [
     "SearchMemoryResponse",
     "SequentialAgent",
     "Session",
+    "SlidingWindowEventCompactor",
     "SqliteSessionService",
     "SseServerParameters",
     "State",
@@ -123,6 +143,7 @@ __all__ = [
     "StreamableHttpServerParameters",
     "StreamingMode",
     "ToolActions",
+    "ToolConfirmation",
     "ToolContext",
     "ToolLike",
     "load_memory",

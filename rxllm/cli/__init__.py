@@ -21,6 +21,7 @@ from ._mcp_serve import run_mcp_serve
 from ._replay import REPLAY_PROTOCOLS, run_replay
 from ._sessions import CHAT_APP, default_user, run_sessions
 from ._style import Style
+from ._web import add_eval_parser, add_server_parsers, run_eval, run_server
 
 __all__ = ["main"]
 
@@ -77,6 +78,8 @@ def _parser() -> argparse.ArgumentParser:
     mcp_serve.add_argument("--port", type=int, default=8000, help="streamable-http: the port (default: 8000)")
     mcp_serve.add_argument("--path", default="/mcp", help="streamable-http: the endpoint path (default: /mcp)")
     mcp_serve.add_argument("--name", default="rxllm", help="the server name in the MCP handshake")
+    add_server_parsers(commands)
+    add_eval_parser(commands)
     return parser
 
 
@@ -124,4 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "mcp-serve":
         return run_mcp_serve(args.target, transport=args.transport, host=args.host, port=args.port, path=args.path,
                              name=args.name, err=sys.stderr)
+    if args.command in ("api-server", "web"):
+        return run_server(args, err=sys.stderr)
+    if args.command == "eval":
+        return run_eval(args, out=out, err=sys.stderr)
     return 2

@@ -31,10 +31,14 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 
+from pydantic import JsonValue
+
 from .._core.errors import ConfigurationError, ProtocolError
+from .._core.genai_types import FunctionCallingConfigMode
 from .._core.json_codec import loads
 from .._core.schema import output_schema
 from .._core.types import (
+    AnthropicServerTool,
     Content,
     FinishReason,
     FunctionDeclaration,
@@ -50,10 +54,15 @@ from ._wire import (
     CallIdPairing,
     ConfigField,
     JsonRequestMapper,
+    ToolChoice,
     WireReader,
+    built_in_tools,
+    check_gemini_only_options,
     in_band_error,
     json_text,
+    refuse_built_in,
     system_text,
+    tool_choice,
     wire_config,
 )
 
@@ -67,6 +76,7 @@ __all__ = [
 ]
 
 PROVIDER = "anthropic"
+_API = "Anthropic"
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
 
@@ -400,6 +410,9 @@ class AnthropicRequestMapper(JsonRequestMapper):
         anthropic_version: the ``anthropic-version`` header.
         extra_headers: more headers (``anthropic-beta``...), sent as given; each replaces a default
             header of the same name, in any letter case.
+        extra_body: more body members for every request, merged as :class:`JsonRequestMapper` says
+            (the request's ``http_options.extra_body`` is merged over it).
+        extra_body_overrides: whether ``extra_body`` values replace rxllm's own.
 
     Mapping: the system instruction (and any ``system``-role content) becomes ``system``;
     contents become strictly alternating ``user`` / ``assistant`` messages (consecutive turns of
@@ -409,6 +422,16 @@ class AnthropicRequestMapper(JsonRequestMapper):
     signature a ``redacted_thinking`` block, first in their assistant message (thought parts
     without a signature, or whose signature is not UTF-8, cannot be sent back and are left out).
     ``seed`` is not supported by Anthropic and is left out.
+
+    ``tool_config.function_calling_config`` → ``tool_choice`` (sent only with tools): ``AUTO`` →
+    ``{"type": "auto"}``, ``NONE`` → ``{"type": "none"}``, ``ANY`` → ``{"type": "any"}``, or
+    with exactly one allowed name ``{"type": "tool", "name"}``; several allowed names (and allowed
+    names with ``AUTO`` or no mode) restrict the ``tools`` sent to those functions.
+    ``parallel_tool_calls=False`` adds ``"disable_parallel_tool_use": true`` (with no mode set,
+    to an ``auto`` choice). ``VALIDATED`` raises :class:`~rxllm.ConfigurationError`.
+    ``Tool(anthropic_server_tool=...)`` becomes the server tool's object (``type``, ``name``, its
+    settings); any other provider's built-in tool is refused. ``safety_settings``: relaxing ones
+    are a no-op, blocking thresholds are refused.
 
     >>> from rxllm import LlmRequest, Content, Part
     >>> mapper = AnthropicRequestMapper(api_key="sk-ant-secret")
@@ -428,10 +451,19 @@ class AnthropicRequestMapper(JsonRequestMapper):
         max_tokens: int = 4096,
         anthropic_version: str = ANTHROPIC_VERSION,
         extra_headers: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, JsonValue] | None = None,
+        extra_body_overrides: bool = False,
     ) -> None:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ConfigurationError(f"max_tokens must be a positive integer, got {max_tokens!r}", provider=PROVIDER)
-        super().__init__(provider=PROVIDER, base_url=base_url.rstrip("/"), api_key=api_key, extra_headers=extra_headers)
+        super().__init__(
+            provider=PROVIDER,
+            base_url=base_url.rstrip("/"),
+            api_key=api_key,
+            extra_headers=extra_headers,
+            extra_body=extra_body,
+            extra_body_overrides=extra_body_overrides,
+        )
         self._max_tokens = max_tokens
         self._version = anthropic_version
 
@@ -454,6 +486,7 @@ class AnthropicRequestMapper(JsonRequestMapper):
             self._body(llm_request, model=model, stream=stream),
             stream=stream,
             provider_headers=provider_headers,
+            http_options=llm_request.config.http_options,
         )
 
     # -- body -----------------------------------------------------------------------------
@@ -467,9 +500,15 @@ class AnthropicRequestMapper(JsonRequestMapper):
         if system:
             body["system"] = system
         body["messages"] = self._messages(llm_request.contents)
-        tools = [_tool(d) for d in config.function_declarations()]
+        check_gemini_only_options(config, api=_API, provider=PROVIDER)
+        choice = tool_choice(config, provider=PROVIDER)
+        wire_choice = _tool_choice(choice)
+        tools = [_tool(d) for d in choice.declarations(api_takes_names=False)]
+        tools.extend(_server_tool(field, settings) for field, settings in built_in_tools(config))
         if tools:
             body["tools"] = tools
+            if wire_choice is not None:
+                body["tool_choice"] = wire_choice
         body.update(wire_config(config, _CONFIG_FIELDS))
         if config.response_schema is not None:  # native structured output: the reply is JSON text
             schema = output_schema(config.response_schema).strict_schema()
@@ -524,6 +563,48 @@ def _tool(declaration: FunctionDeclaration) -> dict[str, object]:
         tool["description"] = declaration.description
     schema = declaration.parameters
     tool["input_schema"] = schema if schema is not None else {"type": "object", "properties": {}}
+    return tool
+
+
+def _tool_choice(choice: ToolChoice) -> dict[str, object] | None:
+    mode = choice.mode
+    wire: dict[str, object]
+    if mode is FunctionCallingConfigMode.NONE:
+        return {"type": "none"}
+    if mode is None:
+        if choice.parallel is not False:
+            return None
+        wire = {"type": "auto"}
+    elif mode is FunctionCallingConfigMode.AUTO:
+        wire = {"type": "auto"}
+    elif mode is FunctionCallingConfigMode.ANY:
+        forced = choice.forced_name
+        wire = {"type": "tool", "name": forced} if forced is not None else {"type": "any"}
+    else:
+        raise ConfigurationError(
+            f"function calling mode {mode!s} has no Anthropic equivalent (only Gemini constrains calls to the "
+            "declared schemas); use ANY or AUTO",
+            provider=PROVIDER,
+        )
+    if choice.parallel is False:
+        wire["disable_parallel_tool_use"] = True
+    return wire
+
+
+def _server_tool(field: str, settings: object) -> dict[str, object]:
+    if not isinstance(settings, AnthropicServerTool):
+        raise refuse_built_in(field, api=_API, provider=PROVIDER)
+    tool: dict[str, object] = {"type": settings.type, "name": settings.name}
+    if settings.max_uses is not None:
+        tool["max_uses"] = settings.max_uses
+    for key in ("allowed_domains", "blocked_domains"):
+        domains = getattr(settings, key)
+        if domains is not None:
+            tool[key] = list(domains)
+    if settings.user_location is not None:
+        tool["user_location"] = dict(settings.user_location)
+    for key, value in (settings.settings or {}).items():
+        tool.setdefault(key, value)
     return tool
 
 

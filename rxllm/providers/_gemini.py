@@ -63,7 +63,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypedDict, cast
 from urllib.parse import quote
 
+from pydantic import JsonValue
+
 from .._core.errors import ConfigurationError, ProtocolError
+from .._core.genai_types import FunctionCallingConfigMode
 from .._core.json_codec import loads
 from .._core.schema import output_schema
 from .._core.types import (
@@ -79,7 +82,16 @@ from .._models.aggregation import GENERATED_ID_PREFIX
 from .._models.chunk import Chunk, InBandError, ToolCallFragment, text_chunk
 from .._models.sse import SseEvent
 from .._transports.base import HttpRequest
-from ._wire import ConfigField, JsonRequestMapper, WireReader, json_text, wire_config
+from ._wire import (
+    ConfigField,
+    JsonRequestMapper,
+    ToolChoice,
+    WireReader,
+    json_text,
+    refuse_built_in,
+    tool_choice,
+    wire_config,
+)
 
 __all__ = ["DEFAULT_GEMINI_BASE_URL", "GeminiChunkParser", "GeminiRequestMapper"]
 
@@ -551,8 +563,23 @@ class _WireFunctionDeclaration(TypedDict, total=False):
     parametersJsonSchema: dict[str, Any]
 
 
-class _WireTool(TypedDict):
+class _WireTool(TypedDict, total=False):
     functionDeclarations: list[_WireFunctionDeclaration]
+    googleSearch: dict[str, Any]
+    codeExecution: dict[str, Any]
+    urlContext: dict[str, Any]
+
+
+class _WireFunctionCallingConfig(TypedDict, total=False):
+    mode: str
+    allowedFunctionNames: list[str]
+    streamFunctionCallArguments: bool
+
+
+class _WireToolConfig(TypedDict, total=False):
+    functionCallingConfig: _WireFunctionCallingConfig
+    retrievalConfig: dict[str, Any]
+    includeServerSideToolInvocations: bool
 
 
 class _WireThinkingConfig(TypedDict, total=False):
@@ -577,6 +604,8 @@ class _WireRequest(TypedDict, total=False):
     contents: list[_WireContent]
     systemInstruction: _WireContent
     tools: list[_WireTool]
+    toolConfig: _WireToolConfig
+    safetySettings: list[dict[str, Any]]
     generationConfig: _WireGenerationConfig
 
 
@@ -595,6 +624,23 @@ class GeminiRequestMapper(JsonRequestMapper):
         api_key: the Gemini API key; ``None`` sends no key header (a proxy that adds it).
         api_version: ``"v1beta"`` (default; the JSON-schema fields and thinking need it) or ``"v1"``.
         extra_headers: headers added to every request.
+        extra_body: more body members for every request, merged as :class:`JsonRequestMapper` says
+            (the request's ``http_options.extra_body`` is merged over it, as genai merges its
+            ``HttpOptions.extra_body``).
+        extra_body_overrides: whether ``extra_body`` values replace rxllm's own.
+
+    Tools and tool options, as genai sends them: each :class:`~rxllm.Tool` becomes one wire tool
+    with its ``functionDeclarations`` (schemas as ``parametersJsonSchema``) and its built-in
+    tools (``googleSearch``, ``codeExecution``, ``urlContext``); another provider's built-in tool
+    raises :class:`~rxllm.ConfigurationError`. ``tool_config`` becomes ``toolConfig``:
+    ``functionCallingConfig`` with ``mode`` and ``allowedFunctionNames`` (with ``ANY`` and
+    ``VALIDATED``; with ``AUTO`` or no mode, which the API does not allow them with, the names
+    restrict the declarations sent instead), plus ``retrievalConfig`` and
+    ``includeServerSideToolInvocations``. ``parallel_tool_calls=False`` cannot be expressed and
+    raises. ``safety_settings`` become ``safetySettings``. The fields genai refuses for the Gemini
+    API as Vertex AI's (a safety setting's ``method``, ``google_search``'s ``exclude_domains`` and
+    ``blocking_confidence``, ``stream_function_call_arguments``) raise
+    :class:`~rxllm.ConfigurationError` here too; ``extra_body`` can still send them.
 
     Raises:
         ConfigurationError: for an empty base URL or API version, or a key that is not one line.
@@ -618,6 +664,8 @@ class GeminiRequestMapper(JsonRequestMapper):
         api_key: str | None,
         api_version: str = "v1beta",
         extra_headers: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, JsonValue] | None = None,
+        extra_body_overrides: bool = False,
     ) -> None:
         if not base_url or not base_url.strip():
             raise ConfigurationError("base_url must not be empty", provider=_PROVIDER)
@@ -626,7 +674,12 @@ class GeminiRequestMapper(JsonRequestMapper):
         if api_key is not None and (not api_key or any(c in api_key for c in "\r\n\0")):
             raise ConfigurationError("api_key must be a non-empty single-line string", provider=_PROVIDER)
         super().__init__(
-            provider=_PROVIDER, base_url=base_url.strip().rstrip("/"), api_key=api_key, extra_headers=extra_headers
+            provider=_PROVIDER,
+            base_url=base_url.strip().rstrip("/"),
+            api_key=api_key,
+            extra_headers=extra_headers,
+            extra_body=extra_body,
+            extra_body_overrides=extra_body_overrides,
         )
         self._api_version = api_version.strip("/")
 
@@ -644,6 +697,7 @@ class GeminiRequestMapper(JsonRequestMapper):
             self._body(llm_request),
             stream=stream,
             provider_headers={"x-goog-api-key": self._api_key} if self._api_key is not None else {},
+            http_options=llm_request.config.http_options,
         )
 
     def _url(self, model: str, *, stream: bool) -> str:
@@ -671,9 +725,15 @@ class GeminiRequestMapper(JsonRequestMapper):
         body: _WireRequest = {"contents": contents}
         if system_parts:
             body["systemInstruction"] = {"parts": system_parts}
-        tools = _tools(config)
+        choice = tool_choice(config, provider=_PROVIDER)
+        tools = _tools(config, choice)
         if tools:
             body["tools"] = tools
+        tool_config = _tool_config(config, choice)
+        if tool_config:
+            body["toolConfig"] = tool_config
+        if config.safety_settings:
+            body["safetySettings"] = _safety_settings(config)
         generation = _generation_config(config)
         if generation:
             body["generationConfig"] = generation
@@ -726,11 +786,15 @@ def _parts(parts: Sequence[Part]) -> list[_WirePart]:
     return wire_parts
 
 
-def _tools(config: GenerateContentConfig) -> list[_WireTool]:
+def _tools(config: GenerateContentConfig, choice: ToolChoice) -> list[_WireTool]:
+    offered = {d.name for d in choice.declarations(api_takes_names=True)}
     tools: list[_WireTool] = []
     for tool in config.tools or ():
+        wire_tool: _WireTool = {}
         declarations: list[_WireFunctionDeclaration] = []
         for declaration in tool.function_declarations:
+            if declaration.name not in offered:
+                continue
             wire: _WireFunctionDeclaration = {"name": declaration.name}
             if declaration.description is not None:
                 wire["description"] = declaration.description
@@ -738,8 +802,68 @@ def _tools(config: GenerateContentConfig) -> list[_WireTool]:
                 wire["parametersJsonSchema"] = dict(declaration.parameters)
             declarations.append(wire)
         if declarations:
-            tools.append({"functionDeclarations": declarations})
+            wire_tool["functionDeclarations"] = declarations
+        if tool.google_search is not None:
+            for field in ("exclude_domains", "blocking_confidence"):
+                if getattr(tool.google_search, field) is not None:
+                    raise _vertex_only(f"google_search.{field}")
+            wire_tool["googleSearch"] = tool.google_search.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if tool.code_execution is not None:
+            wire_tool["codeExecution"] = {}
+        if tool.url_context is not None:
+            wire_tool["urlContext"] = {}
+        for field in ("openai_web_search", "openai_file_search", "anthropic_server_tool"):
+            if getattr(tool, field) is not None:
+                raise refuse_built_in(field, api="Gemini", provider=_PROVIDER)
+        if wire_tool:
+            tools.append(wire_tool)
     return tools
+
+
+def _vertex_only(field: str) -> ConfigurationError:
+    """The error for a field the Gemini API does not take (genai refuses the same ones for it)."""
+    return ConfigurationError(
+        f"{field} is supported on Vertex AI only, not by the Gemini API (send it with extra_body to a server "
+        "that takes it)",
+        provider=_PROVIDER,
+    )
+
+
+def _safety_settings(config: GenerateContentConfig) -> list[dict[str, Any]]:
+    wire: list[dict[str, Any]] = []
+    for index, setting in enumerate(config.safety_settings or ()):
+        if setting.method is not None:
+            raise _vertex_only(f"safety_settings[{index}].method")
+        wire.append(setting.model_dump(mode="json", by_alias=True, exclude_none=True))
+    return wire
+
+
+_NAMES_CARRIED: Final = frozenset({FunctionCallingConfigMode.ANY, FunctionCallingConfigMode.VALIDATED})
+
+
+def _tool_config(config: GenerateContentConfig, choice: ToolChoice) -> _WireToolConfig:
+    wire: _WireToolConfig = {}
+    if config.tool_config is None:
+        return wire
+    if choice.parallel is False:
+        raise ConfigurationError(
+            "parallel_tool_calls=False has no Gemini equivalent (Gemini may always call several functions)",
+            provider=_PROVIDER,
+        )
+    calling: _WireFunctionCallingConfig = {}
+    if choice.mode is not None:
+        calling["mode"] = choice.mode.value
+    if choice.names and choice.mode in _NAMES_CARRIED:
+        calling["allowedFunctionNames"] = list(choice.names)
+    if choice.stream_arguments is not None:
+        raise _vertex_only("function_calling_config.stream_function_call_arguments")
+    if calling:
+        wire["functionCallingConfig"] = calling
+    if config.tool_config.retrieval_config is not None:
+        wire["retrievalConfig"] = dict(config.tool_config.retrieval_config)
+    if config.tool_config.include_server_side_tool_invocations is not None:
+        wire["includeServerSideToolInvocations"] = config.tool_config.include_server_side_tool_invocations
+    return wire
 
 
 _GENERATION_CONFIG_FIELDS: Final[tuple[tuple[ConfigField, str], ...]] = (

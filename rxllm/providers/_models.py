@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from typing import Literal, Unpack
 from urllib.parse import quote, urlsplit
 
+from pydantic import JsonValue
+
 from .._core.errors import ConfigurationError
 from .._models.sse_chat_model import SseChatModel
 from ._anthropic import ANTHROPIC_BASE_URL, AnthropicChunkParser, AnthropicRequestMapper
@@ -38,6 +40,12 @@ class OpenAiChatModel(SseChatModel):
             required; another server (Groq, OpenRouter, a local Ollama) gets only a key passed
             here, never the environment's OpenAI key. Never shown in a repr, log or error.
         extra_headers: more headers for every request (e.g. OpenRouter's ``HTTP-Referer``).
+        extra_body: more JSON body members for every request (llama.cpp's ``ignore_eos``, vLLM's
+            ``guided_json``, OpenRouter's ``provider``), merged into the body; a request's
+            ``config.http_options.extra_body`` is merged over it. Where rxllm sets a member too,
+            rxllm's value is sent (and a warning logged) unless ``extra_body_overrides=True``.
+            Members named like credentials show as ``***`` in reprs.
+        extra_body_overrides: whether ``extra_body`` values replace the ones rxllm sets.
         max_tokens_param: the body field ``max_output_tokens`` goes in: ``"max_tokens"`` (every
             compatible server) or ``"max_completion_tokens"`` (OpenAI's o-series and gpt-5).
         **options: :class:`~rxllm.providers.SseModelOptions` (transport, scheduler, retry policy...).
@@ -53,6 +61,8 @@ class OpenAiChatModel(SseChatModel):
         base_url: str = OPENAI_BASE_URL,
         api_key: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, JsonValue] | None = None,
+        extra_body_overrides: bool = False,
         max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
         **options: Unpack[SseModelOptions],
     ) -> None:
@@ -60,7 +70,12 @@ class OpenAiChatModel(SseChatModel):
             api_key, ("OPENAI_API_KEY",), base_url=base_url, official_url=OPENAI_BASE_URL, provider="openai"
         )
         mapper = OpenAiChatRequestMapper(
-            base_url=base_url, api_key=key, extra_headers=extra_headers, max_tokens_param=max_tokens_param
+            base_url=base_url,
+            api_key=key,
+            extra_headers=extra_headers,
+            max_tokens_param=max_tokens_param,
+            extra_body=extra_body,
+            extra_body_overrides=extra_body_overrides,
         )
         super().__init__(model, mapper=mapper, parser=OpenAiChatChunkParser, **options)
 
@@ -83,6 +98,12 @@ class AzureOpenAiChatModel(SseChatModel):
         azure_ad_token: a Microsoft Entra ID token, sent as ``Authorization: Bearer``; give
             either it or a key, never both. Neither is ever shown in a repr, log or error.
         extra_headers: more headers for every request.
+        extra_body: more JSON body members for every request (llama.cpp's ``ignore_eos``, vLLM's
+            ``guided_json``, OpenRouter's ``provider``), merged into the body; a request's
+            ``config.http_options.extra_body`` is merged over it. Where rxllm sets a member too,
+            rxllm's value is sent (and a warning logged) unless ``extra_body_overrides=True``.
+            Members named like credentials show as ``***`` in reprs.
+        extra_body_overrides: whether ``extra_body`` values replace the ones rxllm sets.
         max_tokens_param: as for :class:`OpenAiChatModel` (o-series deployments want
             ``"max_completion_tokens"``).
         **options: :class:`~rxllm.providers.SseModelOptions`.
@@ -106,6 +127,8 @@ class AzureOpenAiChatModel(SseChatModel):
         api_key: str | None = None,
         azure_ad_token: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, JsonValue] | None = None,
+        extra_body_overrides: bool = False,
         max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
         **options: Unpack[SseModelOptions],
     ) -> None:
@@ -139,7 +162,12 @@ class AzureOpenAiChatModel(SseChatModel):
             f"{root}/openai/deployments/{quote(deployment.strip(), safe='')}?api-version={quote(api_version.strip())}"
         )
         mapper = OpenAiChatRequestMapper(
-            base_url=base_url, api_key=None, extra_headers=headers, max_tokens_param=max_tokens_param
+            base_url=base_url,
+            api_key=None,
+            extra_headers=headers,
+            max_tokens_param=max_tokens_param,
+            extra_body=extra_body,
+            extra_body_overrides=extra_body_overrides,
         )
         self._deployment = deployment.strip()
         super().__init__(self._deployment, mapper=mapper, parser=OpenAiChatChunkParser, **options)
@@ -168,6 +196,12 @@ class OpenAiResponsesModel(SseChatModel):
         api_key: the key. For the default ``base_url`` it defaults to ``OPENAI_API_KEY`` and is
             required; another server gets only a key passed here. Never shown in a repr, log or error.
         extra_headers: more headers for every request.
+        extra_body: more JSON body members for every request (llama.cpp's ``ignore_eos``, vLLM's
+            ``guided_json``, OpenRouter's ``provider``), merged into the body; a request's
+            ``config.http_options.extra_body`` is merged over it. Where rxllm sets a member too,
+            rxllm's value is sent (and a warning logged) unless ``extra_body_overrides=True``.
+            Members named like credentials show as ``***`` in reprs.
+        extra_body_overrides: whether ``extra_body`` values replace the ones rxllm sets.
         **options: :class:`~rxllm.providers.SseModelOptions`.
 
     Raises:
@@ -181,12 +215,20 @@ class OpenAiResponsesModel(SseChatModel):
         base_url: str = OPENAI_BASE_URL,
         api_key: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, JsonValue] | None = None,
+        extra_body_overrides: bool = False,
         **options: Unpack[SseModelOptions],
     ) -> None:
         key = resolve_api_key(
             api_key, ("OPENAI_API_KEY",), base_url=base_url, official_url=OPENAI_BASE_URL, provider="openai"
         )
-        mapper = OpenAiResponsesRequestMapper(base_url=base_url, api_key=key, extra_headers=extra_headers)
+        mapper = OpenAiResponsesRequestMapper(
+            base_url=base_url,
+            api_key=key,
+            extra_headers=extra_headers,
+            extra_body=extra_body,
+            extra_body_overrides=extra_body_overrides,
+        )
         super().__init__(model, mapper=mapper, parser=OpenAiResponsesChunkParser, **options)
 
 
@@ -202,6 +244,12 @@ class AnthropicModel(SseChatModel):
         max_tokens: ``max_tokens`` when the request's config sets no ``max_output_tokens``
             (Anthropic requires one).
         extra_headers: more headers for every request (e.g. ``anthropic-beta``).
+        extra_body: more JSON body members for every request (llama.cpp's ``ignore_eos``, vLLM's
+            ``guided_json``, OpenRouter's ``provider``), merged into the body; a request's
+            ``config.http_options.extra_body`` is merged over it. Where rxllm sets a member too,
+            rxllm's value is sent (and a warning logged) unless ``extra_body_overrides=True``.
+            Members named like credentials show as ``***`` in reprs.
+        extra_body_overrides: whether ``extra_body`` values replace the ones rxllm sets.
         **options: :class:`~rxllm.providers.SseModelOptions`.
 
     Raises:
@@ -216,13 +264,20 @@ class AnthropicModel(SseChatModel):
         api_key: str | None = None,
         max_tokens: int = 4096,
         extra_headers: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, JsonValue] | None = None,
+        extra_body_overrides: bool = False,
         **options: Unpack[SseModelOptions],
     ) -> None:
         key = resolve_api_key(
             api_key, ("ANTHROPIC_API_KEY",), base_url=base_url, official_url=ANTHROPIC_BASE_URL, provider="anthropic"
         )
         mapper = AnthropicRequestMapper(
-            base_url=base_url, api_key=key, max_tokens=max_tokens, extra_headers=extra_headers
+            base_url=base_url,
+            api_key=key,
+            max_tokens=max_tokens,
+            extra_headers=extra_headers,
+            extra_body=extra_body,
+            extra_body_overrides=extra_body_overrides,
         )
         super().__init__(model, mapper=mapper, parser=AnthropicChunkParser, **options)
 
@@ -239,6 +294,12 @@ class GeminiModel(SseChatModel):
             ``GOOGLE_API_KEY``, and is required; another server gets only a key passed here. Never
             shown in a repr, log or error.
         extra_headers: more headers for every request.
+        extra_body: more JSON body members for every request (llama.cpp's ``ignore_eos``, vLLM's
+            ``guided_json``, OpenRouter's ``provider``), merged into the body; a request's
+            ``config.http_options.extra_body`` is merged over it. Where rxllm sets a member too,
+            rxllm's value is sent (and a warning logged) unless ``extra_body_overrides=True``.
+            Members named like credentials show as ``***`` in reprs.
+        extra_body_overrides: whether ``extra_body`` values replace the ones rxllm sets.
         **options: :class:`~rxllm.providers.SseModelOptions`.
 
     Raises:
@@ -252,6 +313,8 @@ class GeminiModel(SseChatModel):
         base_url: str = GEMINI_BASE_URL,
         api_key: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, JsonValue] | None = None,
+        extra_body_overrides: bool = False,
         **options: Unpack[SseModelOptions],
     ) -> None:
         key = resolve_api_key(
@@ -261,5 +324,11 @@ class GeminiModel(SseChatModel):
             official_url=GEMINI_BASE_URL,
             provider="gemini",
         )
-        mapper = GeminiRequestMapper(base_url=base_url, api_key=key, extra_headers=extra_headers)
+        mapper = GeminiRequestMapper(
+            base_url=base_url,
+            api_key=key,
+            extra_headers=extra_headers,
+            extra_body=extra_body,
+            extra_body_overrides=extra_body_overrides,
+        )
         super().__init__(model, mapper=mapper, parser=GeminiChunkParser, **options)

@@ -46,10 +46,13 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
+from pydantic import JsonValue
+
 from .._core.errors import ConfigurationError, ProtocolError
+from .._core.genai_types import FunctionCallingConfigMode
 from .._core.json_codec import loads
 from .._core.schema import output_schema
 from .._core.types import FinishReason, FunctionDeclaration, GenerateContentConfig, LlmRequest, Part, UsageMetadata
@@ -59,15 +62,21 @@ from .._transports.base import HttpRequest
 from ._wire import (
     CallIdPairing,
     JsonRequestMapper,
+    ToolChoice,
     WireReader,
+    built_in_tools,
+    check_gemini_only_options,
     data_url,
     json_text,
+    refuse_built_in,
+    tool_choice,
     wire_config,
 )
 
-__all__ = ["OpenAiChatChunkParser", "OpenAiChatRequestMapper"]
+__all__ = ["OpenAiChatChunkParser", "OpenAiChatRequestMapper", "openai_tool_choice"]
 
 _PROVIDER = "openai"
+_API = "OpenAI Chat Completions"
 
 _loads = loads  # the JSON decoder of error events (rxllm._core.json_codec)
 _wire = WireReader(_PROVIDER)
@@ -426,6 +435,18 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
       a call without one gets ``call00001``, ``call00002``... (nine alphanumerics, the form Mistral
       demands), and a response without one takes the oldest such id of a call with the same name.
     * tools → ``tools: [{"type": "function", "function": {name, description, parameters}}]``.
+      Built-in tools (``Tool(google_search=...)``, ``openai_web_search``...) are refused with a
+      :class:`~rxllm.ConfigurationError`: Chat Completions runs none (use the Responses API).
+    * ``tool_config.function_calling_config`` → ``tool_choice``, sent only with tools and only
+      when a mode is set: ``AUTO`` → ``"auto"``, ``NONE`` → ``"none"``, ``ANY`` → ``"required"``,
+      or with exactly one allowed name the named function (``{"type": "function", "function":
+      {"name"}}``). Several allowed names (and allowed names with ``AUTO`` or no mode) restrict
+      the ``tools`` sent to those functions, which every compatible server understands.
+      ``VALIDATED`` has no equivalent and raises :class:`~rxllm.ConfigurationError`.
+      ``parallel_tool_calls`` is sent as set; ``stream_function_call_arguments`` needs nothing
+      (arguments always stream).
+    * ``safety_settings``: a setting that only relaxes (``BLOCK_NONE``, ``OFF``) is a no-op; a
+      blocking threshold raises :class:`~rxllm.ConfigurationError` (nothing could enforce it).
     * config: ``temperature``, ``top_p``, ``top_k`` (not an OpenAI parameter; api.openai.com rejects
       it, vLLM/llama.cpp/Ollama accept it), ``seed``, ``stop_sequences`` → ``stop``,
       ``candidate_count`` → ``n``, ``max_output_tokens`` → ``max_tokens`` (what every compatible
@@ -438,7 +459,10 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
 
     Headers: ``Authorization: Bearer <key>`` only when a key is set (Ollama and llama.cpp need
     none), ``content-type: application/json``, ``accept: text/event-stream`` when streaming (else
-    ``application/json``), then ``extra_headers`` (which win over the defaults). The repr never
+    ``application/json``), then ``extra_headers`` and the request's ``http_options.headers``
+    (which win over the defaults). ``extra_body`` (the model's, then the request's
+    ``http_options.extra_body``: llama.cpp's ``ignore_eos``, vLLM's ``guided_json``, OpenRouter's
+    ``provider``) is merged into the body as :class:`JsonRequestMapper` says. The repr never
     shows the key.
 
     >>> from rxllm import Content, LlmRequest, Part
@@ -459,6 +483,8 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
         api_key: str | None,
         extra_headers: Mapping[str, str] | None = None,
         max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+        extra_body: Mapping[str, JsonValue] | None = None,
+        extra_body_overrides: bool = False,
     ) -> None:
         """Create a mapper.
 
@@ -467,6 +493,8 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
             api_key: the bearer token; ``None`` or ``""`` sends no ``Authorization`` header.
             extra_headers: more headers for every request (``OpenAI-Organization``, ``HTTP-Referer``...).
             max_tokens_param: the body key that carries ``max_output_tokens``.
+            extra_body: more body members for every request (merged as :class:`JsonRequestMapper` says).
+            extra_body_overrides: whether ``extra_body`` values replace rxllm's own.
 
         Raises:
             ConfigurationError: for an empty ``base_url`` or an unknown ``max_tokens_param``.
@@ -483,6 +511,8 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
             base_url=base_url.strip().rstrip("/"),
             api_key=api_key or None,
             extra_headers=extra_headers,
+            extra_body=extra_body,
+            extra_body_overrides=extra_body_overrides,
         )
         self._max_tokens_param = max_tokens_param
 
@@ -500,19 +530,30 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
             self.to_body(llm_request, model=model, stream=stream),
             stream=stream,
             provider_headers={"Authorization": f"Bearer {self._api_key}"} if self._api_key else {},
+            http_options=llm_request.config.http_options,
         )
 
     def to_body(self, llm_request: LlmRequest, *, model: str, stream: bool) -> dict[str, Any]:
-        """The JSON body of :meth:`to_http_request`, as a dict (for tests and debugging).
+        """The JSON body of :meth:`to_http_request`, as a dict, before any ``extra_body`` is
+        merged in (for tests and debugging).
 
         Raises:
             ConfigurationError: for parts, roles or options Chat Completions cannot express.
         """
         config = llm_request.config
+        check_gemini_only_options(config, api=_API, provider=_PROVIDER)
+        for field, _ in built_in_tools(config):
+            raise refuse_built_in(field, api=_API, provider=_PROVIDER)
+        choice = tool_choice(config, provider=_PROVIDER)
+        wire_choice = openai_tool_choice(choice, api=_API, named=_named_function)
         body: dict[str, Any] = {"model": model, "messages": _messages(llm_request)}
-        tools = [_tool(declaration) for declaration in config.function_declarations()]
+        tools = [_tool(declaration) for declaration in choice.declarations(api_takes_names=False)]
         if tools:
             body["tools"] = tools
+            if wire_choice is not None:
+                body["tool_choice"] = wire_choice
+            if choice.parallel is not None:
+                body["parallel_tool_calls"] = choice.parallel
         self._add_config(body, config)
         if stream:
             body["stream"] = True
@@ -551,6 +592,36 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
                 "(use 'application/json' or 'text/plain')",
                 provider=_PROVIDER,
             )
+
+
+def openai_tool_choice(
+    choice: ToolChoice, *, api: str, named: Callable[[str], dict[str, Any]]
+) -> str | dict[str, Any] | None:
+    """OpenAI's ``tool_choice`` for ``choice`` (Chat Completions and Responses; ``named`` builds the
+    API's named-function choice), or ``None`` when no mode is set.
+
+    Raises:
+        ConfigurationError: mode ``VALIDATED``, which OpenAI cannot express.
+    """
+    mode = choice.mode
+    if mode is None:
+        return None
+    if mode is FunctionCallingConfigMode.AUTO:
+        return "auto"
+    if mode is FunctionCallingConfigMode.NONE:
+        return "none"
+    if mode is FunctionCallingConfigMode.ANY:
+        forced = choice.forced_name
+        return named(forced) if forced is not None else "required"
+    raise ConfigurationError(
+        f"function calling mode {mode!s} has no {api} equivalent (only Gemini constrains calls to the "
+        "declared schemas); use ANY or AUTO",
+        provider=_PROVIDER,
+    )
+
+
+def _named_function(name: str) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name}}
 
 
 def _tool(declaration: FunctionDeclaration) -> dict[str, Any]:

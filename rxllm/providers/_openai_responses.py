@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from pydantic import BaseModel, JsonValue
+
 from .._core.errors import ConfigurationError, ProtocolError
 from .._core.schema import output_schema
 from .._core.types import (
@@ -35,21 +37,28 @@ from .._core.types import (
     FunctionDeclaration,
     GenerateContentConfig,
     LlmRequest,
+    OpenAiFileSearch,
+    OpenAiWebSearch,
     Part,
     UsageMetadata,
 )
 from .._models.chunk import Chunk, InBandError, ToolCallFragment
 from .._models.sse import SseEvent
 from .._transports.base import HttpRequest
+from ._openai_chat import openai_tool_choice
 from ._wire import (
     CallIdPairing,
     ConfigField,
     JsonRequestMapper,
     WireReader,
+    built_in_tools,
+    check_gemini_only_options,
     data_url,
     in_band_error,
     json_text,
+    refuse_built_in,
     system_text,
+    tool_choice,
     wire_config,
 )
 
@@ -62,6 +71,7 @@ __all__ = [
 ]
 
 PROVIDER = "openai"
+_API = "the OpenAI Responses API"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 _wire = WireReader(PROVIDER)
@@ -303,6 +313,9 @@ class OpenAiResponsesRequestMapper(JsonRequestMapper):
             log or error.
         extra_headers: more headers (``OpenAI-Organization``...), sent as given; each replaces a
             default header of the same name, in any letter case.
+        extra_body: more body members for every request, merged as :class:`JsonRequestMapper` says
+            (the request's ``http_options.extra_body`` is merged over it).
+        extra_body_overrides: whether ``extra_body`` values replace rxllm's own.
 
     Mapping: the system instruction (and ``system``-role content) becomes ``instructions``; user
     text and images become a user message of ``input_text`` / ``input_image`` parts; model text an
@@ -312,6 +325,13 @@ class OpenAiResponsesRequestMapper(JsonRequestMapper):
     ``"strict": false`` (the Responses API defaults to strict schemas, which most hand-written
     schemas do not satisfy). ``include_thoughts`` asks for reasoning summaries; ``top_k``, ``seed``
     and thinking budgets have no Responses equivalent and are left out.
+
+    Built-in tools: ``Tool(openai_web_search=...)`` → ``{"type": "web_search", ...}`` (allowed
+    domains in ``filters``), ``Tool(openai_file_search=...)`` → ``{"type": "file_search",
+    "vector_store_ids", ...}``; any other provider's built-in tool raises
+    :class:`~rxllm.ConfigurationError`. ``tool_config`` maps as for Chat Completions (see
+    :class:`~rxllm.providers.openai.OpenAiChatRequestMapper`), the named choice being
+    ``{"type": "function", "name"}``; ``safety_settings`` too.
 
     >>> from rxllm import LlmRequest, Content, Part
     >>> mapper = OpenAiResponsesRequestMapper(api_key="sk-secret")
@@ -329,8 +349,17 @@ class OpenAiResponsesRequestMapper(JsonRequestMapper):
         base_url: str = OPENAI_BASE_URL,
         api_key: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, JsonValue] | None = None,
+        extra_body_overrides: bool = False,
     ) -> None:
-        super().__init__(provider=PROVIDER, base_url=base_url.rstrip("/"), api_key=api_key, extra_headers=extra_headers)
+        super().__init__(
+            provider=PROVIDER,
+            base_url=base_url.rstrip("/"),
+            api_key=api_key,
+            extra_headers=extra_headers,
+            extra_body=extra_body,
+            extra_body_overrides=extra_body_overrides,
+        )
 
     def to_http_request(self, llm_request: LlmRequest, *, model: str, stream: bool) -> HttpRequest:
         """The HTTP request for ``model``.
@@ -344,6 +373,7 @@ class OpenAiResponsesRequestMapper(JsonRequestMapper):
             self._body(llm_request, model=model, stream=stream),
             stream=stream,
             provider_headers={"authorization": f"Bearer {self._api_key}"} if self._api_key else {},
+            http_options=llm_request.config.http_options,
         )
 
     def _body(self, llm_request: LlmRequest, *, model: str, stream: bool) -> dict[str, object]:
@@ -352,14 +382,22 @@ class OpenAiResponsesRequestMapper(JsonRequestMapper):
             raise ConfigurationError("the Responses API returns one candidate per request", provider=PROVIDER)
         if config.stop_sequences:
             raise ConfigurationError("the Responses API does not support stop sequences", provider=PROVIDER)
+        check_gemini_only_options(config, api=_API, provider=PROVIDER)
+        choice = tool_choice(config, provider=PROVIDER)
+        wire_choice = openai_tool_choice(choice, api=_API, named=lambda name: {"type": "function", "name": name})
         body: dict[str, object] = {"model": model}
         instructions = system_text(llm_request)
         if instructions:
             body["instructions"] = instructions
         body["input"] = _input_items(llm_request.contents)
-        tools = [_tool(d) for d in config.function_declarations()]
+        tools = [_tool(d) for d in choice.declarations(api_takes_names=False)]
+        tools.extend(_built_in_tool(field, settings) for field, settings in built_in_tools(config))
         if tools:
             body["tools"] = tools
+            if wire_choice is not None:
+                body["tool_choice"] = wire_choice
+            if choice.parallel is not None:
+                body["parallel_tool_calls"] = choice.parallel
         body.update(wire_config(config, _CONFIG_FIELDS))
         text_format = _text_format(config)
         if text_format is not None:
@@ -379,6 +417,28 @@ def _tool(declaration: FunctionDeclaration) -> dict[str, object]:
     tool["parameters"] = schema if schema is not None else {"type": "object", "properties": {}}
     tool["strict"] = False
     return tool
+
+
+def _built_in_tool(field: str, settings: BaseModel) -> dict[str, object]:
+    if isinstance(settings, OpenAiWebSearch):
+        tool: dict[str, object] = {"type": "web_search"}
+        if settings.search_context_size is not None:
+            tool["search_context_size"] = settings.search_context_size
+        if settings.allowed_domains is not None:
+            tool["filters"] = {"allowed_domains": list(settings.allowed_domains)}
+        if settings.user_location is not None:
+            tool["user_location"] = dict(settings.user_location)
+        return tool
+    if isinstance(settings, OpenAiFileSearch):
+        tool = {"type": "file_search", "vector_store_ids": list(settings.vector_store_ids)}
+        if settings.max_num_results is not None:
+            tool["max_num_results"] = settings.max_num_results
+        if settings.filters is not None:
+            tool["filters"] = dict(settings.filters)
+        if settings.ranking_options is not None:
+            tool["ranking_options"] = dict(settings.ranking_options)
+        return tool
+    raise refuse_built_in(field, api=_API, provider=PROVIDER)
 
 
 def _text_format(config: GenerateContentConfig) -> dict[str, object] | None:

@@ -11,8 +11,7 @@ from reactivex import abc as rx_abc
 from .._core.errors import ConfigurationError
 from .._core.redact import register_secret
 from .._models.retry import RetryPolicy
-from .._transports.asynchronous import AsyncHttpTransport
-from .._transports.threaded import HttpTransport
+from .._transports.base import Transport
 
 __all__ = ["SseModelOptions", "checked_credential", "resolve_api_key"]
 
@@ -20,15 +19,16 @@ __all__ = ["SseModelOptions", "checked_credential", "resolve_api_key"]
 class SseModelOptions(TypedDict, total=False):
     """Keyword options every provider model passes to :class:`~rxllm.SseChatModel`.
 
-    Keys: ``transport`` (:class:`~rxllm.HttpTransport`), ``http_client`` (an ``httpx.Client`` or
-    ``httpx.AsyncClient`` you built, instead of ``transport``; never closed by rxllm),
+    Keys: ``transport`` (:class:`~rxllm.HttpTransport`, :class:`~rxllm.AsyncHttpTransport` or any
+    :class:`~rxllm.Transport`), ``http_client`` (an ``httpx2.Client`` or
+    ``httpx2.AsyncClient``, or a legacy ``httpx`` one, you built, instead of ``transport``; never closed by rxllm),
     ``scheduler`` (where blocking I/O runs),
     ``retry_policy`` (:class:`~rxllm.RetryPolicy`), ``timer_scheduler`` (retry timers),
     ``max_line_bytes`` (the SSE line cap), ``secret_names`` (more credential header/query names to
     redact), ``allow_insecure_key`` (send a key over plain HTTP to a remote host).
     """
 
-    transport: HttpTransport | AsyncHttpTransport
+    transport: Transport
     http_client: Any
     scheduler: rx_abc.SchedulerBase
     retry_policy: RetryPolicy

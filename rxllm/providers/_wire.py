@@ -7,7 +7,11 @@ object, got list``), never a foreign exception. :func:`in_band_error` reads the 
 the APIs whose error code alone says whether a retry can help.
 
 Writing (the mappers): :class:`JsonRequestMapper`, the base of every request mapper (base URL,
-key, extra headers, a repr that never shows a credential, the JSON ``POST``); :func:`json_text`
+key, extra headers and extra body, per model and per request, a repr that never shows a
+credential, the JSON ``POST``); :func:`merge_extra_body`; :func:`tool_choice` (a request's
+``tool_config`` read once, the same way for every provider); :func:`built_in_tools` and
+:func:`refuse_built_in` (the built-in tools of a request, and the error for one a provider does
+not run); :func:`check_gemini_only_options`; :func:`json_text`
 (compact JSON of tool arguments and function responses); :func:`wire_config` (the sampling options
 a request sets, under the API's names); :func:`system_text`; :func:`data_url`; and
 :class:`CallIdPairing` (ids for the function calls that have none).
@@ -28,12 +32,16 @@ import json
 import logging
 from collections import deque
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+from pydantic import BaseModel, JsonValue
+
 from .._core.errors import ConfigurationError, ProtocolError
+from .._core.genai_types import FunctionCallingConfigMode, HarmBlockThreshold
 from .._core.json_codec import loads
-from .._core.redact import redact_headers, redact_url
-from .._core.types import GenerateContentConfig, LlmRequest
+from .._core.redact import redact_headers, redact_json, redact_url
+from .._core.types import BUILT_IN_TOOLS, FunctionDeclaration, GenerateContentConfig, HttpOptions, LlmRequest
 from .._core.version import USER_AGENT
 from .._models.chunk import InBandError
 from .._transports.base import HttpRequest
@@ -43,21 +51,26 @@ __all__ = [
     "ConfigField",
     "JsonRequestMapper",
     "MAX_TOKEN_COUNT",
+    "ToolChoice",
     "WireReader",
+    "built_in_tools",
     "data_url",
     "in_band_error",
     "join_url",
     "json_text",
+    "merge_extra_body",
+    "refuse_built_in",
+    "check_gemini_only_options",
     "system_text",
+    "tool_choice",
     "wire_config",
 ]
-
-_log = logging.getLogger("rxllm.providers")
 
 MAX_TOKEN_COUNT = 2**53 - 1
 """The largest token count rxllm keeps (the largest integer every JSON reader holds exactly)."""
 
 _T = TypeVar("_T")
+_log = logging.getLogger("rxllm.providers")
 
 _KIND_NAMES: dict[type, str] = {dict: "an object", list: "an array", str: "a string", int: "an integer"}
 
@@ -272,6 +285,203 @@ def data_url(mime_type: str, data: bytes) -> str:
     return f"data:{mime_type};base64,{base64.b64encode(data).decode('ascii')}"
 
 
+# --------------------------------------------------------------------------------------------
+# tool_config, built-in tools and safety settings: read the same way for every provider
+
+
+@dataclass(frozen=True, slots=True)
+class ToolChoice:
+    """A request's ``tool_config.function_calling_config``, checked against its function declarations.
+
+    Attributes:
+        mode: the mode the request sets; ``None`` when unset or ``MODE_UNSPECIFIED`` (the
+            provider's default, which is ``AUTO`` everywhere).
+        names: the allowed function names, each one declared, in the order given.
+        parallel: ``parallel_tool_calls`` as set (``None``: the provider's default).
+        stream_arguments: ``stream_function_call_arguments`` as set.
+        all_declarations: every function declaration of the request.
+    """
+
+    mode: FunctionCallingConfigMode | None
+    names: tuple[str, ...]
+    parallel: bool | None
+    stream_arguments: bool | None
+    all_declarations: tuple[FunctionDeclaration, ...]
+
+    @property
+    def forced_name(self) -> str | None:
+        """The one function the model must call (mode ``ANY`` with exactly one allowed name)."""
+        if self.mode is FunctionCallingConfigMode.ANY and len(self.names) == 1:
+            return self.names[0]
+        return None
+
+    def declarations(self, *, api_takes_names: bool) -> list[FunctionDeclaration]:
+        """The declarations to send.
+
+        Allowed names restrict the declarations sent when the API cannot carry them itself:
+        with mode ``AUTO`` (or unset) on every API, and with ``ANY`` and several names on an API
+        without a list of allowed names (``api_takes_names=False``: OpenAI, Anthropic), which
+        can only force one named function.
+        """
+        if not self.names:
+            return list(self.all_declarations)
+        restrict = self.mode in (None, FunctionCallingConfigMode.AUTO) or (
+            not api_takes_names and self.forced_name is None
+        )
+        if not restrict:
+            return list(self.all_declarations)
+        allowed = set(self.names)
+        return [d for d in self.all_declarations if d.name in allowed]
+
+
+_KNOWN_MODES = frozenset(FunctionCallingConfigMode.__members__.values())
+
+
+def tool_choice(config: GenerateContentConfig, *, provider: str) -> ToolChoice:
+    """The function-calling choice of ``config``, checked.
+
+    Raises:
+        ConfigurationError: an unknown mode, an allowed name that is not declared, or allowed
+            names with mode ``NONE``.
+    """
+    declarations = tuple(config.function_declarations())
+    calling = config.tool_config.function_calling_config if config.tool_config is not None else None
+    if calling is None:
+        return ToolChoice(None, (), None, None, declarations)
+    mode = calling.mode
+    if mode is not None and mode not in _KNOWN_MODES:
+        raise ConfigurationError(f"function calling mode {str(mode)!r} is not known", provider=provider)
+    if mode is FunctionCallingConfigMode.MODE_UNSPECIFIED:
+        mode = None
+    names = tuple(calling.allowed_function_names or ())
+    if names:
+        if mode is FunctionCallingConfigMode.NONE:
+            raise ConfigurationError("allowed_function_names cannot be combined with mode NONE", provider=provider)
+        declared = {d.name for d in declarations}
+        unknown = [name for name in names if name not in declared]
+        if unknown:
+            raise ConfigurationError(
+                f"allowed_function_names names functions the request does not declare: {unknown}", provider=provider
+            )
+    return ToolChoice(mode, names, calling.parallel_tool_calls, calling.stream_function_call_arguments, declarations)
+
+
+def built_in_tools(config: GenerateContentConfig) -> list[tuple[str, BaseModel]]:
+    """Every built-in tool of ``config`` as ``(field name, settings)``, in tool order."""
+    found: list[tuple[str, BaseModel]] = []
+    for tool in config.tools or ():
+        for field in BUILT_IN_TOOLS:
+            value = getattr(tool, field)
+            if value is not None:
+                found.append((field, value))
+    return found
+
+
+def refuse_built_in(field: str, *, api: str, provider: str) -> ConfigurationError:
+    """The error for a built-in tool ``api`` does not run (``field`` is its :class:`~rxllm.Tool` field)."""
+    owner = BUILT_IN_TOOLS[field]
+    return ConfigurationError(
+        f"the built-in tool {field!r} runs on {owner} only; {api} cannot run it", provider=provider
+    )
+
+
+_HARMLESS_THRESHOLDS = frozenset(
+    {HarmBlockThreshold.HARM_BLOCK_THRESHOLD_UNSPECIFIED, HarmBlockThreshold.BLOCK_NONE, HarmBlockThreshold.OFF}
+)
+
+
+def check_gemini_only_options(config: GenerateContentConfig, *, api: str, provider: str) -> None:
+    """Check the options only Gemini has, for an API without them: ``safety_settings`` and
+    ``tool_config``'s ``retrieval_config`` and ``include_server_side_tool_invocations``.
+
+    A safety setting that only relaxes Gemini's filters (``BLOCK_NONE``, ``OFF``, or no
+    threshold) is a no-op elsewhere: the API's own policy applies either way. A setting that asks
+    for stricter blocking cannot be enforced, so it is refused rather than dropped.
+
+    Raises:
+        ConfigurationError: a safety setting with a blocking threshold, or one of the Gemini-only
+            ``tool_config`` fields set.
+    """
+    for setting in config.safety_settings or ():
+        if setting.threshold is not None and setting.threshold not in _HARMLESS_THRESHOLDS:
+            category = str(setting.category) if setting.category is not None else "a category"
+            raise ConfigurationError(
+                f"safety_settings: {api} has no per-request safety thresholds, so {setting.threshold!s} "
+                f"for {category} cannot be enforced (only BLOCK_NONE and OFF, which leave {api}'s own "
+                "policy in place, are accepted)",
+                provider=provider,
+            )
+    tool_config = config.tool_config
+    if tool_config is not None:
+        for field in ("retrieval_config", "include_server_side_tool_invocations"):
+            if getattr(tool_config, field) is not None:
+                raise ConfigurationError(f"tool_config.{field} is Gemini's; {api} has no equivalent", provider=provider)
+
+
+# --------------------------------------------------------------------------------------------
+# extra body
+
+
+def merge_extra_body(
+    body: dict[str, Any], extra: Mapping[str, Any], *, overrides: bool, provider: str, _path: str = ""
+) -> None:
+    """Merge ``extra`` into ``body`` in place: the one rule for every ``extra_body``.
+
+    A member ``body`` lacks is added. Where both hold an object, the objects merge member by
+    member, at any depth. Where either holds anything else (a string, number, array, null) and
+    the values differ, ``body``'s value (rxllm's) is kept and a warning names the member (never
+    its value), unless ``overrides`` is true: then ``extra``'s value replaces it. Added values
+    are copies, so the request config they came from is never shared with the body.
+
+    >>> body = {"model": "m", "stream_options": {"include_usage": True}}
+    >>> merge_extra_body(body, {"model": "x", "ignore_eos": True, "stream_options": {"chunk": 1}},
+    ...                  overrides=False, provider="toy")
+    >>> body
+    {'model': 'm', 'stream_options': {'include_usage': True, 'chunk': 1}, 'ignore_eos': True}
+    """
+    for key, value in extra.items():
+        where = f"{_path}.{key}" if _path else key
+        if key not in body:
+            body[key] = _copy_json(value)
+            continue
+        current = body[key]
+        if isinstance(current, dict) and isinstance(value, Mapping):
+            merged = dict(current)  # the body's objects may be shared (a cached schema): copy, then merge
+            merge_extra_body(merged, value, overrides=overrides, provider=provider, _path=where)
+            body[key] = merged
+        elif current == value:
+            continue
+        elif overrides:
+            body[key] = _copy_json(value)
+        else:
+            _log.warning(
+                "[%s] extra_body member %r is also set by rxllm; rxllm's value is sent "
+                "(pass extra_body_overrides=True to send yours)",
+                provider,
+                where,
+            )
+
+
+def _copy_json(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _copy_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_copy_json(v) for v in value]
+    return value
+
+
+def _overlay(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``top`` merged over it (objects member by member, ``top`` winning elsewhere)."""
+    merged = dict(base)
+    for key, value in top.items():
+        current = merged.get(key)
+        if isinstance(current, Mapping) and isinstance(value, Mapping):
+            merged[key] = _overlay(current, value)
+        else:
+            merged[key] = value
+    return merged
+
+
 class CallIdPairing:
     """Ids for the function calls a history holds without one, for APIs that require them.
 
@@ -319,35 +529,59 @@ class CallIdPairing:
 
 
 class JsonRequestMapper:
-    """The base of every request mapper: a base URL, an API key and extra headers, sent as a JSON ``POST``.
+    """The base of every request mapper: a base URL, an API key, extra headers and an extra body,
+    sent as a JSON ``POST``.
 
     A subclass normalizes and checks its arguments, passes them to ``__init__``, builds the URL,
-    the body and its provider's headers (version, credential), and calls :meth:`_post`. Extra
-    headers are sent as given, each replacing a default header of the same name in any letter case.
-    Neither the mapper's repr nor the request's shows the key or a credential header.
+    the body and its provider's headers (version, credential), and calls :meth:`_post` with the
+    request's ``config.http_options``.
+
+    Headers, later ones replacing earlier ones of the same name in any letter case: rxllm's
+    defaults, the provider's, the model's ``extra_headers``, the request's
+    ``http_options.headers``. Body: rxllm's, with the model's ``extra_body`` and the request's
+    ``http_options.extra_body`` (the request's winning over the model's) merged in by
+    :func:`merge_extra_body`; the request's ``extra_body_overrides``, when set, wins over the
+    model's. Neither the mapper's repr nor the request's shows the key, a credential header, or
+    the value of a body member with a credential's name.
 
     >>> class ToyMapper(JsonRequestMapper):
     ...     __slots__ = ()
     ...     def to_http_request(self, llm_request, *, model, stream):
     ...         return self._post(f"{self._base_url}/chat", {"model": model}, stream=stream,
-    ...                           provider_headers={"x-api-key": self._api_key})
-    >>> mapper = ToyMapper(provider="toy", base_url="https://x", api_key="sk-secret", extra_headers={"Accept": "*/*"})
+    ...                           provider_headers={"x-api-key": self._api_key},
+    ...                           http_options=llm_request.config.http_options)
+    >>> mapper = ToyMapper(provider="toy", base_url="https://x", api_key="sk-secret", extra_headers={"Accept": "*/*"},
+    ...                    extra_body={"ignore_eos": True, "api_key": "gw-secret"})
     >>> mapper
-    ToyMapper(base_url='https://x', api_key='***', extra_headers={'Accept': '*/*'})
+    ToyMapper(base_url='https://x', api_key='***', extra_headers={'Accept': '*/*'}, \
+extra_body={'ignore_eos': True, 'api_key': '***'})
     >>> request = mapper.to_http_request(LlmRequest(), model="m", stream=True)
     >>> request.body, request.headers["Accept"], "accept" in request.headers
-    (b'{"model":"m"}', '*/*', False)
+    (b'{"model":"m","ignore_eos":true,"api_key":"gw-secret"}', '*/*', False)
     """
 
-    __slots__ = ("_api_key", "_base_url", "_extra_headers", "_provider")
+    __slots__ = ("_api_key", "_base_url", "_extra_body", "_extra_body_overrides", "_extra_headers", "_provider")
 
     def __init__(
-        self, *, provider: str, base_url: str, api_key: str | None, extra_headers: Mapping[str, str] | None
+        self,
+        *,
+        provider: str,
+        base_url: str,
+        api_key: str | None,
+        extra_headers: Mapping[str, str] | None,
+        extra_body: Mapping[str, JsonValue] | None = None,
+        extra_body_overrides: bool = False,
     ) -> None:
         self._provider = provider
         self._base_url = base_url
         self._api_key = api_key
         self._extra_headers = dict(extra_headers or {})
+        if extra_body is not None and not isinstance(extra_body, Mapping):
+            raise ConfigurationError(
+                f"extra_body must be a mapping, got {type(extra_body).__name__}", provider=provider
+            )
+        self._extra_body: dict[str, Any] = _copy_json(extra_body or {})
+        self._extra_body_overrides = bool(extra_body_overrides)
 
     @property
     def provider(self) -> str:
@@ -357,9 +591,12 @@ class JsonRequestMapper:
     def __repr__(self) -> str:
         settings = "".join(f"{name}={value!r}, " for name, value in self._repr_settings().items())
         key = "'***'" if self._api_key else "None"
+        extras = f", extra_body={redact_json(self._extra_body)!r}" if self._extra_body else ""
+        if self._extra_body_overrides:
+            extras += ", extra_body_overrides=True"
         return (
             f"{type(self).__name__}(base_url={redact_url(self._base_url)!r}, {settings}api_key={key}, "
-            f"extra_headers={redact_headers(self._extra_headers)!r})"
+            f"extra_headers={redact_headers(self._extra_headers)!r}{extras})"
         )
 
     def _repr_settings(self) -> dict[str, object]:
@@ -371,18 +608,36 @@ class JsonRequestMapper:
         return join_url(self._base_url, path)
 
     def _post(
-        self, url: str, body: Mapping[str, object], *, stream: bool, provider_headers: Mapping[str, str]
+        self,
+        url: str,
+        body: Mapping[str, object],
+        *,
+        stream: bool,
+        provider_headers: Mapping[str, str],
+        http_options: HttpOptions | None,
     ) -> HttpRequest:
-        """``POST url`` with ``body`` as compact UTF-8 JSON.
+        """``POST url`` with ``body`` (and the extra bodies merged in) as compact UTF-8 JSON.
 
         The headers: ``content-type``, ``accept`` (``text/event-stream`` when streaming, else
-        ``application/json``), ``user-agent`` (``rxllm/<version>``), ``provider_headers``, then
-        the extra headers (an extra ``User-Agent`` replaces rxllm's).
+        ``application/json``), ``user-agent`` (``rxllm/<version>``), ``provider_headers``, the
+        model's extra headers, then the request's (an extra ``User-Agent`` replaces rxllm's).
 
         Raises:
             ConfigurationError: the body holds what JSON cannot carry (NaN, a lone surrogate, a
                 non-JSON value, nesting deeper than the encoder recurses).
         """
+        extra = self._extra_body
+        overrides = self._extra_body_overrides
+        request_headers: Mapping[str, str] = {}
+        if http_options is not None:
+            if http_options.extra_body:
+                extra = _overlay(extra, http_options.extra_body)
+            if http_options.extra_body_overrides is not None:
+                overrides = http_options.extra_body_overrides
+            request_headers = http_options.headers or {}
+        if extra:
+            body = merged = dict(body)
+            merge_extra_body(merged, extra, overrides=overrides, provider=self._provider)
         try:
             encoded = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
         except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
@@ -393,10 +648,11 @@ class JsonRequestMapper:
             "user-agent": USER_AGENT,
         }
         headers.update(provider_headers)
-        if self._extra_headers:
-            replaced = {name.lower() for name in self._extra_headers}
-            headers = {name: value for name, value in headers.items() if name.lower() not in replaced}
-            headers.update(self._extra_headers)
+        for extra_headers in (self._extra_headers, request_headers):
+            if extra_headers:
+                replaced = {name.lower() for name in extra_headers}
+                headers = {name: value for name, value in headers.items() if name.lower() not in replaced}
+                headers.update(extra_headers)
         return HttpRequest(url=url, body=encoded, headers=headers, method="POST")
 
 

@@ -302,7 +302,8 @@ def test_tool_state_changes_become_the_response_events_state_delta() -> None:
     assert runner.session_service.get_session(APP, USER, "other").run().state == {"user:name": "Ada"}
     # the next request's instruction is built from the stored state
     instructions = [r.config.system_instruction.text() for r, _ in model.requests if r.config.system_instruction]
-    assert instructions == ["Last order: . User: .", "Last order: A17. User: Ada."]
+    identity = '\n\nYou are an agent. Your internal name is "support".'
+    assert instructions == ["Last order: . User: ." + identity, "Last order: A17. User: Ada." + identity]
 
 
 def test_a_missing_state_key_in_the_instruction_fails_the_run() -> None:

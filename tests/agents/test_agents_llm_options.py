@@ -133,7 +133,9 @@ def test_output_key_writes_the_final_text_to_state(mode: StreamingMode) -> None:
     runner = InMemoryRunner(SequentialAgent("pipeline", sub_agents=[writer, reviewer]))
     events = run(runner, "poem", mode)
     assert events[0].actions.state_delta == {"draft": "Roses are red."}
-    assert system_text(reviewer_model.requests[0][0]) == "Review this: Roses are red."
+    assert system_text(reviewer_model.requests[0][0]) == (
+        'Review this: Roses are red.\n\nYou are an agent. Your internal name is "reviewer".'
+    )
     assert runner.session_service.get_session(runner.app_name, "u1", "s1").run().state["draft"] == "Roses are red."
 
 
@@ -159,13 +161,9 @@ def test_output_schema_reply_that_does_not_validate_is_logged_and_kept_raw(caplo
     assert "does not validate against output_schema Verdict" in caplog.text
 
 
-def test_output_schema_agents_cannot_have_tools() -> None:
-    def tool() -> str:
-        """A tool."""
-        return "x"
-
-    with pytest.raises(ConfigurationError, match="output_schema"):
-        LlmAgent("judge", ScriptedLlm([]), output_schema=Verdict, tools=[tool])
+def test_output_schema_must_be_a_pydantic_model_class() -> None:
+    with pytest.raises(ConfigurationError, match="output_schema must be a pydantic model class"):
+        LlmAgent("judge", ScriptedLlm([]), output_schema=dict)  # type: ignore[arg-type]
 
 
 # ---- include_contents, global_instruction -------------------------------------------------------

@@ -113,7 +113,13 @@ def test_a_non_dict_result_is_wrapped() -> None:
         return Address(city="Oslo")
 
     assert FunctionTool(city).run({}, tool_context()).run() == {"result": Address(city="Oslo")}
-    assert FunctionTool(lambda: None, name="noop").run({}, tool_context()).run() == {"result": None}
+    assert FunctionTool(lambda: 0, name="zero").run({}, tool_context()).run() == {"result": 0}
+
+
+def test_a_function_that_returns_nothing_answers_an_empty_dict() -> None:
+    """ADK Java's ``FunctionTool``: ``null`` (or an empty ``Maybe``) answers ``{}``, not ``{"result": null}``."""
+    assert FunctionTool(lambda: None, name="noop").run({}, tool_context()).run() == {}
+    assert FunctionTool(lambda: reactivex.empty(), name="nothing").run({}, tool_context()).run() == {}
 
 
 def test_an_observable_result_is_its_last_item() -> None:

@@ -75,7 +75,9 @@ def test_worked_example_history(mode: StreamingMode) -> None:
     assert second.contents == tuple(e.content for e in history(runner)[:3])
     for request in (first, second):
         assert request.config.system_instruction is not None
-        assert request.config.system_instruction.text() == "You answer questions about orders."
+        assert request.config.system_instruction.text() == (
+            'You answer questions about orders.\n\nYou are an agent. Your internal name is "support".'
+        )
         declarations = request.config.function_declarations()
         assert [d.name for d in declarations] == ["get_order"]
         assert declarations[0].parameters is not None

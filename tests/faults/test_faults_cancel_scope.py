@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from rxllm._transports.threaded import CancelScope
+from rxllm._transports.base import CancelScope
 
 
 @dataclass

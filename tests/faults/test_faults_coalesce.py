@@ -18,7 +18,7 @@ from faults_support import TIMEOUT, LoopbackRelay, read_request
 
 from rxllm import AsyncHttpTransport, HttpTransport
 from rxllm._models.provider import HttpRequest
-from rxllm._transports.threaded import CancelScope
+from rxllm._transports.base import CancelScope
 
 EVENTS = [b'data: {"n":%d,"pad":"%s"}\n\n' % (i, b"x" * 80) for i in range(300)]
 PAYLOAD = b"".join(EVENTS)

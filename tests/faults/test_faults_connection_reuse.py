@@ -21,7 +21,7 @@ from reactivex import operators as ops
 from wire import OPENAI, WIRES, Wire
 
 from rxllm import AsyncHttpTransport, LlmResponse, RetryPolicy, SseChatModel
-from rxllm._transports.asynchronous import transport_for_client
+from rxllm._transports.clients import transport_for_client
 from rxllm.testing import Hold, StubResponse, StubServer
 
 trustme = pytest.importorskip("trustme")

@@ -50,25 +50,46 @@ def transport(request: pytest.FixtureRequest) -> Iterator[HttpTransport | AsyncH
         made.close()
 
 
-# --- the tools that patch httpx -----------------------------------------------------------------------
+@pytest.fixture(params=TRANSPORT_KINDS)
+def legacy_transport(request: pytest.FixtureRequest) -> Iterator[HttpTransport | AsyncHttpTransport]:
+    """A transport over a legacy ``httpx`` client the test built (the tools below patch httpx, not httpx2)."""
+    made: HttpTransport | AsyncHttpTransport
+    if request.param == "threads":
+        client: httpx.Client | httpx.AsyncClient = httpx.Client()
+        made = HttpTransport(http_client=client)
+    else:
+        client = httpx.AsyncClient()
+        made = AsyncHttpTransport(http_client=client)
+    try:
+        yield made
+    finally:
+        if isinstance(client, httpx.AsyncClient):  # the client is the test's: it closes it, on its loop
+            assert isinstance(made, AsyncHttpTransport)
+            asyncio.run_coroutine_threadsafe(client.aclose(), made.loop).result(TIMEOUT)
+        made.close()
+        if isinstance(client, httpx.Client):
+            client.close()
 
 
-def test_pytest_httpx_mocks_the_default_transports(
-    httpx_mock: Any, transport: HttpTransport | AsyncHttpTransport
+# --- the tools that patch httpx, on a legacy httpx client you pass --------------------------------------
+
+
+def test_pytest_httpx_mocks_a_legacy_httpx_client_you_pass(
+    httpx_mock: Any, legacy_transport: HttpTransport | AsyncHttpTransport
 ) -> None:
     httpx_mock.add_response(url=f"{API}/chat/completions", content=BODY, headers=SSE)
-    recorder = _run(OpenAiChatModel("gpt-test", base_url=API, api_key="sk-test-123456", transport=transport))
+    recorder = _run(OpenAiChatModel("gpt-test", base_url=API, api_key="sk-test-123456", transport=legacy_transport))
     assert recorder.errors == [] and _texts(recorder.items) == EXPECTED
     (sent,) = httpx_mock.get_requests()
     assert sent.headers["authorization"] == "Bearer sk-test-123456"
 
 
-def test_respx_mocks_the_default_transports(transport: HttpTransport | AsyncHttpTransport) -> None:
+def test_respx_mocks_a_legacy_httpx_client_you_pass(legacy_transport: HttpTransport | AsyncHttpTransport) -> None:
     import respx
 
     with respx.mock(assert_all_called=True) as mock:
         route = mock.post(f"{API}/chat/completions").mock(return_value=httpx.Response(200, content=BODY, headers=SSE))
-        recorder = _run(OpenAiChatModel("gpt-test", base_url=API, api_key="sk-test", transport=transport))
+        recorder = _run(OpenAiChatModel("gpt-test", base_url=API, api_key="sk-test", transport=legacy_transport))
     assert recorder.errors == [] and _texts(recorder.items) == EXPECTED and route.call_count == 1
 
 
@@ -97,8 +118,8 @@ def test_vcrpy_records_a_stream_and_replays_it_with_the_upstream_gone(tmp_path: 
     assert replayed.items[-1] == live.items[-1]
 
 
-def test_opentelemetry_sees_each_request_under_the_subscribers_span(
-    transport: HttpTransport | AsyncHttpTransport,
+def test_opentelemetry_sees_each_request_of_a_legacy_httpx_client_under_the_subscribers_span(
+    legacy_transport: HttpTransport | AsyncHttpTransport,
 ) -> None:
     from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
     from opentelemetry.sdk.trace import TracerProvider
@@ -114,7 +135,8 @@ def test_opentelemetry_sees_each_request_under_the_subscribers_span(
         with StubServer([OPENAI.response("Hello", " world")]) as server:
             with provider.get_tracer("test").start_as_current_span("user-request") as parent:
                 recorder = Recorder()
-                recorder.subscribe(OPENAI.model(server.url, transport=transport).generate_content(REQUEST, stream=True))
+                recorder.subscribe(OPENAI.model(server.url, transport=legacy_transport).generate_content(REQUEST,
+                                                                                                  stream=True))
             recorder.wait("an instrumented stream")
     finally:
         instrumentor.uninstrument()
@@ -424,3 +446,49 @@ def test_dispose_on_a_mocked_transport_stops_every_emission_at_once(kind: str) -
     model._transport.close()  # type: ignore[union-attr]
     assert [r.text() for r in seen] == ["Hello"] and recorder.items == seen
     assert recorder.errors == [] and not recorder.completed
+
+
+def test_a_closed_or_foreign_http_client_is_a_configuration_error_naming_what_is_accepted() -> None:
+    import http.client
+    import re
+
+    from rxllm import ConfigurationError
+
+    closed = httpx.Client()
+    closed.close()
+    with pytest.raises(ConfigurationError, match="http_client is closed"):
+        OpenAiChatModel("m", base_url="http://127.0.0.1:1/v1", http_client=closed)
+    with pytest.raises(ConfigurationError, match="http_client is closed"):
+        HttpTransport(http_client=closed)
+    foreign = http.client.HTTPConnection("127.0.0.1", 1)  # another library's client
+    accepted = "httpx2.Client or httpx2.AsyncClient (or its legacy httpx counterpart), got http.client"
+    with pytest.raises(ConfigurationError, match=re.escape(accepted)):
+        OpenAiChatModel("m", base_url="http://127.0.0.1:1/v1", http_client=foreign)
+    with pytest.raises(ConfigurationError, match=re.escape("goes to HttpTransport")):
+        AsyncHttpTransport(http_client=httpx.Client())  # type: ignore[arg-type]
+
+
+def test_a_mocked_client_whose_body_is_not_a_stream_ends_in_an_error_not_a_hang() -> None:
+    from rxllm import TransportError
+
+    client = httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200, json={"ok": True})))
+    model = OpenAiChatModel("m", base_url="http://127.0.0.1:1/v1", api_key="sk-x", http_client=client)
+    with pytest.raises(TransportError, match="http_client returned a body that cannot be streamed"):
+        model.generate_content(REQUEST, stream=True).run()
+    assert not client.is_closed
+    client.close()
+
+
+def test_a_mocked_async_client_whose_body_is_not_a_stream_ends_in_an_error_not_a_hang() -> None:
+    from rxllm import TransportError
+
+    async def main() -> None:
+        client = httpx.AsyncClient(
+            transport=httpx.MockTransport(lambda request: httpx.Response(200, json={"ok": True})))
+        model = OpenAiChatModel("m", base_url="http://127.0.0.1:1/v1", api_key="sk-x", http_client=client)
+        with pytest.raises(TransportError, match="http_client returned a body that cannot be streamed"):
+            await model.generate_content(REQUEST, stream=True)
+        assert not client.is_closed
+        await client.aclose()
+
+    asyncio.run(main())

@@ -141,7 +141,10 @@ def test_tools_save_list_and_load_artifacts_in_a_run_and_instructions_read_them(
     def instruction(request_index: int) -> str:
         config = model.requests[request_index][0].config
         assert config is not None and config.system_instruction is not None
-        return config.system_instruction.text()
+        text = config.system_instruction.text()
+        identity = '\n\nYou are an agent. Your internal name is "bot".'
+        assert text.endswith(identity)  # ADK Java's Identity instruction follows the agent's own
+        return text.removesuffix(identity)
 
     assert instruction(0) == "Report: "  # optional, absent before the tool wrote it
     assert instruction(1) == "Report: All shipped."

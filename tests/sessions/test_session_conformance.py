@@ -308,7 +308,7 @@ def test_an_agent_run_with_tools_and_state_on_every_store(service: BaseSessionSe
     assert stored.events[2].actions.state_delta == {"user:item": "tea"}
     assert stored.state == {"user:item": "tea"}
     system = model.requests[2][0].config.system_instruction  # type: ignore[union-attr]
-    assert system is not None and system.text() == "Known: tea"
+    assert system is not None and system.text() == 'Known: tea\n\nYou are an agent. Your internal name is "bot".'
 
 
 def test_a_removed_key_is_removed_from_every_scope(service: BaseSessionService) -> None:

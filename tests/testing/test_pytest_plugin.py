@@ -128,7 +128,8 @@ def test_loading_the_plugin_imports_no_http_library_and_no_transport() -> None:
 
 def test_the_names_that_need_http_load_it_when_used() -> None:
     code = (
-        "import rxllm.testing, rxllm; print(loaded()); rxllm.testing.replay_sse; print('httpx' in sys.modules); "
+        "import rxllm.testing, rxllm; print(loaded()); rxllm.testing.replay_sse; "
+        "print('httpx2' in sys.modules and 'httpx' not in sys.modules); "
         "from rxllm.testing import parser_for; from rxllm import HttpTransport, SseChatModel; "
         "import rxllm._transports.threaded as t; "
         "print(HttpTransport is t.HttpTransport and 'HttpTransport' in dir(rxllm))"

@@ -59,8 +59,10 @@ class LlmAgent(BaseAgent):
         output_key: the state key the agent's final text (or validated object, with
             ``output_schema``) is written to, through its final event's ``state_delta``.
         output_schema: a pydantic model class: the model is asked for JSON of its schema and the
-            reply is validated against it. Such an agent cannot have tools or sub-agents, and
-            never transfers (as in ADK).
+            reply is validated against it. With tools, the model answers by calling the
+            ``set_model_response`` tool instead (ADK Java's ``SetModelResponseTool``: its
+            arguments, validated, are the answer; see ``rxllm.agents._flows.output_schema``).
+            The agent transfers as any other (ADK Java's ``AutoFlow``).
         include_contents: ``"default"``: the history (``_contents`` rules); ``"none"``: only the
             current turn.
         generate_content_config: generation options (temperature, ...). Its ``system_instruction``
@@ -133,14 +135,8 @@ class LlmAgent(BaseAgent):
             )
         if config.tools:
             raise ConfigurationError(f"LlmAgent {name!r}: pass tools with tools=, not in generate_content_config")
-        if output_schema is not None:
-            if not (isinstance(output_schema, type) and issubclass(output_schema, BaseModel)):
-                raise ConfigurationError(f"LlmAgent {name!r}: output_schema must be a pydantic model class")
-            if tools or sub_agents:
-                raise ConfigurationError(
-                    f"LlmAgent {name!r}: an agent with output_schema can only reply: no tools, no sub_agents (as ADK)"
-                )
-            disallow_transfer_to_parent = disallow_transfer_to_peers = True
+        if output_schema is not None and not (isinstance(output_schema, type) and issubclass(output_schema, BaseModel)):
+            raise ConfigurationError(f"LlmAgent {name!r}: output_schema must be a pydantic model class")
         self._model = model
         self._resolved: BaseLlm | None = model if isinstance(model, BaseLlm) else None
         self._instruction = instruction

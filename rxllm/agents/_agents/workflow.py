@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import reactivex
 from reactivex import abc as rx_abc
 from reactivex import operators as ops
+from reactivex.abc.scheduler import ScheduledAction
 from reactivex.disposable import CompositeDisposable, Disposable, SingleAssignmentDisposable
 
 from ..._core.errors import ConfigurationError
+from ..._core.threads import thread_pool_scheduler
 from ..._rx.direct import concat_now, nothing_now
 from .._invocation.base import AgentCallback, BaseAgent, InvocationContext
 from .._sessions.event import Event
 
-__all__ = ["LoopAgent", "ParallelAgent", "SequentialAgent"]
+__all__ = ["PARALLEL_WORKERS", "LoopAgent", "ParallelAgent", "SequentialAgent"]
 
 
 def _escalates(event: Event) -> bool:
@@ -132,16 +135,22 @@ class LoopAgent(BaseAgent):
 class ParallelAgent(BaseAgent):
     """Runs its sub-agents at the same time, each in its own branch (ADK's ``ParallelAgent``).
 
+    Args:
+        scheduler: where each branch is subscribed (ADK Java's ``ParallelAgent.Builder.scheduler``,
+            ``Schedulers.io()`` there); by default rxllm's parallel pool (``rxllm-parallel_N``
+            threads, :data:`PARALLEL_WORKERS` of them).
+
     Each sub-agent runs in the branch ``<branch>.<sub-agent>`` (``parallel_name.sub_agent`` at the
     root), so its model calls see the shared history before the fork and its own events, never its
-    siblings'. All sub-agents are subscribed at once; their events are emitted as they happen,
-    interleaved (serialized: one ``on_next`` at a time). Models that stream over HTTP run each
-    call on the transport's I/O threads, so the branches' calls overlap; a model that answers
-    synchronously (a scripted one) makes the branches run one after the other.
+    siblings'. Every branch is subscribed on a thread of ``scheduler`` (Java's ``subscribeOn``),
+    so the branches run concurrently whatever their models' threading: a model that emits, or
+    blocks, inside ``subscribe`` holds its own branch's thread only. Their events are emitted as
+    they happen, interleaved (serialized: one ``on_next`` at a time), on the branches' threads.
 
     It completes when every branch completed; the first branch error fails it and disposes the
     others. An escalating event is emitted and stops every branch (ADK's ``takeUntil``). Disposing
-    disposes every branch: each branch's model call is cancelled (its connection closed).
+    disposes every branch, on the disposing thread: each branch's model call is cancelled (its
+    connection closed); a branch not subscribed yet never starts.
 
     >>> from rxllm.agents import LlmAgent
     >>> from rxllm.testing import ScriptedLlm
@@ -150,18 +159,64 @@ class ParallelAgent(BaseAgent):
     ['a', 'b']
     """
 
+    def __init__(
+        self,
+        name: str,
+        *,
+        sub_agents: Sequence[BaseAgent] = (),
+        description: str = "",
+        before_agent_callback: AgentCallback | Sequence[AgentCallback] | None = None,
+        after_agent_callback: AgentCallback | Sequence[AgentCallback] | None = None,
+        scheduler: rx_abc.SchedulerBase | None = None,
+    ) -> None:
+        super().__init__(
+            name,
+            description=description,
+            sub_agents=sub_agents,
+            before_agent_callback=before_agent_callback,
+            after_agent_callback=after_agent_callback,
+        )
+        self._scheduler = scheduler
+
+    @property
+    def scheduler(self) -> rx_abc.SchedulerBase:
+        """Where the branches are subscribed."""
+        return self._scheduler if self._scheduler is not None else _parallel_scheduler()
+
     def _run_async_impl(self, ctx: InvocationContext) -> reactivex.Observable[Event]:
         if not self.sub_agents:
             return nothing_now()
         branch = f"{ctx.branch}.{self.name}" if ctx.branch else self.name
         forked = ctx.for_agent(self, branch=branch)
         sources = [agent.run_async(forked) for agent in self.sub_agents]
-        return _merge_now(sources).pipe(ops.take_while(_not_escalated, inclusive=True))
+        return _merge_on(sources, self.scheduler).pipe(ops.take_while(_not_escalated, inclusive=True))
 
 
-def _merge_now(sources: Sequence[reactivex.Observable[Event]]) -> reactivex.Observable[Event]:
-    """Subscribe every source during ``subscribe`` (no trampoline), serialize their items, complete
-    when all completed, fail (disposing the rest) on the first error."""
+PARALLEL_WORKERS = 64
+"""The threads of the default pool ``ParallelAgent`` subscribes its branches on; more branches
+than this that block inside ``subscribe`` at once wait for a thread."""
+
+_pool_lock = threading.Lock()
+_pool: list[rx_abc.SchedulerBase] = []
+
+
+def _parallel_scheduler() -> rx_abc.SchedulerBase:
+    with _pool_lock:
+        if not _pool:
+            _pool.append(thread_pool_scheduler(PARALLEL_WORKERS, "rxllm-parallel"))
+        return _pool[0]
+
+
+def _merge_on(
+    sources: Sequence[reactivex.Observable[Event]], on: rx_abc.SchedulerBase
+) -> reactivex.Observable[Event]:
+    """Subscribe every source on a thread of ``on`` (ADK Java's ``subscribeOn`` per branch),
+    serialize their items, complete when all completed, fail (disposing the rest) on the first error.
+
+    Not ``ops.subscribe_on``: that disposes through the scheduler too, so a branch blocked in
+    ``subscribe`` would keep its connection until it returned. Here disposing acts on the disposing
+    thread: a scheduled subscription that has not run is cancelled, a running one is disposed as
+    soon as it is assigned."""
 
     def subscribe(
         observer: rx_abc.ObserverBase[Event], scheduler: rx_abc.SchedulerBase | None = None
@@ -191,13 +246,22 @@ def _merge_now(sources: Sequence[reactivex.Observable[Event]]) -> reactivex.Obse
                 state["done"] = True
             observer.on_completed()
 
+        def starter(source: reactivex.Observable[Event], slot: SingleAssignmentDisposable) -> ScheduledAction[Any]:
+            def start(_: rx_abc.SchedulerBase, __: Any = None) -> None:
+                with lock:
+                    if state["done"]:
+                        return
+                try:
+                    slot.disposable = source.subscribe(on_next, on_error, on_completed, scheduler=scheduler)
+                except Exception as exc:  # a branch whose subscribe raised: the branch failed
+                    on_error(exc)
+
+            return start
+
         for source in sources:
             slot = SingleAssignmentDisposable()
             group.add(slot)
-            with lock:
-                if state["done"]:
-                    break
-            slot.disposable = source.subscribe(on_next, on_error, on_completed, scheduler=scheduler)
+            group.add(on.schedule(starter(source, slot)))
 
         def dispose() -> None:
             with lock:

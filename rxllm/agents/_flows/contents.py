@@ -14,6 +14,8 @@ The rules are ADK Java's ``flows/llmflows/Contents.java`` (``getContents``), in 
    answers them.
 4. **Empty events are skipped**: no content, no parts, or only invisible parts (thought text
    and empty text without a thought signature; ``Contents.isPartInvisible``).
+   Events holding an ``adk_request_confirmation`` call or response (a tool confirmation asked
+   and answered: ``.confirmation``) are skipped too (``Contents.isRequestConfirmationEvent``).
 5. **Only the current branch.** An event belongs to the branch ``a.b.c`` when it has no branch,
    the same branch, or an ancestor branch (``a`` or ``a.b``, on a segment boundary:
    ``isEventBelongsToBranch``). Parallel siblings never see each other.
@@ -27,6 +29,12 @@ The rules are ADK Java's ``flows/llmflows/Contents.java`` (``getContents``), in 
    earlier than the event before it (a long-running tool resumed by the user), the history is cut
    after the call and the responses to it are merged into one event, the latest answer winning.
 
+**Compaction events** (``actions.compaction``, ADK's events compaction; see
+``rxllm.agents._runners.compaction``) are kept whatever their branch; a compaction that a later one
+covers is dropped, and each remaining one's summary (a ``model`` content) stands in place of the
+events stamped within its range (``Contents.processCompactionEvent``). Stored events are never
+changed: only the request shows the summary.
+
 ``include_contents="none"`` keeps only the current turn: the events from the latest user message
 or other agent's reply onward (``getCurrentTurnContents``), with the same rules applied.
 """
@@ -39,6 +47,7 @@ from typing import Literal
 
 from ..._core.types import Content, Part
 from .._sessions.event import Event
+from .confirmation import is_request_confirmation_event
 
 __all__ = ["IncludeContents", "event_belongs_to_branch", "request_contents"]
 
@@ -66,8 +75,13 @@ def request_contents(
     if include_contents == "none":
         kept = _current_turn(kept, agent_name)
     filtered: list[Event] = []
+    compacted = False
     for event in kept:
-        if _is_empty(event) or not event_belongs_to_branch(branch, event):
+        if event.actions.compaction is not None:  # kept whatever its branch, for _apply_compactions
+            compacted = True
+            filtered.append(event)
+            continue
+        if _is_empty(event) or not event_belongs_to_branch(branch, event) or is_request_confirmation_event(event):
             continue
         if _is_other_agent_reply(agent_name, event):
             foreign = _convert_foreign_event(event)
@@ -75,8 +89,59 @@ def request_contents(
                 filtered.append(foreign)
         else:
             filtered.append(event)
+    if compacted:
+        filtered = _apply_compactions(filtered)
     arranged = _rearrange_for_latest_function_response(filtered)
     return tuple(_content_of(event) for event in arranged)
+
+
+def _apply_compactions(events: list[Event]) -> list[Event]:
+    """Summaries in place of the events they cover (ADK Java's ``Contents.processCompactionEvent``).
+
+    A compaction covered by a later one (its range inside the later's) is dropped; every other
+    compaction becomes a ``model`` event with its summary, stamped with its end, and stands where
+    the events it covers (timestamps from its start to its end, inclusive) stood.
+    """
+    compactions: list[Event] = []
+    regular: list[Event] = []
+    for event in events:
+        (compactions if event.actions.compaction is not None else regular).append(event)
+    kept: list[Event] = []
+    for event in reversed(compactions):  # the later compactions win
+        span = event.actions.compaction
+        assert span is not None
+        last = kept[-1].actions.compaction if kept else None
+        if last is None or not (
+            span.start_timestamp >= last.start_timestamp and span.end_timestamp <= last.end_timestamp
+        ):
+            kept.append(event)
+    kept.reverse()
+    result: list[Event] = []
+    c, e = len(kept) - 1, len(regular) - 1
+    while e >= 0 and c >= 0:
+        event = regular[e]
+        span = kept[c].actions.compaction
+        assert span is not None
+        if span.start_timestamp <= event.timestamp <= span.end_timestamp:
+            e -= 1  # covered by the summary
+        elif event.timestamp > span.end_timestamp:
+            result.append(event)
+            e -= 1
+        else:
+            result.append(_summary_event(kept[c]))
+            c -= 1
+    result.extend(_summary_event(kept[i]) for i in range(c, -1, -1))
+    result.extend(regular[i] for i in range(e, -1, -1))
+    result.reverse()
+    return result
+
+
+def _summary_event(event: Event) -> Event:
+    span = event.actions.compaction
+    assert span is not None
+    return event.model_copy(
+        update={"timestamp": span.end_timestamp, "author": "model", "content": span.compacted_content}
+    )
 
 
 def event_belongs_to_branch(branch: str | None, event: Event) -> bool:

@@ -29,13 +29,14 @@ so the agent module imports the flow and never the reverse (ADK Java's ``LlmAgen
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import Any, TypeVar, cast
 
 import reactivex
-from pydantic import JsonValue
+from pydantic import BaseModel, JsonValue
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 from reactivex import operators as ops
 
@@ -49,22 +50,31 @@ from ..._tools import (
     CallbackContext,
     ReadonlyContext,
     ToolCallOutcome,
+    ToolConfirmation,
     ToolContext,
     call_tool,
     request_config,
     safe_content,
     tool_declarations,
 )
-from .._invocation.base import InvocationContext
+from .._invocation.base import BaseAgent, InvocationContext
 from .._invocation.callbacks import Call, callback_chain
 from .._invocation.run_config import StreamingMode
 from .._sessions.base import Session
 from .._sessions.event import Event, EventActions
 from .._sessions.state import State
+from .confirmation import calls_to_resume, request_confirmation_event
 from .contents import request_contents
 from .flow_agent import FlowAgent, TreeLlmAgent
-from .instructions import ArtifactLoader, artifact_loader, inject_session_state
-from .output_schema import output_schema_config, validate_output
+from .instructions import ArtifactLoader, artifact_loader, identity_instruction, inject_session_state
+from .output_schema import (
+    SET_MODEL_RESPONSE,
+    SET_MODEL_RESPONSE_INSTRUCTION,
+    SetModelResponseTool,
+    output_schema_config,
+    structured_response_text,
+    validate_output,
+)
 from .transfer import TRANSFER_TOOL, transfer_instruction, transfer_targets
 
 __all__ = ["build_request", "run_llm_flow"]
@@ -76,13 +86,34 @@ T = TypeVar("T")
 class _Step:
     """What one step has seen so far (touched only in the step's serialized Rx callbacks)."""
 
-    __slots__ = ("call_ids", "last_event", "state", "tools")
+    __slots__ = ("call_ids", "last_event", "state", "structured", "tools")
 
     def __init__(self) -> None:
         self.last_event: Event | None = None
         self.state = State()
         self.call_ids: dict[tuple[int, str], str] = {}
         self.tools: Mapping[str, BaseTool] = {}
+        self.structured: dict[str, Any] | None = None  # the arguments of a successful set_model_response call
+
+
+@functools.lru_cache(maxsize=64)
+def _set_model_response_tool(schema: type[BaseModel]) -> SetModelResponseTool:
+    return SetModelResponseTool(schema)
+
+
+def _answers_through_tool(agent: FlowAgent, tools: tuple[BaseTool, ...]) -> bool:
+    """Whether the agent gives its structured answer with ``set_model_response`` (``output_schema`` and tools)."""
+    return agent.output_schema is not None and bool(tools)
+
+
+def _request_tools(agent: FlowAgent, targets: list[BaseAgent], tools: tuple[BaseTool, ...]) -> tuple[BaseTool, ...]:
+    """The tools of a request: ``set_model_response`` (first, as ADK Java's ``OutputSchema`` adds
+    it), the step's own (``tools``), then ``transfer_to_agent`` when the agent has transfer targets."""
+    if agent.output_schema is not None and tools:
+        tools = (_set_model_response_tool(agent.output_schema), *tools)
+    if targets:
+        tools = (*tools, TRANSFER_TOOL)
+    return tools
 
 
 def run_llm_flow(agent: FlowAgent, ctx: InvocationContext) -> reactivex.Observable[Event]:
@@ -168,8 +199,7 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
     def model_step(session: Session, tools: tuple[BaseTool, ...]) -> reactivex.Observable[Event]:
         callback_ctx = CallbackContext(ctx, step.state)
         targets = transfer_targets(agent)
-        by_name = {tool.name: tool for tool in tools}
-        step.tools = {**by_name, TRANSFER_TOOL.name: TRANSFER_TOOL} if targets else by_name
+        step.tools = {tool.name: tool for tool in _request_tools(agent, targets, tools)}
         request = build_request(agent, ctx, session, ReadonlyContext(ctx, step.state), tools)
         responses = within(ctx.telemetry_context, _call_model(agent, ctx, callback_ctx, request))
 
@@ -178,10 +208,25 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
 
         return concat_map_now(responses, handle_response)
 
+    def resume_then_model_step(session: Session, tools: tuple[BaseTool, ...]) -> reactivex.Observable[Event]:
+        # ADK's RequestConfirmationLlmRequestProcessor: calls the client confirmed (or refused) run
+        # again first, their responses stored before the request is built
+        pending = calls_to_resume(session.events, agent.name)
+        if pending is None:
+            return model_step(session, tools)
+        step.tools = {tool.name: tool for tool in _request_tools(agent, transfer_targets(agent), tools)}
+        calls = Event(
+            invocation_id=ctx.invocation_id,
+            author=agent.name,
+            content=Content(role="model", parts=tuple(Part(function_call=c) for c in pending.calls)),
+        )
+        resumed = _run_tools(agent, ctx, step, calls, pending.confirmations)
+        return then_now(resumed, lambda: collect_then(ctx.session_now(), lambda now: model_step(now[0], tools)))
+
     def with_session(session: Session) -> reactivex.Observable[Event]:
         step.state = State(session.state)  # toolsets are expanded before every model call (ADK's canonicalTools)
         tools = agent.canonical_tools(ReadonlyContext(ctx, step.state))
-        return collect_then(tools, lambda found: model_step(session, found[-1]))
+        return collect_then(tools, lambda found: resume_then_model_step(session, found[-1]))
 
     return collect_then(ctx.session_now(), lambda sessions: with_session(sessions[0]))
 
@@ -309,29 +354,36 @@ def build_request(
 ) -> LlmRequest:
     """The request of one step: the instructions, the history as ``_contents`` builds it, the tools.
 
-    The system instruction is the root agent's ``global_instruction``, then the agent's
-    ``instruction``, then (when the agent can transfer) ADK's transfer instruction, joined by blank
-    lines. With ``output_schema`` the request asks for JSON of the schema. ``tools`` are the
-    step's tools (``agent.canonical_tools()``); the agent's own tools when None.
+    The system instruction is, joined by blank lines as ADK Java's ``LlmRequest.appendInstructions``
+    and in the order of its request processors: for an agent with ``output_schema`` and tools,
+    the ``set_model_response`` instruction (``OutputSchema``); the root agent's
+    ``global_instruction``, the agent's ``instruction``, the identity instruction (the agent's
+    name and description, ADK Java's ``Identity``), then (when the agent can transfer) ADK's
+    transfer instruction. With ``output_schema`` and no tools the request asks for JSON of the
+    schema; with tools it declares ``set_model_response`` instead (``.output_schema``).
+    ``tools`` are the step's tools (``agent.canonical_tools()``); the agent's own tools when None.
     """
     root = agent.root_agent
     artifacts = artifact_loader(ctx.artifact_service, session)
+    own_tools = agent.tools if tools is None else tools
     texts = []
+    if _answers_through_tool(agent, own_tools):
+        texts.append(SET_MODEL_RESPONSE_INSTRUCTION)
     if isinstance(root, TreeLlmAgent) and root.global_instruction:
         texts.append(_instruction_text(agent, root.global_instruction, readonly, artifacts))
     texts.append(_instruction_text(agent, agent.instruction, readonly, artifacts))
+    texts.append(identity_instruction(agent.name, agent.description))
     targets = transfer_targets(agent)
-    tools = agent.tools if tools is None else tools
     if targets:
         texts.append(transfer_instruction(agent, targets))
-        tools = (*tools, TRANSFER_TOOL)
+    request_tools = _request_tools(agent, targets, own_tools)
     text = "\n\n".join(t for t in texts if t)
     contents = request_contents(
         session.events, agent_name=agent.name, branch=ctx.branch, include_contents=agent.include_contents
     )
     contents = tuple(map(safe_content, contents))  # a stored value JSON cannot carry must not break the session
-    config = request_config(agent.generate_content_config, text or None, tool_declarations(tools))
-    if agent.output_schema is not None:
+    config = request_config(agent.generate_content_config, text or None, tool_declarations(request_tools))
+    if agent.output_schema is not None and not own_tools:
         config = config.model_copy(update=output_schema_config(agent.output_schema))
     return LlmRequest(contents=contents, config=config)
 
@@ -441,14 +493,19 @@ def _output_delta(agent: FlowAgent, event: Event) -> dict[str, JsonValue]:
 
 
 def _run_tools(
-    agent: FlowAgent, ctx: InvocationContext, step: _Step, model_event: Event
+    agent: FlowAgent,
+    ctx: InvocationContext,
+    step: _Step,
+    model_event: Event,
+    confirmations: Mapping[str, ToolConfirmation] | None = None,
 ) -> reactivex.Observable[Event]:
     calls = model_event.function_calls()
     contexts: list[ToolContext] = []
+    answers = confirmations or {}
 
     def responses() -> Iterator[reactivex.Observable[Part]]:
         for call in calls:  # pulled lazily: call n + 1 starts after call n completed
-            yield _run_call(agent, ctx, step, call, contexts)
+            yield _run_call(agent, ctx, step, call, contexts, answers.get(call.id or ""))
 
     def store(parts: list[Part]) -> reactivex.Observable[Event]:
         if not parts and not step.state.has_delta():
@@ -461,6 +518,9 @@ def _run_tools(
             transfer_to_agent=next(
                 (c.actions.transfer_to_agent for c in reversed(contexts) if c.actions.transfer_to_agent), None
             ),
+            requested_tool_confirmations={
+                call_id: asked for c in contexts for call_id, asked in c.actions.requested_tool_confirmations.items()
+            },
         )
         event = Event(
             invocation_id=ctx.invocation_id,
@@ -474,15 +534,48 @@ def _run_tools(
         def stored(event: Event) -> None:
             step.last_event = event
 
+        def structured_final() -> reactivex.Observable[Event]:
+            if step.structured is None:
+                return nothing_now()
+            return _handle_event(agent, ctx, step, _structured_event(agent, ctx, step.structured))
+
         if ctx.is_cancelled:
             return reactivex.never()
-        return tap_next(ctx.append_event(event), stored)
+        stored_response = then_now(tap_next(ctx.append_event(event), stored), structured_final)
+        request = request_confirmation_event(
+            model_event,
+            actions.requested_tool_confirmations,
+            invocation_id=ctx.invocation_id,
+            author=agent.name,
+            branch=ctx.branch,
+        )
+        if request is None:
+            return stored_response
+        # ADK's order: the confirmation request, then the function responses (the step's last event)
+        return then_now(ctx.append_event(request), lambda: stored_response)
 
     return collect_then(concat_now(responses()), store)
 
 
+def _structured_event(agent: FlowAgent, ctx: InvocationContext, response: dict[str, Any]) -> Event:
+    """The final model event of a ``set_model_response`` answer (ADK Java's
+    ``OutputSchema.createFinalModelResponseEvent``): its text is the answer as JSON."""
+    return Event(
+        invocation_id=ctx.invocation_id,
+        author=agent.name,
+        branch=ctx.branch,
+        content=Content(role="model", parts=(Part.from_text(structured_response_text(response)),)),
+        total_usage_metadata=ctx.total_usage_metadata,  # it ends the run
+    )
+
+
 def _run_call(
-    agent: FlowAgent, ctx: InvocationContext, step: _Step, call: FunctionCall, contexts: list[ToolContext]
+    agent: FlowAgent,
+    ctx: InvocationContext,
+    step: _Step,
+    call: FunctionCall,
+    contexts: list[ToolContext],
+    confirmation: ToolConfirmation | None = None,
 ) -> reactivex.Observable[Part]:
     """One call: before-tool callbacks (plugins first), the tool, on-error and after-tool callbacks.
 
@@ -490,14 +583,17 @@ def _run_call(
     None (its answer comes later, from the user)."""
     if ctx.is_cancelled:
         return reactivex.never()
-    tool_ctx = ToolContext(ctx, step.state, call.id)
+    tool_ctx = ToolContext(ctx, step.state, call.id, confirmation)
     contexts.append(tool_ctx)
     tool = step.tools.get(call.name)
     long_running = bool(getattr(tool, "is_long_running", False))
 
     def to_part(outcome: ToolCallOutcome) -> reactivex.Observable[Part]:
         outcome.log_failure(logger, f"agent {agent.name!r}, invocation {ctx.invocation_id}: ")
-        if long_running and not outcome.failed and outcome.response.response == {"result": None}:
+        if not outcome.failed and call.name == SET_MODEL_RESPONSE and isinstance(tool, SetModelResponseTool):
+            step.structured = dict(outcome.response.response)
+        # ADK Java's Functions: a long-running tool with no result (None or an empty map) answers later
+        if long_running and not outcome.failed and not outcome.response.response:
             return nothing_now()
         return emit_now(Part(function_response=outcome.response))
 

@@ -1,4 +1,5 @@
-"""Session-state templating of agent instructions, as ADK's ``inject_session_state``."""
+"""Session-state templating of agent instructions, as ADK's ``inject_session_state``, and the identity
+instruction every agent's requests carry (ADK Java's ``flows/llmflows/Identity.java``)."""
 
 from __future__ import annotations
 
@@ -18,12 +19,26 @@ if TYPE_CHECKING:
     from .._artifacts.service import BaseArtifactService
     from .._sessions.base import Session
 
-__all__ = ["InstructionProvider", "artifact_loader", "inject_session_state"]
+__all__ = ["InstructionProvider", "artifact_loader", "identity_instruction", "inject_session_state"]
 
 InstructionProvider = Callable[[ReadonlyContext], str]
 """A dynamic instruction: called before every model call with a read-only view of the run."""
 
 _ARTIFACT = "artifact."
+
+
+def identity_instruction(name: str, description: str) -> str:
+    """The instruction telling an agent's model which agent it is, worded as ADK Java's ``Identity``.
+
+    >>> identity_instruction("support", "")
+    'You are an agent. Your internal name is "support".'
+    >>> identity_instruction("support", "Answers questions about orders.")
+    'You are an agent. Your internal name is "support". The description about you is "Answers questions about orders.".'
+    """
+    text = f'You are an agent. Your internal name is "{name}".'
+    if description:
+        text += f' The description about you is "{description}".'
+    return text
 
 ArtifactLoader = Callable[[str], "str | None"]
 

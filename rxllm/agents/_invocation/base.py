@@ -30,24 +30,35 @@ from __future__ import annotations
 
 import abc
 import copy
+import inspect
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import reactivex
+from pydantic import JsonValue
 from reactivex import operators as ops
 
 from ..._core.errors import ConfigurationError, LimitExceededError
 from ..._core.types import Content, LlmRequest, LlmResponse, UsageMetadata
 from ..._rx.aio import AwaitableObservable, MaybeObservable, awaitable
-from ..._rx.direct import collect_then, defer_now, emit_now, fail_now, nothing_now, then_now
+from ..._rx.direct import (
+    collect_then,
+    concat_map_now,
+    defer_now,
+    emit_now,
+    fail_now,
+    nothing_now,
+    tap_next,
+    then_now,
+)
 from ..._telemetry.otel import add_usage
 from ..._tools import BaseTool, CallbackContext, Named, ToolContext, ToolRuntime, new_invocation_id
 from .._sessions.base import BaseSessionService, Session
 from .._sessions.event import Event, EventActions
-from .._sessions.state import State
-from .callbacks import Call, as_callbacks, callback_chain
+from .._sessions.state import STATE_REMOVED, TEMP_PREFIX, State
+from .callbacks import PLUGIN_HOOK_PARAMETERS, Call, as_callbacks, callback_chain, keyword_adapter
 from .run_config import RunConfig
 
 if TYPE_CHECKING:
@@ -66,13 +77,15 @@ __all__ = [
 class _Shared:
     """What every agent's context of one invocation shares."""
 
-    __slots__ = ("cancelled", "llm_calls", "lock", "usage")
+    __slots__ = ("cancelled", "llm_calls", "lock", "stored_ids", "temp_state", "usage")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.llm_calls = 0
         self.usage: UsageMetadata | None = None
         self.cancelled = threading.Event()
+        self.temp_state: dict[str, JsonValue] = {}  # the invocation's ``temp:`` keys (never stored)
+        self.stored_ids: set[str] = set()  # the ids of the events this invocation stored
 
 
 class InvocationContext:
@@ -95,6 +108,12 @@ class InvocationContext:
         memory_service: what ``ToolContext.search_memory`` searches (None: the run has none).
         plugins: the runner's plugins (they run before the agents' own callbacks).
         end_invocation: set by a before-agent callback that answered: the agent's own run is skipped.
+
+    ``temp:`` state: a ``temp:`` key written during the invocation (by a tool, a callback, an
+    agent's event) is kept in the invocation, never in the store: :meth:`session_now` shows it
+    in the session's state for the rest of the invocation, to every agent of the tree, as ADK
+    Java's tools write into the invocation's in-memory ``Session`` whose ``temp:`` keys the
+    session service does not persist. The next invocation starts without them.
 
     Cancellation: the runner calls :meth:`cancel` when the run's subscription is disposed. Rx
     disposal already stops everything that has subscribed; the flag also stops work that a
@@ -205,14 +224,15 @@ class InvocationContext:
         )
 
     def session_now(self) -> AwaitableObservable[Session]:
-        """The session as stored now; fails with :class:`~rxllm.ConfigurationError` when it was deleted.
+        """The session as stored now, with this invocation's ``temp:`` keys in its state; fails with
+        :class:`~rxllm.ConfigurationError` when it was deleted.
 
         Emits (or fails) the moment the store answers: nothing is scheduled on the trampoline.
         """
 
         def pick(sessions: list[Session]) -> reactivex.Observable[Session]:
             if sessions:
-                return emit_now(sessions[-1])
+                return emit_now(self._with_temp_state(sessions[-1]))
             return fail_now(
                 ConfigurationError(
                     f"session {self.session.id!r} (app {self.session.app_name!r}, user {self.session.user_id!r}) "
@@ -222,9 +242,65 @@ class InvocationContext:
 
         return awaitable(collect_then(self.current_session(), pick))
 
+    def _with_temp_state(self, session: Session) -> Session:
+        with self._shared.lock:
+            if not self._shared.temp_state:
+                return session
+            temp = copy.deepcopy(self._shared.temp_state)
+        return session.model_copy(update={"state": {**session.state, **temp}})
+
+    def _keep_temp_state(self, event: Event) -> None:
+        delta = event.actions.state_delta
+        if event.partial or not any(key.startswith(TEMP_PREFIX) for key in delta):
+            return
+        with self._shared.lock:
+            for key, value in delta.items():
+                if not key.startswith(TEMP_PREFIX):
+                    continue
+                if value == STATE_REMOVED:
+                    self._shared.temp_state.pop(key, None)
+                else:
+                    self._shared.temp_state[key] = copy.deepcopy(value)
+
     def append_event(self, event: Event) -> AwaitableObservable[Event]:
-        """Store ``event`` in this run's session (partials are passed through unstored); emit the stored event."""
-        return awaitable(self.session_service.append_event(self.session, event))
+        """Store ``event`` in this run's session (partials are passed through unstored); emit the stored event.
+
+        The event's ``temp:`` state keys are kept in the invocation (see the class docstring) and
+        left out of the stored event and state."""
+        self._keep_temp_state(event)
+        if event.partial:
+            return awaitable(self.session_service.append_event(self.session, event))
+
+        def note(stored: Event) -> None:
+            with self._shared.lock:
+                self._shared.stored_ids.add(stored.id)
+
+        with self._shared.lock:
+            self._shared.stored_ids.add(event.id)
+        return awaitable(tap_next(self.session_service.append_event(self.session, event), note))
+
+    def is_stored(self, event: Event) -> bool:
+        """Whether ``event`` (by its id) was stored by :meth:`append_event` in this invocation."""
+        with self._shared.lock:
+            return event.id in self._shared.stored_ids
+
+    def store_unstored(self, events: reactivex.Observable[Event]) -> reactivex.Observable[Event]:
+        """``events`` with every non-partial event not stored yet in this invocation stored, in
+        order, before it is passed on (the stored event is); partial and stored events pass as they are.
+
+        ADK Java's ``Runner`` appends every non-partial event an agent emits; here each agent's
+        run goes through this (:meth:`BaseAgent.run_async`), so an agent that stores its own
+        events (``LlmAgent``, the workflow agents, a custom agent calling ``append_event``) is not
+        stored twice, and a custom agent ported literally from Java, which only emits, has its
+        events stored (and their state applied) before its next event or the next agent runs.
+        """
+
+        def store(event: Event) -> reactivex.Observable[Event]:
+            if event.partial or self.is_stored(event):
+                return emit_now(event)
+            return self.append_event(event)
+
+        return concat_map_now(events, store)
 
 
 AgentCallback = Callable[[CallbackContext], object]
@@ -249,11 +325,13 @@ class BaseAgent(Named, abc.ABC):
         after_agent_callback: one callback or several, run after the agent; the first that answers
             adds an event.
 
-    Subclasses implement :meth:`_run_async_impl`. The contract, which the runtime and its
-    persist-before-next-step rule (as in ADK Java's ``Runner``) rely on: the Observable emits every event of the run; a
-    non-partial event is stored with ``ctx.append_event`` *before* it is emitted (the stored
-    event is what is emitted), and anything the agent builds from the session afterwards is built
-    after that store completed.
+    Subclasses implement :meth:`_run_async_impl`: the Observable emits every event of the run.
+    As ADK Java's ``Runner`` appends every non-partial event an agent emits, :meth:`run_async`
+    stores each non-partial event the agent did not store itself, before passing it on (see
+    :meth:`InvocationContext.store_unstored`): a port of a Java agent that only emits its events
+    works as is. An agent that builds something from the session after an event (the
+    persist-before-next-step rule the runtime keeps) stores it itself with ``ctx.append_event``
+    before it goes on, and emits the stored event; such an event is not stored twice.
 
     >>> from rxllm.agents import LlmAgent
     >>> from rxllm.testing import ScriptedLlm
@@ -355,8 +433,11 @@ class BaseAgent(Named, abc.ABC):
         branch = f"{parent_context.branch}.{self.name}" if parent_context.branch else parent_context.branch
         ctx = parent_context.for_agent(self, branch=branch)
         if not (self._before_agent or self._after_agent or ctx.plugins):
-            return awaitable(defer_now(partial(self._run_async_impl, ctx)))
-        return awaitable(run_with_agent_callbacks(self, ctx, self._run_async_impl))
+            return awaitable(ctx.store_unstored(defer_now(partial(self._run_async_impl, ctx))))
+        return awaitable(run_with_agent_callbacks(self, ctx, self._run_and_store))
+
+    def _run_and_store(self, ctx: InvocationContext) -> reactivex.Observable[Event]:
+        return ctx.store_unstored(self._run_async_impl(ctx))
 
     @abc.abstractmethod
     def _run_async_impl(self, ctx: InvocationContext) -> reactivex.Observable[Event]:
@@ -368,7 +449,19 @@ class BasePlugin:
 
     Args:
         name: the plugin's name (for error messages and logs).
+
+    A hook may be written as ADK Java's (positional parameters, in the order below) or as ADK
+    Python's, with keyword-only parameters of the same names (``async def
+    before_model_callback(self, *, callback_context, llm_request)``): such a method is wrapped
+    once, when the subclass is defined, so the runtime calls both kinds the same way.
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for hook, names in PLUGIN_HOOK_PARAMETERS.items():
+            method = cls.__dict__.get(hook)
+            if inspect.isfunction(method):
+                setattr(cls, hook, keyword_adapter(method, ("self", *names), f"plugin hook {hook}"))
 
     def __init__(self, name: str) -> None:
         self.name = name

@@ -14,6 +14,12 @@ Exceptions raised by a callback (or an Observable's error) fail the step with an
 ``async def`` callbacks run where ``async def`` tools run: on the loop the run was subscribed
 from, else on rxllm's tool loop. Plugins run before an agent's own callbacks (``callback_chain``
 takes them first), as in ADK's ``PluginManager``.
+
+The runtime calls every hook with its arguments in one order (ADK Java's, which ADK Python's
+parameter lists follow). A hook written for ADK Python with keyword-only parameters
+(``def before_model(*, callback_context, llm_request)``) is called with ADK Python's keyword
+names instead: :func:`keyword_adapter` inspects its signature once, when it is registered (an
+agent's callback argument, a plugin class's method), and the call itself inspects nothing.
 """
 
 from __future__ import annotations
@@ -33,7 +39,14 @@ from ..._rx.direct import emit_now, nothing_now
 from ..._tools import default_tool_scheduler, running_loop
 from ..._tools._loops import coroutine_observable, tool_loop
 
-__all__ = ["as_callbacks", "callback_chain", "resolve_answer"]
+__all__ = [
+    "AGENT_HOOK_PARAMETERS",
+    "PLUGIN_HOOK_PARAMETERS",
+    "as_callbacks",
+    "callback_chain",
+    "keyword_adapter",
+    "resolve_answer",
+]
 
 T = TypeVar("T")
 
@@ -41,17 +54,109 @@ Call = Callable[[], object]
 """One callback with its arguments bound: calling it runs the callback."""
 
 
+AGENT_HOOK_PARAMETERS: dict[str, tuple[str, ...]] = {
+    "before_agent_callback": ("callback_context",),
+    "after_agent_callback": ("callback_context",),
+    "before_model_callback": ("callback_context", "llm_request"),
+    "after_model_callback": ("callback_context", "llm_response"),
+    "on_model_error_callback": ("callback_context", "llm_request", "error"),
+    "before_tool_callback": ("tool", "args", "tool_context"),
+    "after_tool_callback": ("tool", "args", "tool_context", "tool_response"),
+    "on_tool_error_callback": ("tool", "args", "tool_context", "error"),
+}
+"""An agent's callbacks: their arguments in the order they are passed, by ADK Python's keyword names."""
+
+PLUGIN_HOOK_PARAMETERS: dict[str, tuple[str, ...]] = {
+    "on_user_message_callback": ("invocation_context", "user_message"),
+    "before_run_callback": ("invocation_context",),
+    "on_event_callback": ("invocation_context", "event"),
+    "after_run_callback": ("invocation_context",),
+    "before_agent_callback": ("agent", "callback_context"),
+    "after_agent_callback": ("agent", "callback_context"),
+    "before_model_callback": ("callback_context", "llm_request"),
+    "after_model_callback": ("callback_context", "llm_response"),
+    "on_model_error_callback": ("callback_context", "llm_request", "error"),
+    "before_tool_callback": ("tool", "tool_args", "tool_context"),
+    "after_tool_callback": ("tool", "tool_args", "tool_context", "result"),
+    "on_tool_error_callback": ("tool", "tool_args", "tool_context", "error"),
+}
+"""A plugin's hooks (after ``self``): their arguments in order, by ADK Python's ``BasePlugin`` keyword names."""
+
+_ADAPTED = "__rxllm_keyword_adapter__"
+
+
+def keyword_adapter(function: Callable[..., Any], names: Sequence[str], kind: str) -> Callable[..., Any]:
+    """``function`` callable with the hook's arguments passed positionally, in ``names``' order.
+
+    A function that takes them positionally is returned as it is. One with keyword-only
+    parameters (ADK Python's style, ``def hook(*, callback_context, llm_request)``) or only
+    ``**kwargs`` is wrapped once: the wrapper passes the leading arguments the function takes
+    positionally, and the others by their names (those it accepts). The signature is read here,
+    never per call.
+
+    Raises:
+        ConfigurationError: a required keyword-only parameter is none of ``names``.
+
+    >>> def before_model(*, callback_context, llm_request):
+    ...     return (callback_context, llm_request)
+    >>> keyword_adapter(before_model, ("callback_context", "llm_request"), "before_model_callback")("ctx", "req")
+    ('ctx', 'req')
+    >>> def positional(ctx, req):
+    ...     return req
+    >>> keyword_adapter(positional, ("callback_context", "llm_request"), "before_model_callback") is positional
+    True
+    """
+    if getattr(function, _ADAPTED, False):
+        return function
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # a builtin or an object without a readable signature: call it positionally
+        return function
+    parameters = list(signature.parameters.values())
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    varargs = any(p.kind is p.VAR_POSITIONAL for p in parameters)
+    keyword_only = {p.name: p for p in parameters if p.kind is p.KEYWORD_ONLY}
+    varkw = any(p.kind is p.VAR_KEYWORD for p in parameters)
+    if not keyword_only and (positional or varargs or not varkw):
+        return function
+    known = set(names)
+    for parameter in keyword_only.values():
+        if parameter.name not in known and parameter.default is parameter.empty:
+            name = getattr(function, "__qualname__", None) or type(function).__name__
+            raise ConfigurationError(
+                f"{kind} {name!r} has the keyword-only parameter {parameter.name!r}; a {kind} is called with "
+                f"{', '.join(names)}"
+            )
+    count = len(names) if varargs else min(len(positional), len(names))
+    by_name = tuple(
+        (index, name) for index, name in enumerate(names) if index >= count and (varkw or name in keyword_only)
+    )
+
+    def adapted(*args: Any) -> Any:
+        return function(*args[:count], **{name: args[index] for index, name in by_name})
+
+    for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+        if hasattr(function, attribute):
+            setattr(adapted, attribute, getattr(function, attribute))
+    setattr(adapted, _ADAPTED, True)
+    return adapted
+
+
 def as_callbacks(value: Callable[..., Any] | Sequence[Callable[..., Any]] | None, kind: str) -> tuple[Any, ...]:
-    """Normalize a callback argument (one callable, several, or None) to a tuple."""
+    """Normalize a callback argument (one callable, several, or None) to a tuple.
+
+    A callback written with ADK Python's keyword-only parameters is wrapped here, once
+    (:func:`keyword_adapter`, with :data:`AGENT_HOOK_PARAMETERS` of ``kind``)."""
     if value is None:
         return ()
-    if callable(value):
-        return (value,)
-    callbacks = tuple(value)
+    callbacks = (value,) if callable(value) else tuple(value)
     for callback in callbacks:
         if not callable(callback):
             raise ConfigurationError(f"{kind} must be callables, got {type(callback).__name__}")
-    return callbacks
+    names = AGENT_HOOK_PARAMETERS.get(kind)
+    if names is None:
+        return callbacks
+    return tuple(keyword_adapter(callback, names, kind) for callback in callbacks)
 
 
 def _from_awaitable(

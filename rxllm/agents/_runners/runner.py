@@ -25,6 +25,7 @@ from .._invocation.run_config import RunConfig
 from .._memory.service import BaseMemoryService, InMemoryMemoryService
 from .._sessions.base import BaseSessionService, InMemorySessionService, Session
 from .._sessions.event import Event
+from .compaction import EventsCompactionConfig, LlmEventSummarizer, SlidingWindowEventCompactor
 
 __all__ = ["InMemoryRunner", "Runner", "agent_to_run"]
 
@@ -84,6 +85,10 @@ class Runner:
             Never the thread that delivered the model's response.
         tool_timeout: seconds a tool call may take when its tool sets no ``timeout``; past it the
             model gets an error result for the call. None (the default): no limit.
+        events_compaction_config: compact long sessions (ADK's ``EventsCompactionConfig``): after
+            every invocation, inside the session's run lane, a :class:`SlidingWindowEventCompactor`
+            may summarise older invocations into one compaction event (``rxllm.agents._runners.compaction``).
+            A summarizer failure fails the run, after its events were delivered.
 
     One writer per session: runs on one session never interleave. A run starts only after every
     earlier run on that session terminated or was disposed, whichever ``Runner`` (sharing this
@@ -102,6 +107,7 @@ class Runner:
         plugins: Sequence[BasePlugin] = (),
         tool_scheduler: rx_abc.SchedulerBase | None = None,
         tool_timeout: float | None = None,
+        events_compaction_config: EventsCompactionConfig | None = None,
     ) -> None:
         if not isinstance(agent, BaseAgent):
             raise ConfigurationError(f"Runner needs a BaseAgent, got {type(agent).__name__}")
@@ -119,6 +125,7 @@ class Runner:
         check_timeout(tool_timeout, "tool_timeout")
         self._tool_scheduler = tool_scheduler
         self._tool_timeout = tool_timeout
+        self._compactor = _compactor(agent, events_compaction_config)
 
     @property
     def agent(self) -> BaseAgent:
@@ -207,7 +214,10 @@ class Runner:
             # the agent's span is a child of the span current when the user subscribed, whichever
             # thread (a session store's, a run queued before this one) gets to start the agent
             ctx.telemetry_context = parent  # the span current when the user subscribed
-            return within(parent, run_invocation(ctx, message, sessions[-1].events))
+            run = run_invocation(ctx, message, sessions[-1].events)
+            if self._compactor is not None:  # ADK's Runner: compactEvents after the run
+                run = then_now(run, partial(_compact, ctx, self._compactor))
+            return within(parent, run)
 
         def start(parent: object, runtime: ToolRuntime) -> reactivex.Observable[Event]:
             contexts: list[InvocationContext] = []
@@ -239,6 +249,37 @@ class Runner:
         return awaitable(reactivex.create(subscribe))
 
 
+def _compactor(agent: BaseAgent, config: EventsCompactionConfig | None) -> SlidingWindowEventCompactor | None:
+    """The runner's compactor; without a summarizer, one on the root agent's model (ADK Java's Runner)."""
+    if config is None:
+        return None
+    if not isinstance(config, EventsCompactionConfig):
+        raise ConfigurationError(
+            f"events_compaction_config must be an EventsCompactionConfig, got {type(config).__name__}"
+        )
+    if config.summarizer is None:
+        if not isinstance(agent, LlmAgent):
+            raise ConfigurationError(
+                f"events compaction without a summarizer needs an LlmAgent root (its model summarises); "
+                f"{agent.name!r} is a {type(agent).__name__}: give EventsCompactionConfig(summarizer=...)"
+            )
+        config = EventsCompactionConfig(
+            config.compaction_interval, config.overlap_size, summarizer=LlmEventSummarizer(agent.model)
+        )
+    return SlidingWindowEventCompactor(config)
+
+
+def _compact(ctx: InvocationContext, compactor: SlidingWindowEventCompactor) -> reactivex.Observable[Event]:
+    """Compact the session as stored now; emits nothing (the compaction event is stored, not streamed)."""
+    if ctx.is_cancelled:
+        return reactivex.never()
+
+    def compact(session: Session) -> reactivex.Observable[Event]:
+        return ignore_items(compactor.compact(session, ctx.session_service))
+
+    return ctx.session_now().pipe(ops.flat_map(compact))
+
+
 def _as_rxllm_error(error: Exception) -> RxLlmError:
     """Every failure reaching a subscriber is an ``RxLlmError``: a foreign one (a custom session
     service's, a custom model's, a bare json or pydantic error) is wrapped, chained as ``__cause__``."""
@@ -267,6 +308,7 @@ class InMemoryRunner(Runner):
         plugins: Sequence[BasePlugin] = (),
         tool_scheduler: rx_abc.SchedulerBase | None = None,
         tool_timeout: float | None = None,
+        events_compaction_config: EventsCompactionConfig | None = None,
     ) -> None:
         super().__init__(
             agent,
@@ -277,6 +319,7 @@ class InMemoryRunner(Runner):
             plugins=plugins,
             tool_scheduler=tool_scheduler,
             tool_timeout=tool_timeout,
+            events_compaction_config=events_compaction_config,
         )
 
 

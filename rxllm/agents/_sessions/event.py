@@ -16,14 +16,30 @@ import time
 from pydantic import Field, JsonValue
 
 from ..._core.types import Content, FinishReason, FunctionCall, FunctionResponse, UsageMetadata, _Model
+from ..._tools._confirmation import ToolConfirmation
 from ..._tools._context import random_uuid4
 
-__all__ = ["Event", "EventActions"]
+__all__ = ["Event", "EventActions", "EventCompaction"]
 
 
 def new_event_id() -> str:
     """A fresh event id (a UUID4 string, as ADK's ``Event.generateEventId``)."""
     return random_uuid4()
+
+
+class EventCompaction(_Model):
+    """What a compaction event stands for (ADK Java's ``events/EventCompaction``).
+
+    Attributes:
+        start_timestamp: the timestamp of the first event summarised.
+        end_timestamp: the timestamp of the last event summarised; the request contents show
+            ``compacted_content`` instead of every event stamped from start to end (inclusive).
+        compacted_content: the summary (role ``model``).
+    """
+
+    start_timestamp: float
+    end_timestamp: float
+    compacted_content: Content
 
 
 class EventActions(_Model):
@@ -42,6 +58,10 @@ class EventActions(_Model):
             :class:`ParallelAgent` stops every branch.
         rewind_before_invocation_id: the history before this event no longer holds that
             invocation nor anything after it (ADK Python's rewind; see ``_contents``).
+        requested_tool_confirmations: function-call id to the confirmation a tool asked for it
+            (ADK's ``requestedToolConfirmations``; see ``rxllm._tools._confirmation``).
+        compaction: set on a compaction event: the summary that stands for older events in
+            requests (ADK's ``compaction``; the summarised events stay stored).
     """
 
     state_delta: dict[str, JsonValue] = Field(default_factory=dict)
@@ -50,6 +70,8 @@ class EventActions(_Model):
     transfer_to_agent: str | None = None
     escalate: bool | None = None
     rewind_before_invocation_id: str | None = None
+    requested_tool_confirmations: dict[str, ToolConfirmation] = Field(default_factory=dict)
+    compaction: EventCompaction | None = None
 
 
 class Event(_Model):

@@ -1,0 +1,128 @@
+"""The HTTP stack rxllm runs on: httpx2 over httpcore2, and a legacy httpx client when the user passes one.
+
+rxllm's own clients are ``httpx2`` ones. A user may pass an ``httpx2.Client`` / ``httpx2.AsyncClient``,
+or a legacy ``httpx.Client`` / ``httpx.AsyncClient`` (httpx 0.28 over httpcore 1.0): the two have the
+same API and the same pool / network-backend seam, so both transports drive either. httpx is
+never imported by rxllm unless such a client was passed: a client is told apart by the module of
+its class (and of its bases, for a subclass), and the legacy modules are then taken from
+``sys.modules`` (httpx is loaded, since its client exists) with httpcore beside it.
+
+:data:`ERRORS` holds the exception classes of every stack in use, as tuples an ``except`` clause
+reads when an exception arrives, so one handler covers a response of either stack.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import ssl
+import sys
+import threading
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import httpcore2
+import httpx2
+
+from .._core.errors import RxLlmError
+
+__all__ = ["ERRORS", "HTTPX2", "HttpStack", "core_of", "shared_ssl_context", "stack_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class HttpStack:
+    """One HTTP client library: its httpx-shaped module and the httpcore-shaped module below it."""
+
+    name: str
+    httpx: ModuleType
+    httpcore: ModuleType
+
+    def client_kinds(self) -> tuple[type[Any], type[Any]]:
+        """Its ``Client`` and ``AsyncClient``."""
+        return self.httpx.Client, self.httpx.AsyncClient
+
+
+class _Errors:
+    """The exception classes of every stack in use (httpx2's, and httpx's once a legacy client was passed)."""
+
+    def __init__(self) -> None:
+        self.timeout: tuple[type[Exception], ...] = ()
+        self.http: tuple[type[Exception], ...] = ()
+        self.stream: tuple[type[Exception], ...] = ()
+        self.invalid_url: tuple[type[Exception], ...] = ()
+        self.pool_timeout: tuple[type[Exception], ...] = ()
+        self.connect_timeout: tuple[type[Exception], ...] = ()
+        self.write_timeout: tuple[type[Exception], ...] = ()
+        # What closing a response, a body or a connection may raise once its socket was shut down or
+        # the peer went away (httpx does not map httpcore's errors raised while closing a stream).
+        self.close: tuple[type[Exception], ...] = (OSError, RxLlmError)
+
+    def add(self, stack: HttpStack) -> None:
+        httpx, httpcore = stack.httpx, stack.httpcore
+        self.timeout += (httpx.TimeoutException,)
+        self.http += (httpx.HTTPError,)
+        self.stream += (httpx.StreamError,)
+        self.invalid_url += (httpx.InvalidURL,)
+        self.pool_timeout += (httpx.PoolTimeout,)
+        self.connect_timeout += (httpx.ConnectTimeout,)
+        self.write_timeout += (httpx.WriteTimeout,)
+        self.close += (httpx.HTTPError, httpx.StreamError, httpcore.NetworkError, httpcore.ProtocolError,
+                       httpcore.TimeoutException)
+
+
+ERRORS = _Errors()
+HTTPX2 = HttpStack("httpx2", httpx2, httpcore2)
+ERRORS.add(HTTPX2)
+_legacy: HttpStack | None = None
+_legacy_lock = threading.Lock()
+
+
+def _legacy_stack() -> HttpStack:
+    global _legacy
+    with _legacy_lock:
+        if _legacy is None:
+            _legacy = HttpStack("httpx", sys.modules["httpx"], importlib.import_module("httpcore"))
+            ERRORS.add(_legacy)
+        return _legacy
+
+
+def stack_of(obj: object) -> HttpStack | None:
+    """The stack an object (a client, a transport) belongs to, by the module of its class or of a
+    base; ``None`` for anything else (httpx is not imported to find out)."""
+    for kind in type(obj).__mro__:
+        root = kind.__module__.partition(".")[0]
+        if root == "httpx2":
+            return HTTPX2
+        if root == "httpx" and "httpx" in sys.modules:
+            return _legacy_stack()
+    return None
+
+
+def core_of(stream: object) -> ModuleType:
+    """The httpcore-shaped module of a pool's network stream (its timeouts are raised to that pool)."""
+    for kind in type(stream).__mro__:
+        if kind.__module__.partition(".")[0] == "httpcore" and "httpcore" in sys.modules:
+            return _legacy_stack().httpcore
+    return httpcore2
+
+
+_contexts: dict[tuple[bool, str | None, str | None], ssl.SSLContext] = {}
+_contexts_lock = threading.Lock()
+
+
+def shared_ssl_context(trust_env: bool) -> ssl.SSLContext:
+    """The SSL context of rxllm's own clients, built once per process (per ``SSL_CERT_FILE`` /
+    ``SSL_CERT_DIR`` when ``trust_env``) exactly as httpx2 builds its default one.
+
+    Loading the trust store is most of what building a client costs (~18 ms); a client given an
+    ``SSLContext`` uses it as it is, so every transport after the process's first builds its clients
+    at once. The pools only set the ALPN protocols on it, the same for every HTTP/1.1 connection.
+    """
+    key = (trust_env, os.environ.get("SSL_CERT_FILE") if trust_env else None,
+           os.environ.get("SSL_CERT_DIR") if trust_env else None)
+    with _contexts_lock:
+        context = _contexts.get(key)
+        if context is None:
+            context = _contexts[key] = httpx2.create_ssl_context(trust_env=trust_env)
+        return context

@@ -1,0 +1,488 @@
+"""The development server: ADK's ``api_server`` / ``web`` routes over rxllm's agent runtime.
+
+The routes, their JSON field names (camelCase, ``None`` fields dropped) and the SSE framing of
+``/run_sse`` (one ``data: {event}`` line per event, ``data: {"error": "..."}`` when the run fails)
+are ADK Python's (``google.adk.cli.fast_api.get_fast_api_app``), so ADK's own clients and dev UI
+talk to it unchanged. ADK Java's ``dev`` module (``AdkWebServer``) serves the same routes.
+
+Each ``/run_sse`` request is one subscription to :meth:`Runner.run_async`, iterated on the event
+loop (:func:`rxllm.aio.iterate`): when the client goes away the server cancels the response,
+which disposes the subscription -- the model's upstream connection closes and no further tool
+runs.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, ClassVar
+
+import reactivex
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic.alias_generators import to_camel
+
+from .._core.errors import ConfigurationError, RxLlmError
+from .._core.types import Content, Part
+from .._rx import aio
+from .._rx.direct import collect_then, defer_now, ignore_items, nothing_now, then_now
+from .._telemetry.otel import configure_telemetry
+from ..agents import (
+    BaseAgent,
+    BaseArtifactService,
+    BaseMemoryService,
+    BaseSessionService,
+    Event,
+    EventActions,
+    InMemoryMemoryService,
+    RunConfig,
+    Runner,
+    Session,
+    StreamingMode,
+)
+from ._eval import eval_set_ids, load_criteria, load_eval_set, run_eval_set
+from ._loader import AgentLoader, AppLoadError, LoadedApp, check_app_name, check_id
+from ._services import artifact_service_from_uri, close_service, session_service_from_uri
+from ._traces import SpanStore
+
+__all__ = ["AgentRunRequest", "create_app"]
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+_MAX_EVENT_TRACES = 50_000
+
+
+class _CamelModel(BaseModel):
+    """Built by snake_case name or camelCase alias, as ADK's request bodies; unknown fields are ignored."""
+
+    model_config: ClassVar[ConfigDict] = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class AgentRunRequest(_CamelModel):
+    """ADK's run request (``/run``, ``/run_sse``): which session, the new message, streaming or not.
+
+    ``state_delta`` (ADK's ``stateDelta``) is stored with the message, before the agent runs.
+    """
+
+    app_name: str
+    user_id: str
+    session_id: str
+    new_message: Content
+    streaming: bool = False
+    state_delta: dict[str, JsonValue] | None = None
+
+
+class CreateSessionRequest(_CamelModel):
+    """ADK's create-session body: an optional id, initial state and events to store first."""
+
+    session_id: str | None = None
+    state: dict[str, JsonValue] | None = None
+    events: list[Event] | None = None
+
+
+class RunEvalRequest(_CamelModel):
+    """ADK's run-eval body: which cases (all when empty)."""
+
+    eval_ids: list[str] = Field(default_factory=list)
+
+
+def _json(payload: Any, status_code: int = 200) -> Response:
+    """A JSON response; rxllm models as their camelCase JSON, ``None`` fields dropped."""
+    if isinstance(payload, BaseModel):
+        body = payload.model_dump_json(by_alias=True, exclude_none=True)
+    elif isinstance(payload, list) and payload and all(isinstance(p, BaseModel) for p in payload):
+        body = "[" + ",".join(p.model_dump_json(by_alias=True, exclude_none=True) for p in payload) + "]"
+    else:
+        body = json.dumps(payload)
+    return Response(body, status_code=status_code, media_type="application/json")
+
+
+class _Server:
+    """The state one app instance serves: loader, stores, runners, traces."""
+
+    def __init__(
+        self,
+        loader: AgentLoader,
+        session_service: BaseSessionService,
+        artifact_service: BaseArtifactService,
+        memory_service: BaseMemoryService,
+        spans: SpanStore | None,
+    ) -> None:
+        self.loader = loader
+        self.session_service = session_service
+        self.artifact_service = artifact_service
+        self.memory_service = memory_service
+        self.spans = spans
+        self._runners: dict[str, tuple[LoadedApp, Runner]] = {}
+        self._lock = threading.Lock()
+        self._event_invocations: collections.OrderedDict[str, str] = collections.OrderedDict()
+
+    def check(self, app_name: str, *ids: str) -> None:
+        """400 for a name that is no plain name (path traversal), 404 for an unknown app."""
+        if not check_app_name(app_name):
+            raise HTTPException(status_code=400, detail=f"invalid app name: {app_name!r}")
+        for value in ids:
+            if not check_id(value):
+                raise HTTPException(status_code=400, detail=f"invalid id: {value!r}")
+        if not self.loader.exists(app_name):
+            raise HTTPException(status_code=404, detail=f"App not found: {app_name}")
+
+    def runner(self, app_name: str) -> Runner:
+        """The app's runner (a new one when the app was reloaded); 500 with the load error."""
+        try:
+            loaded = self.loader.load(app_name)
+        except AppLoadError as exc:
+            raise HTTPException(status_code=500, detail=str(exc)) from exc
+        with self._lock:
+            cached = self._runners.get(app_name)
+            if cached is not None and cached[0] is loaded:
+                return cached[1]
+            runner = Runner(
+                loaded.root_agent,
+                app_name,
+                self.session_service,
+                artifact_service=self.artifact_service,
+                memory_service=self.memory_service,
+                plugins=loaded.plugins,
+            )
+            self._runners[app_name] = (loaded, runner)
+            return runner
+
+    async def session(self, app_name: str, user_id: str, session_id: str) -> Session | None:
+        found: Session | None = await aio.last(
+            self.session_service.get_session(app_name, user_id, session_id), None
+        )
+        return found
+
+    def remember(self, event: Event) -> None:
+        if self.spans is None or not event.invocation_id:
+            return
+        with self._lock:
+            self._event_invocations[event.id] = event.invocation_id
+            while len(self._event_invocations) > _MAX_EVENT_TRACES:
+                self._event_invocations.popitem(last=False)
+
+    def invocation_of(self, event_id: str) -> str | None:
+        with self._lock:
+            return self._event_invocations.get(event_id)
+
+    def run(self, req: AgentRunRequest, mode: StreamingMode) -> reactivex.Observable[Event]:
+        """The request's run: its state delta stored first (in the session's run queue), then the agent."""
+        runner = self.runner(req.app_name)
+        run: reactivex.Observable[Event] = runner.run_async(
+            req.user_id, req.session_id, req.new_message, RunConfig(streaming_mode=mode)
+        )
+        if not req.state_delta:
+            return run
+        delta = dict(req.state_delta)
+        service = self.session_service
+
+        def append(sessions: list[Session]) -> reactivex.Observable[Event]:
+            if not sessions:
+                return nothing_now()
+            return service.append_event(sessions[-1], Event(author="user", actions=EventActions(state_delta=delta)))
+
+        stored = service.serialize_run(
+            req.app_name, req.user_id, req.session_id,
+            defer_now(lambda: collect_then(service.get_session(req.app_name, req.user_id, req.session_id), append)),
+        )
+        return then_now(ignore_items(stored), lambda: run)
+
+
+def _agent_tree(agent: BaseAgent) -> dict[str, Any]:
+    return {
+        "name": agent.name,
+        "description": agent.description,
+        "type": type(agent).__name__,
+        "subAgents": [_agent_tree(child) for child in agent.sub_agents],
+    }
+
+
+def create_app(
+    agents_dir: str | Path,
+    *,
+    session_service: BaseSessionService | None = None,
+    artifact_service: BaseArtifactService | None = None,
+    memory_service: BaseMemoryService | None = None,
+    session_service_uri: str | None = None,
+    artifact_service_uri: str | None = None,
+    web: bool = True,
+    ui_dir: str | Path | None = None,
+    reload: bool = False,
+    trace: bool = False,
+    allow_origins: list[str] | None = None,
+) -> FastAPI:
+    """The ASGI app serving the apps of ``agents_dir`` (ADK Python's ``get_fast_api_app``).
+
+    Args:
+        agents_dir: a folder of apps: each a package or module defining ``root_agent``.
+        session_service: where sessions live; default: from ``session_service_uri``, else in memory.
+        artifact_service: where artifacts live; default: from ``artifact_service_uri``, else in memory.
+        memory_service: what the ``load_memory`` tool searches; default: in memory.
+        session_service_uri: ``sqlite:///path.db`` or ``postgresql://...`` (closed with the app).
+        artifact_service_uri: ``file:///folder`` (closed with the app).
+        web: also serve the browser UI at ``/dev-ui/`` (and redirect ``/`` there).
+        ui_dir: serve this folder as the UI instead of rxllm's (e.g. ADK's built
+            ``google/adk/cli/browser``).
+        reload: re-import an app whose files changed since it was loaded.
+        trace: keep rxllm's OpenTelemetry spans for ``/debug/trace`` (needs ``opentelemetry-sdk``;
+            it sets rxllm's tracer provider with :func:`rxllm.configure_telemetry` for the app's
+            lifetime and restores the default when the app shuts down).
+        allow_origins: CORS origins allowed to call the API (none by default).
+    """
+    if session_service is not None and session_service_uri is not None:
+        raise ConfigurationError("pass session_service or session_service_uri, not both")
+    if artifact_service is not None and artifact_service_uri is not None:
+        raise ConfigurationError("pass artifact_service or artifact_service_uri, not both")
+    owned: list[object] = []
+    if session_service is None:
+        session_service = session_service_from_uri(session_service_uri)
+        owned.append(session_service)
+    if artifact_service is None:
+        artifact_service = artifact_service_from_uri(artifact_service_uri)
+        owned.append(artifact_service)
+    spans = _start_tracing() if trace else None
+    server = _Server(
+        AgentLoader(agents_dir, reload=reload),
+        session_service,
+        artifact_service,
+        memory_service if memory_service is not None else InMemoryMemoryService(),
+        spans,
+    )
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            for service in owned:
+                close_service(service)
+            if spans is not None:
+                configure_telemetry()
+
+    app = FastAPI(title="rxllm agents", lifespan=lifespan)
+    app.state.rxllm = server
+    if allow_origins:
+        from fastapi.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=allow_origins, allow_credentials=True,
+                           allow_methods=["*"], allow_headers=["*"])
+
+    @app.exception_handler(ConfigurationError)
+    async def bad_input(_: Request, exc: ConfigurationError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=400)
+
+    @app.get("/list-apps")
+    def list_apps(detailed: bool = False) -> Response:
+        names = server.loader.list_apps()
+        if not detailed:
+            return _json(names)
+        apps = []
+        for name in names:
+            entry: dict[str, Any] = {"name": name}
+            try:
+                loaded = server.loader.load(name)
+            except AppLoadError as exc:
+                entry["error"] = str(exc)
+            else:
+                entry["rootAgentName"] = loaded.root_agent.name
+                entry["description"] = loaded.root_agent.description
+                entry["agents"] = _agent_tree(loaded.root_agent)
+            apps.append(entry)
+        return _json({"apps": apps})
+
+    @app.get("/debug/trace/{event_id}")
+    def event_trace(event_id: str) -> Response:
+        invocation = server.invocation_of(event_id)
+        found = server.spans.invocation_spans(invocation) if server.spans is not None and invocation else []
+        if not found:
+            raise HTTPException(status_code=404, detail="Trace not found")
+        return _json({"eventId": event_id, "invocationId": invocation, "spans": found})
+
+    @app.get("/debug/trace/session/{session_id}")
+    def session_trace(session_id: str) -> Response:
+        return _json(server.spans.session_spans(session_id) if server.spans is not None else [])
+
+    sessions = "/apps/{app_name}/users/{user_id}/sessions"
+
+    @app.get(sessions + "/{session_id}")
+    async def get_session(app_name: str, user_id: str, session_id: str) -> Response:
+        server.check(app_name, user_id, session_id)
+        session = await server.session(app_name, user_id, session_id)
+        if session is None:
+            raise HTTPException(status_code=404, detail="Session not found")
+        return _json(session)
+
+    @app.get(sessions)
+    async def list_sessions(app_name: str, user_id: str) -> Response:
+        server.check(app_name, user_id)
+        found: list[Session] = await aio.last(server.session_service.list_sessions(app_name, user_id), [])
+        return _json([s for s in found if not s.id.startswith("___eval___session___")] or [])
+
+    async def create(app_name: str, user_id: str, session_id: str | None, state: dict[str, JsonValue] | None,
+                     events: list[Event] | None) -> Response:
+        if session_id is not None:
+            server.check(app_name, user_id, session_id)
+            if await server.session(app_name, user_id, session_id) is not None:
+                raise HTTPException(status_code=400, detail=f"Session already exists: {session_id}")
+        else:
+            server.check(app_name, user_id)
+        service = server.session_service
+        session: Session = await aio.last(service.create_session(app_name, user_id, state, session_id))
+        for event in events or ():
+            await aio.last(service.append_event(session, event), None)
+        if events:
+            session = await server.session(app_name, user_id, session.id) or session
+        return _json(session)
+
+    @app.post(sessions + "/{session_id}")
+    async def create_session_with_id(
+        app_name: str, user_id: str, session_id: str, state: dict[str, JsonValue] | None = None
+    ) -> Response:
+        return await create(app_name, user_id, session_id, state, None)
+
+    @app.post(sessions)
+    async def create_session(app_name: str, user_id: str, body: CreateSessionRequest | None = None) -> Response:
+        body = body or CreateSessionRequest()
+        return await create(app_name, user_id, body.session_id, body.state, body.events)
+
+    @app.delete(sessions + "/{session_id}")
+    async def delete_session(app_name: str, user_id: str, session_id: str) -> Response:
+        server.check(app_name, user_id, session_id)
+        await aio.last(server.session_service.delete_session(app_name, user_id, session_id), None)
+        return _json(None)
+
+    artifacts = sessions + "/{session_id}/artifacts"
+
+    async def load_artifact_part(app_name: str, user_id: str, session_id: str, name: str,
+                                 version: int | None) -> Response:
+        server.check(app_name, user_id, session_id)
+        part: Part | None = await aio.last(
+            server.artifact_service.load_artifact(app_name, user_id, session_id, name, version), None
+        )
+        if part is None:
+            raise HTTPException(status_code=404, detail="Artifact not found")
+        return _json(part)
+
+    @app.get(artifacts + "/{artifact_name}")
+    async def load_artifact(app_name: str, user_id: str, session_id: str, artifact_name: str,
+                            version: int | None = Query(None)) -> Response:
+        return await load_artifact_part(app_name, user_id, session_id, artifact_name, version)
+
+    @app.get(artifacts + "/{artifact_name}/versions/{version_id}")
+    async def load_artifact_version(app_name: str, user_id: str, session_id: str, artifact_name: str,
+                                    version_id: int) -> Response:
+        return await load_artifact_part(app_name, user_id, session_id, artifact_name, version_id)
+
+    @app.get(artifacts)
+    async def list_artifact_names(app_name: str, user_id: str, session_id: str) -> Response:
+        server.check(app_name, user_id, session_id)
+        return _json(await aio.last(server.artifact_service.list_artifact_keys(app_name, user_id, session_id), []))
+
+    @app.get(artifacts + "/{artifact_name}/versions")
+    async def list_artifact_versions(app_name: str, user_id: str, session_id: str, artifact_name: str) -> Response:
+        server.check(app_name, user_id, session_id)
+        versions = server.artifact_service.list_versions(app_name, user_id, session_id, artifact_name)
+        return _json(await aio.last(versions, []))
+
+    @app.delete(artifacts + "/{artifact_name}")
+    async def delete_artifact(app_name: str, user_id: str, session_id: str, artifact_name: str) -> Response:
+        server.check(app_name, user_id, session_id)
+        await aio.last(server.artifact_service.delete_artifact(app_name, user_id, session_id, artifact_name), None)
+        return _json(None)
+
+    async def checked_run(req: AgentRunRequest) -> None:
+        server.check(req.app_name, req.user_id, req.session_id)
+        if await server.session(req.app_name, req.user_id, req.session_id) is None:
+            raise HTTPException(status_code=404, detail="Session not found")
+
+    @app.post("/run")
+    async def agent_run(req: AgentRunRequest) -> Response:
+        await checked_run(req)
+        run = server.run(req, StreamingMode.NONE)
+        events: list[Event] = []
+        try:
+            async with aio.iterate(run) as stream:
+                async for event in stream:
+                    server.remember(event)
+                    events.append(event)
+        except RxLlmError as exc:
+            raise HTTPException(status_code=500, detail=str(exc)) from exc
+        return _json(events if events else [])
+
+    @app.post("/run_sse")
+    async def agent_run_sse(req: AgentRunRequest) -> StreamingResponse:
+        await checked_run(req)
+        run = server.run(req, StreamingMode.SSE if req.streaming else StreamingMode.NONE)
+
+        async def frames() -> AsyncIterator[str]:
+            try:
+                async with aio.iterate(run) as stream:
+                    async for event in stream:
+                        server.remember(event)
+                        yield f"data: {event.model_dump_json(by_alias=True, exclude_none=True)}\n\n"
+            except RxLlmError as exc:
+                yield f"data: {json.dumps({'error': str(exc)})}\n\n"
+
+        return StreamingResponse(frames(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    def eval_folder(app_name: str) -> Path:
+        server.check(app_name)
+        return server.loader.agents_dir / app_name
+
+    @app.get("/apps/{app_name}/eval_sets")
+    def list_eval_sets(app_name: str) -> Response:
+        return _json(eval_set_ids(eval_folder(app_name)))
+
+    @app.get("/apps/{app_name}/eval_sets/{eval_set_id}/evals")
+    def list_evals_in_eval_set(app_name: str, eval_set_id: str) -> Response:
+        folder = eval_folder(app_name)
+        if not check_id(eval_set_id) or eval_set_id not in eval_set_ids(folder):
+            raise HTTPException(status_code=400, detail=f"Eval set `{eval_set_id}` not found.")
+        eval_set = load_eval_set(folder / f"{eval_set_id}.evalset.json")
+        return _json(sorted(case.eval_id for case in eval_set.eval_cases))
+
+    @app.post("/apps/{app_name}/eval_sets/{eval_set_id}/run_eval")
+    async def run_eval(app_name: str, eval_set_id: str, body: RunEvalRequest | None = None) -> Response:
+        folder = eval_folder(app_name)
+        if not check_id(eval_set_id) or eval_set_id not in eval_set_ids(folder):
+            raise HTTPException(status_code=400, detail=f"Eval set `{eval_set_id}` not found.")
+        path = folder / f"{eval_set_id}.evalset.json"
+        wanted = set(body.eval_ids) if body is not None else set()
+        runner = server.runner(app_name)
+        result = await run_eval_set(runner, load_eval_set(path), criteria=load_criteria(path), eval_ids=wanted or None)
+        return _json(result.model_dump(by_alias=True, exclude_none=True)["evalCaseResults"])
+
+    if web:
+        ui = Path(ui_dir) if ui_dir is not None else STATIC_DIR
+        if not (ui / "index.html").is_file():
+            raise ConfigurationError(f"the UI folder {ui} has no index.html")
+
+        @app.get("/")
+        def root() -> RedirectResponse:
+            return RedirectResponse("/dev-ui/")
+
+        @app.get("/dev-ui")
+        def dev_ui() -> RedirectResponse:
+            return RedirectResponse("/dev-ui/")
+
+        app.mount("/dev-ui/", StaticFiles(directory=ui, html=True), name="dev-ui")
+    return app
+
+
+def _start_tracing() -> SpanStore:
+    try:
+        from opentelemetry.sdk.trace import TracerProvider
+    except ImportError as exc:
+        raise ConfigurationError("trace=True needs opentelemetry-sdk: pip install opentelemetry-sdk") from exc
+    store = SpanStore()
+    provider = TracerProvider()
+    provider.add_span_processor(store.processor())
+    configure_telemetry(tracer_provider=provider)
+    return store
