@@ -20,7 +20,7 @@ names, status descriptions, attributes and events, log records of ``rxllm`` and 
 libraries (:func:`redact_log_records`), ``rxllm chat``'s output -- and :meth:`Redactor.redact`
 cuts the known keys too. Keys are matched as they are sent: without surrounding whitespace.
 
->>> register_secret("  sk-known-0123456789\n")
+>>> register_secret("  sk-known-0123456789\\n")
 >>> redact_secrets("upstream said: bad key sk-known-0123456789")
 'upstream said: bad key ***'
 """
