@@ -272,8 +272,7 @@ class _SseAttempt:
         return Exchange(request, redactor, self._stream, model.provider, self._number, context)
 
     def on_body_end(self, ended: bool) -> None:
-        if not ended and self._reader is not None:
-            self._reader.end()
+        # an event the body ended in the middle of is never dispatched (the SSE standard discards it)
         aggregator = self._aggregator
         _check_complete(aggregator, self._model.provider)
         items = _final_items(self._emit, aggregator)
