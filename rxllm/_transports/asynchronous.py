@@ -123,6 +123,10 @@ class _CancellableAsyncStream(httpcore2.AsyncNetworkStream):
         return _CancellableAsyncStream(await self._inner.start_tls(ssl_context, server_hostname, timeout))
 
     def get_extra_info(self, info: str) -> Any:
+        # Bytes arrived after a complete response (see coalesce.py): httpcore takes a readable idle
+        # connection for one the server closed, and closes it instead of reusing it.
+        if info == "is_readable" and self._coalescer.smuggled:
+            return True
         return self._inner.get_extra_info(info)
 
 
