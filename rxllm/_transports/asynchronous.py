@@ -61,6 +61,7 @@ from .base import (
     redirect_target,
     request_headers,
     status_error_of,
+    stream_type_error,
     timeout_error,
     transport_error,
     wrap_network_backends,
@@ -683,6 +684,9 @@ class AsyncHttpTransport:
                 raise await _async_status_error(response, provider, redactor)
             finally:
                 await opened.aclose()
+        if stream and (page := stream_type_error(response, request, redactor, provider)) is not None:
+            await opened.aclose()
+            raise page
         return opened
 
     def _detach(self) -> tuple[asyncio.AbstractEventLoop | None, threading.Thread | None, list[Any],

@@ -32,7 +32,14 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from reactivex import abc as rx_abc
 
-from .._core.errors import ConfigurationError, HttpStatusError, RxLlmError, StreamTimeoutError, TransportError
+from .._core.errors import (
+    ConfigurationError,
+    HttpStatusError,
+    ProtocolError,
+    RxLlmError,
+    StreamTimeoutError,
+    TransportError,
+)
 from .._core.redact import Redactor, is_secret_name, redact_headers, redact_url, secure_destination
 
 if TYPE_CHECKING:
@@ -71,6 +78,7 @@ __all__ = [
     "redirect_target",
     "request_headers",
     "status_error_of",
+    "stream_type_error",
     "thread_scope",
     "timeout_error",
     "transport_error",
@@ -671,6 +679,20 @@ def status_error_of(
         retry_after=_retry_after(response.headers),
         provider=provider,
     )
+
+
+_PAGE_TYPES = ("text/html", "application/xhtml+xml")
+
+
+def stream_type_error(response: Any, request: HttpRequest, redactor: Redactor, provider: str) -> ProtocolError | None:
+    """The error of a streamed request answered 2xx with a web page (a wrong ``base_url``: a
+    gateway's or a login page): "expected text/event-stream, got text/html from URL", not retried;
+    ``None`` for any other content type (servers differ in what they call an event stream)."""
+    kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if kind not in _PAGE_TYPES:
+        return None
+    return ProtocolError(f"expected text/event-stream, got {kind} from {redactor.url(request.url)} "
+                         "(is base_url right?)", provider=provider)
 
 
 def _error_message(body: bytes) -> str | None:

@@ -73,6 +73,7 @@ from .base import (
     redirect_target,
     request_headers,
     status_error_of,
+    stream_type_error,
     thread_scope,
     timeout_error,
     transport_error,
@@ -537,6 +538,9 @@ class HttpTransport:
                 raise _status_error(response, provider, redactor)
             finally:
                 response.close()
+        if stream and (page := stream_type_error(response, request, redactor, provider)) is not None:
+            response.close()
+            raise page
         return HttpResponse(response, limits=limits, stream=stream, provider=provider, scope=scope)
 
     def _send(self, http_request: Any, request: HttpRequest, redactor: Redactor, provider: str) -> Any:
