@@ -40,6 +40,7 @@ __all__ = [
     "REDACTED",
     "Redactor",
     "is_secret_name",
+    "loopback_host",
     "redact_error",
     "redact_headers",
     "redact_json",
@@ -287,17 +288,39 @@ def redact_error(error: BaseException, redactor: Redactor | None = None) -> None
 
 
 def secure_destination(url: str) -> bool:
-    """Whether a credential may be sent to ``url``: over TLS (``https``, ``wss``), or to a loopback host."""
+    """Whether a credential may be sent to ``url``: over TLS (``https``, ``wss``), or to a loopback host.
+
+    The one rule for where a credential may travel in clear: a model's plain-http ``base_url`` is
+    checked with it when the model is built, and the transports check the address a plain-http
+    request carrying a credential actually connects to (a proxy's, from ``HTTP_PROXY`` or the
+    client's own) with it too. Loopback is ``localhost`` and its subdomains, ``127.0.0.0/8``,
+    ``::1`` and the IPv4-mapped spelling of either (``[::ffff:127.0.0.1]``), in any case and with or
+    without a trailing dot; every other host (``127.1``, a name that resolves to loopback) is not.
+
+    >>> [secure_destination(u) for u in ("http://[::ffff:127.0.0.1]:8080/", "http://LOCALHOST./v1",
+    ...                                  "http://10.0.0.1/", "https://10.0.0.1/")]
+    [True, True, False, True]
+    """
     try:
         parts = urllib.parse.urlsplit(url)
+        host = parts.hostname or ""
     except ValueError:
         return False
     if parts.scheme.lower() in ("https", "wss"):
         return True
-    host = (parts.hostname or "").lower()
+    return loopback_host(host)
+
+
+def loopback_host(host: str) -> bool:
+    """Whether ``host`` (a name or an address, IPv6 without brackets) is a loopback host, as
+    :func:`secure_destination` counts them."""
+    host = host.lower().rstrip(".")
     if host == "localhost" or host.endswith(".localhost"):
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(host.partition("%")[0])  # an IPv6 zone id names no other host
     except ValueError:
         return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback
