@@ -342,7 +342,7 @@ class FunctionTool(BaseTool):
                 keyword[self._context_param] = tool_context
             try:
                 return self._func(*positional, **keyword)
-            except Exception as exc:
+            except BaseException as exc:  # SystemExit (argparse on bad input) too: see rxllm._tools._execution
                 raise ToolError(f"tool {self.name!r} raised {type(exc).__name__}: {exc}") from exc
 
         if self._scheduler is None:  # called during subscribe, its result (or its error) passed on at once

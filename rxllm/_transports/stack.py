@@ -54,6 +54,7 @@ class _Errors:
         self.pool_timeout: tuple[type[Exception], ...] = ()
         self.connect_timeout: tuple[type[Exception], ...] = ()
         self.write_timeout: tuple[type[Exception], ...] = ()
+        self.local_protocol: tuple[type[Exception], ...] = ()
         # What closing a response, a body or a connection may raise once its socket was shut down or
         # the peer went away (httpx does not map httpcore's errors raised while closing a stream).
         self.close: tuple[type[Exception], ...] = (OSError, RxLlmError)
@@ -67,6 +68,7 @@ class _Errors:
         self.pool_timeout += (httpx.PoolTimeout,)
         self.connect_timeout += (httpx.ConnectTimeout,)
         self.write_timeout += (httpx.WriteTimeout,)
+        self.local_protocol += (httpx.LocalProtocolError,)
         self.close += (httpx.HTTPError, httpx.StreamError, httpcore.NetworkError, httpcore.ProtocolError,
                        httpcore.TimeoutException)
 

@@ -19,7 +19,7 @@ from ._gemini import GeminiChunkParser, GeminiRequestMapper
 from ._gemini_live import connect_gemini_live
 from ._openai_chat import OpenAiChatChunkParser, OpenAiChatRequestMapper
 from ._openai_responses import OPENAI_BASE_URL, OpenAiResponsesChunkParser, OpenAiResponsesRequestMapper
-from ._options import SseModelOptions, resolve_api_key
+from ._options import SseModelOptions, checked_credential, resolve_api_key
 
 __all__ = [
     "ANTHROPIC_BASE_URL",
@@ -143,7 +143,7 @@ class AzureOpenAiChatModel(SseChatModel):
         root = endpoint.strip().rstrip("/")
         headers: dict[str, str] = {}
         if azure_ad_token:
-            headers["Authorization"] = f"Bearer {azure_ad_token}"
+            headers["Authorization"] = f"Bearer {checked_credential(azure_ad_token, 'azure_ad_token', 'azure-openai')}"
         else:
             key = resolve_api_key(
                 api_key,
