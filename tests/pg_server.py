@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -116,6 +117,31 @@ class LocalPostgres:
                 self._cmd("pg_ctl", "-D", str(root / "data"), "-m", "fast", "-w", "stop"), capture_output=True
             )
         shutil.rmtree(root, ignore_errors=True)
+
+    def pids(self) -> list[int]:
+        """The postmaster's pid and its children's (the backends and background workers)."""
+        assert self._root is not None, "the server is not running"
+        postmaster = int((self._root / "data" / "postmaster.pid").read_text().split()[0])
+        children = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    stat = (entry / "stat").read_text()
+                except OSError:
+                    continue
+                if int(stat.rsplit(")", 1)[1].split()[1]) == postmaster:
+                    children.append(int(entry.name))
+        return [postmaster, *children]
+
+    def freeze(self) -> None:
+        """SIGSTOP every process of the server: it accepts TCP connections but answers nothing."""
+        for pid in self.pids():
+            os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """SIGCONT every process of the server."""
+        for pid in self.pids():
+            os.kill(pid, signal.SIGCONT)
 
     def __enter__(self) -> LocalPostgres:
         return self.start()

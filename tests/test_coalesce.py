@@ -195,3 +195,61 @@ def test_one_chunk_per_read_with_any_size_spelling_reads_as_h11_reads_it(chunks:
     reads.append(b"0\r\n\r\n")
     straight, coalesced = _read(reads, None), _read(reads, ChunkCoalescer())
     assert (coalesced.payload, coalesced.ended, coalesced.error) == (straight.payload, straight.ended, straight.error)
+
+
+def _smuggled(message: bytes, extra: bytes, cuts: list[int], method: bytes = b"POST") -> tuple[bool, bytes]:
+    """Feed ``message + extra`` in reads; the coalescer's verdict and what h11 kept after the message."""
+    coalescer = ChunkCoalescer()
+    coalescer.sent(POST.replace(b"POST", method, 1))
+    coalescer.sent(b"{}")
+    connection = _client()
+    for data in _cut(message + extra, cuts):
+        fed = coalescer.received(data)
+        if fed:
+            connection.receive_data(fed)
+    while (event := connection.next_event()) not in (h11.NEED_DATA, h11.PAUSED):
+        if isinstance(event, h11.EndOfMessage):
+            break
+    assert connection.their_state is h11.DONE
+    return coalescer.smuggled, connection.trailing_data[0]
+
+
+LENGTH_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces, cuts, st.binary(min_size=0, max_size=30), st.booleans(),
+       st.sampled_from([b"", b"X-Checksum: abc\r\n"]))
+def test_bytes_after_a_complete_response_mark_the_connection_smuggled(
+    body: list[bytes], offsets: list[int], extra: bytes, chunked: bool, trailers: bytes
+) -> None:
+    """Exactly when h11 keeps bytes past the end of the response (that the next request would read
+    as its answer), the coalescer says so, at any cut of the reads."""
+    if chunked:
+        message = CHUNKED_HEAD + _chunked(body, trailers=trailers)
+    else:
+        payload = b"".join(body)
+        message = LENGTH_HEAD % len(payload) + payload
+    smuggled, trailing = _smuggled(message, extra, offsets)
+    assert smuggled == bool(trailing) == bool(extra)
+
+
+@pytest.mark.parametrize("method", [b"POST", b"GET", b"HEAD"])
+def test_a_response_without_a_body_is_complete_at_its_head(method: bytes) -> None:
+    head = b"HTTP/1.1 204 No Content\r\n\r\n" if method != b"HEAD" else LENGTH_HEAD % 12
+    coalescer = ChunkCoalescer()
+    coalescer.sent(method + b" / HTTP/1.1\r\n\r\n")
+    coalescer.received(head)
+    assert coalescer.smuggled is False
+    coalescer.received(b"HTTP/1.1 200 OK\r\n")  # an unsolicited response on the idle connection
+    assert coalescer.smuggled is True
+
+
+def test_a_smuggled_connection_stays_marked_across_requests() -> None:
+    coalescer = ChunkCoalescer()
+    coalescer.sent(POST)
+    coalescer.received(LENGTH_HEAD % 2 + b"okHTTP/1.1 200 OK\r\n")
+    assert coalescer.smuggled
+    coalescer.sent(POST)
+    coalescer.received(LENGTH_HEAD % 2 + b"ok")
+    assert coalescer.smuggled

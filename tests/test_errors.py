@@ -57,6 +57,7 @@ def test_every_exported_exception_is_an_rxllm_error() -> None:
         (ProviderError, (RxLlmError,)),
         (ProtocolError, (RxLlmError, ValueError)),
         (LineTooLongError, (ProtocolError, ValueError)),
+        (rxllm.EventTooLargeError, (ProtocolError, ValueError)),
         (MalformedFunctionCallError, (ProtocolError, ValueError)),
         (rxllm.StructuredOutputError, (ProtocolError, ValueError)),
         (BufferOverflowError, (RxLlmError,)),

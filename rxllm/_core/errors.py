@@ -18,6 +18,7 @@ matching built-in, so ``except ValueError`` keeps working for callers who expect
     ├── ProviderError                            the provider reported an error inside the body
     ├── ProtocolError (ValueError)               bytes/JSON/shape the protocol does not allow
     │   ├── LineTooLongError                     an SSE line longer than the decoder's cap
+    │   ├── EventTooLargeError                   an SSE event (all its lines) larger than its cap
     │   ├── MalformedFunctionCallError           tool-call arguments that are not a JSON object
     │   └── ContractViolationError               a stream broke the generate_content contract
     │   └── StructuredOutputError                no validated object of the type asked for
@@ -42,6 +43,7 @@ __all__ = [
     "ConfigurationError",
     "ContractViolationError",
     "EmptyStreamError",
+    "EventTooLargeError",
     "GuardrailError",
     "HttpStatusError",
     "LimitExceededError",
@@ -235,6 +237,11 @@ class ProtocolError(RxLlmError, ValueError):
 
 class LineTooLongError(ProtocolError):
     """An SSE line grew past the decoder's cap without a line end."""
+
+
+class EventTooLargeError(ProtocolError):
+    """The bytes of one SSE event (its data lines and fields together) grew past the decoder's cap
+    before a blank line ended the event. Not retried, like every :class:`ProtocolError`."""
 
 
 class MalformedFunctionCallError(ProtocolError):

@@ -8,12 +8,73 @@ surrogates (which cannot be UTF-8); callers map both to :class:`~rxllm.ProtocolE
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import pydantic_core
+from pydantic import BaseModel
 
-__all__ = ["loads"]
+__all__ = ["loads", "without_lone_surrogates"]
+
+T = TypeVar("T")
 
 loads: Callable[[str | bytes], Any] = pydantic_core.from_json
 """Parse JSON text; raises ``ValueError`` (or ``TypeError``, see above) for anything else."""
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _clean(text: str) -> str:
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+def without_lone_surrogates(value: T) -> T:
+    """``value`` with every lone surrogate in its strings replaced by U+FFFD (``\\N{REPLACEMENT CHARACTER}``).
+
+    rxllm's one rule for text UTF-8 cannot carry (what ``surrogateescape`` decoding, or
+    ``input()`` under ``LANG=C``, yields for a byte that is not UTF-8): replaced, as a JSON
+    encoder replaces it, before anything is stored or sent, so no such text can make a session's
+    later requests fail. Walks strings, dict keys and values, lists, tuples and pydantic models;
+    returns ``value`` itself (no copy) when nothing needed replacing, the usual case.
+
+    >>> without_lone_surrogates({"text": "caf\\udce9", "n": 1})
+    {'text': 'caf\\ufffd', 'n': 1}
+    >>> s = "fine é"; without_lone_surrogates(s) is s
+    True
+    """
+    return cast(T, _scrub(value))
+
+
+def _scrub(value: Any) -> Any:
+    if isinstance(value, str):
+        return _clean(value)
+    if isinstance(value, dict):
+        changed = False
+        items = []
+        for key, item in value.items():
+            new_key, new_item = _scrub(key), _scrub(item)
+            changed = changed or new_key is not key or new_item is not item
+            items.append((new_key, new_item))
+        return dict(items) if changed else value
+    if type(value) is list or type(value) is tuple:
+        scrubbed = [_scrub(item) for item in value]
+        if all(new is old for new, old in zip(scrubbed, value, strict=True)):
+            return value
+        return scrubbed if type(value) is list else tuple(scrubbed)
+    if isinstance(value, BaseModel):
+        update = {}
+        for name in type(value).model_fields:
+            old = getattr(value, name, None)
+            new = _scrub(old)
+            if new is not old:
+                update[name] = new
+        return value.model_copy(update=update) if update else value
+    return value

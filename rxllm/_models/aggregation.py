@@ -47,6 +47,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from .._core.errors import ConfigurationError, MalformedFunctionCallError, ProviderError
+from .._core.redact import redact_secrets
 from .._core.types import Content, FinishReason, FunctionCall, LlmResponse, Part, UsageMetadata
 from .chunk import Chunk, InBandError, ToolCallFragment
 
@@ -432,6 +433,8 @@ class StreamAggregator:
             parts.append(Part(function_call=call, thought_signature=buffer.thought_signature))
         if dropped:
             error_message = f"{error_message}; incomplete tool call(s) left out: {', '.join(dropped)}"
+        if error_message:  # an in-band error may quote a key: cut before the final is stored or shown
+            error_message = redact_secrets(error_message)
         metadata = {"finish_reason": self._raw_finish_reason} if self._raw_finish_reason is not None else None
         return LlmResponse(
             content=Content(role="model", parts=tuple(parts)),
@@ -477,7 +480,7 @@ class StreamAggregator:
         raw = "".join(buffer.arguments)
         call: FunctionCall | None = None
         try:
-            args = json.loads(raw) if raw.strip() else {}
+            args = json.loads(raw, parse_constant=_refuse_constant) if raw.strip() else {}
         except RecursionError:  # the C decoder recurses per nesting level
             reason: str | None = "the arguments nest too deeply"
         except ValueError as exc:
@@ -500,3 +503,9 @@ class StreamAggregator:
         if buffer.complete:
             buffer.call = call  # no more fragments can change it
         return call
+
+
+def _refuse_constant(name: str) -> object:
+    """``json.loads`` accepts ``NaN``, ``Infinity`` and ``-Infinity``; JSON does not, and a tool
+    must never receive them: a call whose arguments hold one is malformed (merge rule 7)."""
+    raise ValueError(f"{name} is not a JSON value")

@@ -43,10 +43,6 @@ class SseReader:
                 return True
         return False
 
-    def end(self) -> None:
-        """The bytes ran out. Nothing to take: an event the stream ended in the middle of is never
-        dispatched (the standard discards it), and its bytes go with the reader."""
-
 
 def drive_sse(
     pieces: Iterable[bytes],

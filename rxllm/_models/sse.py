@@ -10,7 +10,13 @@ containing NUL is ignored); ``retry`` takes digits only; unknown fields are igno
 standard says, an event that the stream ends in the middle of is discarded, never dispatched.
 
 A line longer than ``max_line_bytes`` raises :class:`~rxllm.LineTooLongError` as soon as the
-cap is passed, so an endless line costs bounded memory.
+cap is passed, so an endless line costs bounded memory. One event is bounded too: the bytes held
+for it (its ``data`` values, the line ends that join them, its ``event`` name, and the
+unterminated line being read) may not pass ``max_event_bytes`` (by default twice
+``max_line_bytes``, 16 MiB), or :class:`~rxllm.EventTooLargeError` is raised, so a body of
+many short ``data:`` lines that never ends its event cannot grow without limit. The data of an
+event is held as the bytes it came in (decoded once, when the event is dispatched), so the
+memory held is the cap, not a multiple of it.
 
 >>> d = SseDecoder()
 >>> d.feed(b"event: ping\\ndata: {}\\n\\ndata: a\\r")
@@ -23,7 +29,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .._core.errors import LineTooLongError
+from .._core.errors import EventTooLargeError, LineTooLongError
 
 __all__ = ["DEFAULT_MAX_LINE_BYTES", "SseDecoder", "SseEvent"]
 
@@ -57,21 +63,27 @@ class SseDecoder:
         "_at_start",
         "_data",
         "_event",
+        "_has_data",
         "_last_id",
         "_max",
+        "_max_event",
+        "_max_fast",
         "_pending",
         "_pending_len",
         "_retry",
         "_skip_lf",
     )
 
-    def __init__(self, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+    def __init__(self, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, max_event_bytes: int | None = None) -> None:
         self._max = max_line_bytes
+        self._max_event = 2 * max_line_bytes if max_event_bytes is None else max_event_bytes
+        self._max_fast = min(max_line_bytes, self._max_event)  # the largest read the fast paths take whole
         self._pending: list[bytes] = []  # pieces of an unterminated line carried to the next feed
         self._pending_len = 0
         self._skip_lf = False  # the last bytes fed ended in CR: a leading LF belongs to it
         self._at_start = True  # the BOM may only come first
-        self._data: list[str] = []
+        self._data = bytearray()  # the event's data values so far, joined by LF, not yet decoded
+        self._has_data = False  # a data line arrived (an empty one too: the event is dispatched)
         self._event = ""
         self._last_id: str | None = None
         self._retry: int | None = None
@@ -81,6 +93,7 @@ class SseDecoder:
 
         Raises:
             LineTooLongError: as soon as a line grows past ``max_line_bytes``.
+            EventTooLargeError: as soon as the bytes held for one event pass ``max_event_bytes``.
         """
         if not data:
             return []
@@ -89,7 +102,8 @@ class SseDecoder:
         # must be the event's own (found where they end it), so anything else takes the general path.
         # (``find``, never ``b"\r" in data``: bytes' ``in`` first tries its operand as an integer,
         # raising and clearing a TypeError each time, about 1,800 instructions.)
-        if not (self._pending or self._data or self._event or self._at_start or self._skip_lf or len(data) > self._max):
+        carried = self._pending or self._has_data or self._event or self._at_start or self._skip_lf
+        if not (carried or len(data) > self._max_fast):
             last = len(data) - 2
             if data.startswith(b"data: "):
                 if data.find(b"\n") == last and data.endswith(b"\n\n") and data.find(b"\r") < 0:
@@ -127,6 +141,8 @@ class SseDecoder:
             self._pending_len += len(data)
             if self._pending_len > self._max:
                 raise LineTooLongError(f"SSE line longer than {self._max} bytes without a line end")
+            if self._has_data and self._pending_len + len(self._data) > self._max_event:
+                self._too_large()
             self._pending.append(data)
             return []
         pending = self._pending
@@ -144,24 +160,25 @@ class SseDecoder:
         if tail:
             self._pending = [tail]
             self._pending_len = len(tail)
+            if self._has_data and len(tail) + len(self._data) > self._max_event:
+                self._too_large()
         elif pending:
             self._pending = []
             self._pending_len = 0
         events: list[SseEvent] = []
         for line in lines:
             if not line:
-                data_lines = self._data
-                if data_lines:
-                    joined = data_lines[0] if len(data_lines) == 1 else "\n".join(data_lines)
+                if self._has_data:
+                    joined = self._data.decode("utf-8", "replace")
                     events.append(_event(SseEvent, (self._event or "message", joined, self._last_id, self._retry)))
-                    self._data = []
+                    self._data = bytearray()
+                    self._has_data = False
                 self._event = ""
                 continue
             if len(line) > self._max:
                 raise LineTooLongError(f"SSE line longer than {self._max} bytes")
             if line.startswith(b"data:"):
-                value = line[6:] if line.startswith(b"data: ") else line[5:]
-                self._data.append(value.decode("utf-8", "replace"))
+                self._add_data(line[6:] if line.startswith(b"data: ") else line[5:])
             elif not line.startswith(b":"):
                 self._field(line)
         return events
@@ -169,7 +186,23 @@ class SseDecoder:
     @property
     def has_pending(self) -> bool:
         """Whether bytes of an undispatched event are buffered (the stream ended mid-event)."""
-        return bool(self._pending) or bool(self._data)
+        return bool(self._pending) or self._has_data
+
+    def _add_data(self, value: bytes) -> None:
+        held = self._data
+        if self._has_data:
+            held += b"\n"
+        held += value
+        self._has_data = True
+        if len(held) + len(self._event) > self._max_event:
+            self._too_large()
+
+    def _too_large(self) -> None:
+        self._data = bytearray()  # the cap fired: the event is dropped with the decoder
+        self._has_data = False
+        raise EventTooLargeError(
+            f"SSE event larger than max_event_bytes={self._max_event} bytes without a blank line to end it"
+        )
 
     def _take_pending(self) -> None:
         self._pending = []
@@ -182,8 +215,10 @@ class SseDecoder:
         text = value.decode("utf-8", "replace")
         if name == b"event":
             self._event = text
+            if len(self._data) + len(value) > self._max_event:
+                self._too_large()
         elif name == b"data":  # "data" without a colon: an empty data line
-            self._data.append(text)
+            self._add_data(value)
         elif name == b"id":
             if "\x00" not in text:
                 self._last_id = text

@@ -271,11 +271,14 @@ class _SseAttempt:
             reader = self._reader = SseReader(model._parser_factory(), on_chunk,
                                               max_line_bytes=model._max_line_bytes)
             self.on_body = reader.feed
-        return Exchange(request, redactor, self._stream, model.provider, self._number, context)
+        # A credential over plain http (to a loopback base_url: _request_checked refused the others)
+        # may go to a loopback peer only: the transport checks the address it actually connects to.
+        loopback_only = (redactor.has_secrets and not model._allow_insecure_key
+                         and not request.url[:6].lower().startswith("https:"))
+        return Exchange(request, redactor, self._stream, model.provider, self._number, context, loopback_only)
 
     def on_body_end(self, ended: bool) -> None:
-        if not ended and self._reader is not None:
-            self._reader.end()
+        # an event the body ended in the middle of is never dispatched (the SSE standard discards it)
         aggregator = self._aggregator
         _check_complete(aggregator, self._model.provider)
         items = _final_items(self._emit, aggregator)

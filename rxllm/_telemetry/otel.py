@@ -48,6 +48,7 @@ from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
 from .._core.errors import HttpStatusError, ToolError
+from .._core.redact import redact_secrets, redact_value
 from .._core.types import Content, FunctionCall, FunctionResponse, LlmRequest, LlmResponse, UsageMetadata
 from .._rx.direct import Direct, defer_now
 
@@ -178,7 +179,8 @@ class Otel:
             error_type = error_type_of(error)
             span.set_attribute("rxllm.outcome", "error")
             span.set_attribute("error.type", error_type)
-            span.set_status(self.status_class(self.status_error, f"{type(error).__name__}: {error}"))
+            # Redacted here, whoever redacts the error later: the span is written now.
+            span.set_status(self.status_class(self.status_error, redact_secrets(f"{type(error).__name__}: {error}")))
         else:
             span.set_attribute("rxllm.outcome", "ok")
         span.end()
@@ -340,7 +342,9 @@ class AttemptTelemetry:
         except ValueError:
             pass
         self._metric_attributes = metric_attributes
-        span = otel.tracer.start_span(call._name, context=call._parent, kind=otel.client_kind, attributes=attributes)
+        span = otel.tracer.start_span(
+            redact_secrets(call._name), context=call._parent, kind=otel.client_kind, attributes=_redacted(attributes)
+        )
         if otel.capture_content and span.is_recording():
             request = call._request
             if request.config.system_instruction is not None:
@@ -521,7 +525,9 @@ class TracedScope:
 
     def __init__(self, otel: Otel, name: str, attributes: dict[str, Any], parent: Any) -> None:
         self._otel = otel
-        self.span = otel.tracer.start_span(name, context=parent, kind=otel.internal_kind, attributes=attributes)
+        self.span = otel.tracer.start_span(
+            redact_secrets(name), context=parent, kind=otel.internal_kind, attributes=_redacted(attributes)
+        )
         self.context = otel.trace.set_span_in_context(self.span, parent)
         self.failed = False  # the work completed but reported a failure (a tool's error answer)
 
@@ -650,7 +656,7 @@ def record_tool_result(
             error = error.__cause__  # what the tool raised, not rxllm's wrapper of it
         error_type = type(error).__qualname__ if error is not None else "tool_error"
         span.set_attribute("error.type", error_type)
-        span.set_status(scope._otel.status_class(scope._otel.status_error, error_message))
+        span.set_status(scope._otel.status_class(scope._otel.status_error, redact_secrets(error_message)))
     if scope._otel.capture_content:
         span.set_attribute("gen_ai.tool.call.result", _json(response.response))
 
@@ -659,7 +665,12 @@ def record_tool_result(
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
+    return redact_secrets(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def _redacted(attributes: dict[str, Any]) -> dict[str, Any]:
+    """Span attributes with every known secret cut out of their values (``rxllm._core.redact``)."""
+    return {name: redact_value(value) for name, value in attributes.items()}
 
 
 def _parts_of(content: Content) -> list[dict[str, Any]]:

@@ -28,6 +28,7 @@ too: it is never stored or sent. A call that runs past its timeout answers
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,7 @@ from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
 
 from .._core.errors import ToolError
+from .._core.redact import redact_secrets
 from .._core.types import FunctionCall, FunctionResponse
 from .._rx.direct import Direct, emit_now, tap_next
 from .._telemetry.otel import TracedScope, otel, record_tool_result, tool_attributes, traced
@@ -92,6 +94,7 @@ class ToolCallOutcome:
 
 
 def _failure(call: FunctionCall, message: str, error: BaseException | None) -> ToolCallOutcome:
+    message = redact_secrets(message)  # a tool's error may quote a key; the model and the store get it
     return ToolCallOutcome(FunctionResponse(id=call.id, name=call.name, response={"error": message}), message, error)
 
 
@@ -103,7 +106,11 @@ def call_tool(
     runtime: ToolRuntime | None = None,
     execute: ExecuteTool | None = None,
 ) -> reactivex.Observable[ToolCallOutcome]:
-    """Run ``call`` with its tool: a cold Observable of exactly one :class:`ToolCallOutcome`; it never fails.
+    """Run ``call`` with its tool: a cold Observable of exactly one :class:`ToolCallOutcome`.
+
+    Every failure of the tool (any exception, ``SystemExit`` included) is an outcome with an
+    error result for the model. The one failure of the Observable is a tool that raised
+    ``KeyboardInterrupt``: it fails with :class:`~rxllm.ToolError` (chaining it), which ends the run.
 
     Subscribing starts the tool through ``execute`` (by default
     :func:`~rxllm._tools._execution.execute_tool` with ``runtime``: synchronous tools on the
@@ -158,13 +165,29 @@ def _call(
             result = {}
         elif not isinstance(result, dict):
             result = {"result": result}
+        cap = max_tool_result_bytes()
+        if _larger_than(result, cap):  # before any copy: a huge result is never converted, stored or sent
+            return _failure(call, f"tool {name!r} returned a result larger than {cap} bytes, the cap on a tool "
+                            "result (RXLLM_MAX_TOOL_RESULT_BYTES): return less, e.g. a summary or a page", None)
         converted, problem = jsonable(result)
         if problem is not None:
             return _failure(call, f"tool {name!r} returned a value that is not JSON: {problem}", None)
+        if converted is not result and _larger_than(converted, cap):  # a model or object that grew when converted
+            return _failure(call, f"tool {name!r} returned a result larger than {cap} bytes, the cap on a tool "
+                            "result (RXLLM_MAX_TOOL_RESULT_BYTES): return less, e.g. a summary or a page", None)
         try:
             return ToolCallOutcome(FunctionResponse(id=call.id, name=call.name, response=converted))
         except ValidationError as exc:  # cannot happen for a checked value; never let it escape
             return _failure(call, f"tool {name!r} returned a value that is not JSON: {exc}", exc)
+
+    def interrupted(error: BaseException) -> ToolError | None:
+        """A :class:`ToolError` that ends the run when the tool raised ``KeyboardInterrupt``, else None."""
+        cause = error if isinstance(error, KeyboardInterrupt) else error.__cause__
+        if not isinstance(cause, KeyboardInterrupt):
+            return None
+        stop = ToolError(f"tool {name!r} raised KeyboardInterrupt: the run is stopped")
+        stop.__cause__ = cause
+        return stop
 
     def recover(error: Exception) -> ToolCallOutcome:
         if isinstance(error, ToolError):
@@ -181,6 +204,10 @@ def _call(
             observer.on_completed()
 
         def on_error(error: Exception) -> None:
+            stop = interrupted(error)
+            if stop is not None:
+                observer.on_error(stop)
+                return
             emit(recover(error))
 
         def on_completed() -> None:
@@ -193,8 +220,61 @@ def _call(
         try:
             source = execute(tool, dict(call.args), tool_context)
             return source.subscribe(results.append, on_error, on_completed, scheduler=scheduler)
-        except Exception as exc:
-            on_error(exc)
+        except BaseException as exc:  # a custom ``execute`` too: the call ends (see rxllm._tools._execution)
+            on_error(exc if isinstance(exc, Exception) else _as_tool_error(name, exc))
             return Disposable()
 
     return Direct(subscribe)
+
+
+def _as_tool_error(name: str, error: BaseException) -> ToolError:
+    mapped = ToolError(f"tool {name!r} raised {type(error).__name__}: {error}")
+    mapped.__cause__ = error
+    return mapped
+
+
+DEFAULT_MAX_TOOL_RESULT_BYTES = 4 * 1024 * 1024
+"""The cap on one tool result (about its JSON size), unless ``RXLLM_MAX_TOOL_RESULT_BYTES`` says otherwise."""
+
+
+def max_tool_result_bytes() -> int:
+    """The cap on one tool result: ``RXLLM_MAX_TOOL_RESULT_BYTES`` (read at each call), else 4 MiB."""
+    raw = os.environ.get("RXLLM_MAX_TOOL_RESULT_BYTES")
+    if raw:
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 0
+        if value > 0:
+            return value
+    return DEFAULT_MAX_TOOL_RESULT_BYTES
+
+
+def _larger_than(value: Any, cap: int) -> bool:
+    """Whether ``value`` (JSON-like) holds more than ``cap`` bytes of text, counted as it is walked:
+    it stops as soon as the cap is passed, so a gigabyte result costs no copy. Strings count one
+    byte a character (a lower bound of their UTF-8), other leaves 8, containers 2 plus their items."""
+    total = 0
+    stack = [value]
+    seen: set[int] = set()  # a cycle is left to the JSON check, which names it
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str | bytes | bytearray):
+            total += len(item) + 2
+        elif isinstance(item, dict | list | tuple) and id(item) in seen:
+            return False
+        elif isinstance(item, dict):
+            seen.add(id(item))
+            total += 2 + len(item)
+            for key, inner in item.items():
+                stack.append(key)
+                stack.append(inner)
+        elif isinstance(item, list | tuple):
+            seen.add(id(item))
+            total += 2 + len(item)
+            stack.extend(item)
+        else:
+            total += 8
+        if total > cap:
+            return True
+    return False

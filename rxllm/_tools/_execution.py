@@ -12,6 +12,12 @@ Rules (both runtimes, ``rxllm.agents`` and ``rxllm.service``, go through :func:`
   (``ToolRuntime.loop``, captured by the runtime when the run is subscribed from a running
   loop), else rxllm's own tool loop (one daemon thread named ``rxllm-tool-loop``). Disposing the
   run cancels the task.
+* **Every outcome ends the call.** A tool that raises any exception, a ``BaseException`` such
+  as ``SystemExit`` (``argparse`` raises it on bad input) or ``GeneratorExit`` included, fails
+  its call with :class:`~rxllm.ToolError` (chaining the exception), which the model sees as an
+  error result. ``KeyboardInterrupt`` is the one exception that does not go back to the model:
+  it fails the *run* with a :class:`~rxllm.ToolError` (see ``rxllm._tools._calls``). Either
+  way nothing escapes onto a worker thread or the tool loop, so the run always terminates.
 * **A timeout** (``FunctionTool(..., timeout=)``, else the runtime's default) ends the call with
   :class:`~rxllm.ToolTimeoutError`; a synchronous function keeps running on its worker and its
   result is dropped, an ``async def`` one is cancelled.
@@ -122,7 +128,7 @@ def execute_tool(
                     inner.disposable = source.subscribe(
                         items.append, lambda error: finish(_as_tool_error(tool, error)), lambda: finish(items)
                     )
-            except Exception as exc:
+            except BaseException as exc:  # never onto the worker: the call must end (see the module docstring)
                 finish(_as_tool_error(tool, exc))
 
         if timeout is not None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from .._core.json_codec import without_lone_surrogates
 from .._core.types import Content, Part
 
 __all__ = ["json_problem", "jsonable", "safe_content", "safe_response"]
@@ -55,8 +56,11 @@ def safe_response(response: dict[str, Any]) -> dict[str, Any]:
 def safe_content(content: Content) -> Content:
     """``content`` with every function response and call argument JSON cannot carry replaced by an error.
 
+    A lone surrogate in any of its text is replaced by U+FFFD first (rxllm's one rule for text
+    UTF-8 cannot carry), so a session stored with one still builds a request.
     Returns ``content`` itself (no copy) when nothing needed replacing, which is the usual case.
     """
+    content = without_lone_surrogates(content)
     parts: list[Part] | None = None
     for index, part in enumerate(content.parts):
         replaced = part

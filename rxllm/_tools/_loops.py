@@ -102,6 +102,20 @@ def current_tool_loop() -> asyncio.AbstractEventLoop:
     return running_loop() or tool_loop()
 
 
+async def _contained(coroutine: Coroutine[Any, Any, T]) -> T:
+    """``coroutine``'s value; a ``BaseException`` it raises (``SystemExit``, ``KeyboardInterrupt``)
+    comes back as a :class:`~rxllm.ToolError` chaining it. asyncio re-raises those two out of
+    the loop's ``run_forever``, which would end the loop's thread and every task on it."""
+    try:
+        return await coroutine
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        raise
+    except BaseException as exc:
+        raise ToolError(f"a coroutine raised {type(exc).__name__}: {exc}") from exc
+
+
 def coroutine_observable(
     coroutine: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop | None = None
 ) -> reactivex.Observable[T]:
@@ -115,7 +129,7 @@ def coroutine_observable(
     def subscribe(observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None) -> Disposable:
         target = loop if loop is not None else current_tool_loop()
         try:
-            future: Future[T] = asyncio.run_coroutine_threadsafe(coroutine, target)
+            future: Future[T] = asyncio.run_coroutine_threadsafe(_contained(coroutine), target)
         except RuntimeError as exc:  # the loop is closed
             coroutine.close()
             observer.on_error(ToolError(f"cannot run a coroutine: its loop is unusable ({exc})"))

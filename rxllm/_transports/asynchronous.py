@@ -50,14 +50,20 @@ from .base import (
     TransportLimits,
     aclose_quietly,
     check_client,
+    check_header_values,
+    check_peer,
+    detached,
     expired_connections,
     headers_arrived,
     limit_of,
     log_request,
     pools_of,
+    redirect_target,
     request_headers,
     status_error_of,
+    stream_type_error,
     timeout_error,
+    transport_error,
     wrap_network_backends,
 )
 from .coalesce import ChunkCoalescer
@@ -87,10 +93,11 @@ class _CancellableAsyncStream(httpcore2.AsyncNetworkStream):
     so a reused keep-alive connection is covered too. Attaching to a scope already cancelled shuts
     the socket down at once: the next write fails instead of reaching the server."""
 
-    __slots__ = ("_coalescer", "_inner", "owner", "sock")
+    __slots__ = ("_coalescer", "_inner", "_peer_ok", "owner", "sock")
 
     def __init__(self, inner: httpcore2.AsyncNetworkStream) -> None:
         self._inner = inner
+        self._peer_ok: bool | None = None  # whether the peer may see a credential in clear (check_peer)
         self.sock: Any = inner.get_extra_info("socket")  # asyncio's TransportSocket
         self.owner: CancelScope | None = None  # the scope that used the socket last
         self._coalescer = ChunkCoalescer()  # a chunked body reaches h11 one chunk per read
@@ -111,6 +118,9 @@ class _CancellableAsyncStream(httpcore2.AsyncNetworkStream):
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self.attach()
+        scope = _attempt_scope.get()
+        if scope is not None and scope.loopback_only:  # a credential in clear: never to a peer off loopback
+            self._peer_ok = check_peer(self, scope, self._peer_ok)
         self._coalescer.sent(buffer)
         await self._inner.write(buffer, timeout)
 
@@ -123,6 +133,10 @@ class _CancellableAsyncStream(httpcore2.AsyncNetworkStream):
         return _CancellableAsyncStream(await self._inner.start_tls(ssl_context, server_hostname, timeout))
 
     def get_extra_info(self, info: str) -> Any:
+        # Bytes arrived after a complete response (see coalesce.py): httpcore takes a readable idle
+        # connection for one the server closed, and closes it instead of reusing it.
+        if info == "is_readable" and self._coalescer.smuggled:
+            return True
         return self._inner.get_extra_info(info)
 
 
@@ -505,6 +519,7 @@ class AsyncHttpTransport:
             try:
                 async with deadline:
                     exchange = sink.exchange()
+                    scope.loopback_only = exchange.loopback_only
                     provider = exchange.provider
                     response = await self._open_exchange(exchange, scope)
                     if not exchange.stream:
@@ -637,6 +652,7 @@ class AsyncHttpTransport:
         redactor = redactor or Redactor.of_request(request.url, request.headers)
         started = time.monotonic()
         try:
+            check_header_values(request, provider)
             http_request = client.build_request(request.method, request.url, content=request.body,
                                                 headers=request_headers(request),
                                                 extensions={"timeout": limits.request_timeouts()})
@@ -645,18 +661,21 @@ class AsyncHttpTransport:
             raise
         if scope is not None:  # this task and the send task it starts carry the attempt's scope
             _attempt_scope.set(scope)
+        failure: Exception | None = None
         try:
             # releases on failure
-            response = await _send_cancel_safely(client, http_request, release, scope)
+            response = await _send_cancel_safely(client, http_request, release, scope,
+                                                 redirects=(request, redactor, provider))
         except ERRORS.invalid_url as exc:
-            raise ConfigurationError(f"invalid URL {redactor.url(request.url)!r}: {exc}", provider=provider) from exc
+            failure = detached(ConfigurationError(f"invalid URL {redactor.url(request.url)!r}", provider=provider),
+                               exc, "invalid URL")
         except ERRORS.timeout as exc:
-            raise timeout_error(exc, limit_of(exc, headers=False, expired=False), limits, provider) from exc
+            failure = detached(timeout_error(exc, limit_of(exc, headers=False, expired=False), limits, provider),
+                               exc, redactor.redact(str(exc)))
         except ERRORS.http as exc:
-            raise TransportError(
-                redactor.redact(f"request to {redactor.url(request.url)} failed: {type(exc).__name__}: {exc}"),
-                provider=provider,
-            ) from exc
+            failure = transport_error(exc, request, redactor, provider)
+        if failure is not None:  # raised here, not in the handler: the library's error is not its context
+            raise failure
         headers_arrived(http_request, limits)
         log_request(request, redactor, response.status_code, started, stream, attempt)
         opened = AsyncHttpResponse(response, release, limits=limits, stream=stream, provider=provider)
@@ -665,6 +684,9 @@ class AsyncHttpTransport:
                 raise await _async_status_error(response, provider, redactor)
             finally:
                 await opened.aclose()
+        if stream and (page := stream_type_error(response, request, redactor, provider)) is not None:
+            await opened.aclose()
+            raise page
         return opened
 
     def _detach(self) -> tuple[asyncio.AbstractEventLoop | None, threading.Thread | None, list[Any],
@@ -825,6 +847,7 @@ async def _send_cancel_safely(
     request: httpx2.Request,
     release: Callable[[], None],
     scope: CancelScope | None = None,
+    redirects: tuple[HttpRequest, Redactor, str] | None = None,
 ) -> httpx2.Response:
     """``client.send(request, stream=True)``, which a cancellation can never make leak a pool slot.
 
@@ -844,7 +867,10 @@ async def _send_cancel_safely(
     * in between (connecting): by cancelling the task.
 
     A response that arrives anyway is closed. ``release`` is called when the exchange failed or,
-    when cancelled, once the abandoned send is over (on success the caller owns it).
+    when cancelled, once the abandoned send is over (on success the caller owns it). With
+    ``redirects`` (the request as rxllm built it, its redactor, the provider), a client that follows
+    redirects has them followed hop by hop here, each made safe by
+    :func:`~rxllm._transports.base.redirect_target`.
     """
     state = {"started": False, "cancel": False, "stopped": False}
 
@@ -856,7 +882,7 @@ async def _send_cancel_safely(
             raise asyncio.CancelledError
 
     request.extensions["trace"] = trace
-    task = asyncio.ensure_future(client.send(request, stream=True))
+    task = asyncio.ensure_future(_send_following(client, request, redirects))
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
@@ -871,6 +897,25 @@ async def _send_cancel_safely(
     except BaseException:
         release()
         raise
+
+
+async def _send_following(client: Any, request: httpx2.Request,
+                          redirects: tuple[HttpRequest, Redactor, str] | None) -> Any:
+    response = await client.send(request, stream=True, follow_redirects=False)
+    if redirects is None or not getattr(client, "follow_redirects", False):
+        return response
+    sent, redactor, provider = redirects
+    hops = 0
+    while True:
+        try:
+            target = redirect_target(response, sent, redactor, hops, client.max_redirects, provider)
+        finally:
+            if response.next_request is not None:
+                await aclose_quietly(response.aclose, "a redirect response")
+        if target is None:
+            return response
+        hops += 1
+        response = await client.send(target, stream=True, follow_redirects=False)
 
 
 _closing: set[asyncio.Future[None]] = set()  # closes running in the background, referenced until done

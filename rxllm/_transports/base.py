@@ -22,16 +22,25 @@ import email.utils
 import json
 import logging
 import socket
+import ssl
 import threading
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from reactivex import abc as rx_abc
 
-from .._core.errors import ConfigurationError, HttpStatusError, RxLlmError, StreamTimeoutError
-from .._core.redact import Redactor, redact_headers, redact_url
+from .._core.errors import (
+    ConfigurationError,
+    HttpStatusError,
+    ProtocolError,
+    RxLlmError,
+    StreamTimeoutError,
+    TransportError,
+)
+from .._core.redact import Redactor, is_secret_name, redact_headers, redact_url, secure_destination
 
 if TYPE_CHECKING:
     import httpx2
@@ -56,17 +65,23 @@ __all__ = [
     "TransportLimits",
     "aclose_quietly",
     "check_client",
+    "check_header_values",
+    "check_peer",
     "close_quietly",
     "current_scope",
+    "detached",
     "expired_connections",
     "headers_arrived",
     "limit_of",
     "log_request",
     "pools_of",
+    "redirect_target",
     "request_headers",
     "status_error_of",
+    "stream_type_error",
     "thread_scope",
     "timeout_error",
+    "transport_error",
     "wrap_network_backends",
 ]
 
@@ -120,6 +135,9 @@ class Exchange:
         attempt: the attempt's number within its call (the DEBUG line shows it).
         context: entered around sending the request and waiting for its headers (a telemetry
             span made current, so an HTTP client instrumentation nests its span under it).
+        loopback_only: the request carries a credential over plain ``http://`` (to a loopback
+            ``base_url``): the transport refuses to write it on a connection whose peer is not
+            loopback (a plain-http proxy elsewhere), by :func:`~rxllm._core.redact.secure_destination`.
     """
 
     request: HttpRequest
@@ -128,6 +146,7 @@ class Exchange:
     provider: str
     attempt: int = 1
     context: Callable[[], contextlib.AbstractContextManager[None]] | None = None
+    loopback_only: bool = False
 
 
 class AttemptSink(Protocol):
@@ -229,7 +248,7 @@ class CancelScope:
     ``active`` and nothing more is delivered.
     """
 
-    __slots__ = ("_closed", "_finished", "_shut", "_streams", "attached", "cancelled", "deadline")
+    __slots__ = ("_closed", "_finished", "_shut", "_streams", "attached", "cancelled", "deadline", "loopback_only")
 
     def __init__(self) -> None:
         self._streams: list[Any] = []  # the wrapped network streams attached (each has .sock, .owner)
@@ -239,6 +258,7 @@ class CancelScope:
         self.attached: bool = False  # a socket was attached at some point (then cancel() has shut it down)
         self.cancelled: bool = False
         self.deadline: float | None = None  # time.monotonic() when the attempt's total_timeout fires
+        self.loopback_only: bool = False  # the attempt's credential may only go to a loopback peer (Exchange)
 
     def remaining(self) -> float | None:
         """Seconds left before :attr:`deadline` (``None`` without one; may be negative)."""
@@ -465,6 +485,163 @@ class ErrorBody:
 
 
 
+def check_header_values(request: HttpRequest, provider: str) -> None:
+    """Refuse, before anything is sent, a header value no HTTP header can carry (a line break, a
+    control character, a character outside ASCII: a key read from a file with its newline, a
+    typographic quote pasted from a web page). The message names the header, never its value (the
+    HTTP library's own error would quote it, key and all).
+
+    Raises:
+        ConfigurationError: a header value holds such a character.
+    """
+    for name, value in request.headers.items():
+        if not value.isascii() or not value.isprintable():
+            what = "a credential" if is_secret_name(name) else "a value"
+            raise ConfigurationError(
+                f"the {name!r} header holds {what} with a character no HTTP header can carry (a line break, "
+                "a control or a non-ASCII character): check the key or value you configured (it is not shown)",
+                provider=provider,
+            )
+
+
+def check_peer(stream: Any, scope: CancelScope | None, cached: bool | None) -> bool:
+    """Whether a network stream may carry the credential of ``scope``'s attempt (see
+    :attr:`Exchange.loopback_only`): over TLS, or to a loopback peer address, as
+    :func:`~rxllm._core.redact.secure_destination` decides. ``cached`` is the stream's earlier
+    verdict (its peer does not change); returns the verdict.
+
+    Raises:
+        ConfigurationError: the scope's attempt sends a credential in clear and the peer is not
+            loopback (a plain-http proxy elsewhere).
+    """
+    if scope is None or not scope.loopback_only:
+        return True if cached is None else cached
+    if cached is None:
+        cached = _secure_peer(stream)
+    if not cached:
+        raise ConfigurationError(
+            "refusing to send a credential over plain HTTP through a proxy (or peer) that is not on loopback: "
+            "use https, exclude the host with NO_PROXY, or pass allow_insecure_key=True"
+        )
+    return cached
+
+
+def _secure_peer(stream: Any) -> bool:
+    if stream.get_extra_info("ssl_object") is not None:
+        return True
+    sock = stream.get_extra_info("socket")
+    if sock is None:
+        return False
+    if getattr(sock, "family", None) == getattr(socket, "AF_UNIX", None):
+        return True
+    try:
+        host = sock.getpeername()[0]
+    except (OSError, IndexError, TypeError):
+        return False
+    return secure_destination(f"http://[{host}]/" if ":" in str(host) else f"http://{host}/")
+
+
+def redirect_target(response: Any, sent: HttpRequest, redactor: Redactor, hops: int, max_redirects: int,
+                    provider: str) -> Any:
+    """The next request of a redirect that a user's client follows (``follow_redirects=True``), made
+    safe to send, or ``None`` when ``response`` is not one to follow.
+
+    Credentials stay with their origin: on a redirect to another origin (scheme, host or port), every
+    credential header rxllm set (a name that looks like one, or whose value is one of the request's
+    secrets: ``authorization``, ``x-api-key``, ``x-goog-api-key``, ``api-key``...) and every
+    credential in the URL's query is removed; a redirect from ``https`` to plain ``http`` is refused,
+    and so is the ``max_redirects``-th hop (a loop). Neither is retried. The request is the one the
+    HTTP library built for the redirect (``response.next_request``: method, body and cookies as it
+    rules).
+
+    Raises:
+        TransportError: a downgrade to plain http, or too many redirects (``retryable`` false).
+    """
+    target = response.next_request
+    if target is None:
+        return None
+    if hops >= max_redirects:
+        error = TransportError(f"more than {max_redirects} redirects (the client's max_redirects) from "
+                               f"{redactor.url(sent.url)}", provider=provider)
+        error.retryable = False
+        raise error
+    first = urllib.parse.urlsplit(sent.url)
+    url = target.url
+    if first.scheme.lower() == "https" and url.scheme != "https":
+        error = TransportError(f"refusing a redirect from https to plain {url.scheme}: "
+                               f"{redactor.url(str(url))}", provider=provider)
+        error.retryable = False
+        raise error
+    first_port = first.port or (443 if first.scheme.lower() == "https" else 80)
+    if (url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80)) != (
+        first.scheme.lower(), (first.hostname or "").lower(), first_port
+    ):
+        for name in [n for n, v in sent.headers.items() if is_secret_name(n) or redactor.redact(v) != v]:
+            target.headers.pop(name, None)
+        for name, value in list(url.params.multi_items()):
+            if is_secret_name(name) or redactor.redact(value) != value:
+                url = url.copy_remove_param(name)
+        target.url = url
+    return target
+
+
+def transport_error(exc: Exception, request: HttpRequest, redactor: Redactor, provider: str) -> TransportError:
+    """The :class:`~rxllm.TransportError` of an HTTP library error ``exc`` while sending ``request``.
+
+    Its message has the request's secrets cut out and never quotes a header value (a protocol error
+    about the request's own headers says only which kind it was). A failure that a retry cannot mend
+    is not retryable: a certificate that does not verify, a request the library refuses to send
+    (an illegal header), response headers too large. The error it is chained to (``__cause__``) is
+    a bare copy of ``exc``, of the same type and with the same redacted message, that holds neither
+    the request (its headers, credentials included) nor a traceback.
+    """
+    from .stack import ERRORS
+
+    if isinstance(exc, ERRORS.local_protocol):
+        detail = f"{type(exc).__name__}: the HTTP library refused to send the request (a header or the URL)"
+        retryable = False
+    else:
+        detail = redactor.redact(f"{type(exc).__name__}: {exc}")
+        retryable = not _permanent(exc)
+    error = TransportError(f"request to {redactor.url(request.url)} failed: {detail}", provider=provider)
+    error.retryable = retryable
+    return detached(error, exc, detail.partition(": ")[2])
+
+
+_E = TypeVar("_E", bound=BaseException)
+
+
+def detached(error: _E, exc: BaseException, message: str | None = None) -> _E:
+    """``error`` chained to a bare copy of the HTTP library's ``exc`` (same type, ``message`` or its
+    own message with the request's secrets already cut out by the caller): the copy holds no request
+    (whose headers hold the credentials), no traceback and no chain of its own. Raise ``error``
+    outside the ``except`` block that caught ``exc``, so ``exc`` is not its ``__context__`` either."""
+    text = str(exc) if message is None else message
+    try:
+        cause: BaseException = type(exc)(text)
+    except Exception:
+        cause = RuntimeError(f"{type(exc).__name__}: {text}")
+    cause.__cause__ = cause.__context__ = None
+    cause.__suppress_context__ = True
+    error.__cause__ = cause
+    return error
+
+
+def _permanent(exc: BaseException) -> bool:
+    """Whether an error (or one it chains to) is one a retry cannot mend."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ssl.SSLCertVerificationError):
+            return True
+        text = str(current).lower()
+        if "certificate verify failed" in text or "receive buffer too long" in text or "too large" in text:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def request_headers(request: HttpRequest) -> dict[str, str]:
     """The request's headers, asking only for encodings rxllm decodes (unless the caller chose)."""
     from .decoding import ACCEPT_ENCODING
@@ -487,7 +664,7 @@ def log_request(
 
 
 def status_error_of(
-    response: httpx2.Response, body: bytes, provider: str, redactor: Redactor | None = None
+    response: httpx2.Response, body: bytes, provider: str | None, redactor: Redactor | None = None
 ) -> HttpStatusError:
     """The :class:`HttpStatusError` of ``response`` and its (bounded) ``body``: the provider's message
     with every secret of the request cut out (providers echo a wrong key back)."""
@@ -502,6 +679,20 @@ def status_error_of(
         retry_after=_retry_after(response.headers),
         provider=provider,
     )
+
+
+_PAGE_TYPES = ("text/html", "application/xhtml+xml")
+
+
+def stream_type_error(response: Any, request: HttpRequest, redactor: Redactor, provider: str) -> ProtocolError | None:
+    """The error of a streamed request answered 2xx with a web page (a wrong ``base_url``: a
+    gateway's or a login page): "expected text/event-stream, got text/html from URL", not retried;
+    ``None`` for any other content type (servers differ in what they call an event stream)."""
+    kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if kind not in _PAGE_TYPES:
+        return None
+    return ProtocolError(f"expected text/event-stream, got {kind} from {redactor.url(request.url)} "
+                         "(is base_url right?)", provider=provider)
 
 
 def _error_message(body: bytes) -> str | None:

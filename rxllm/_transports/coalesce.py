@@ -16,6 +16,19 @@ connection whose head says ``Transfer-Encoding: chunked`` (one such header, no `
 status 200-599 except 204 and 304. Anything else (other methods, ``HEAD``, HTTP/2's preface, an
 upgrade, a head h11 might read differently) passes through untouched until the next request.
 
+It also guards the connection against response smuggling. HTTP/1.1 frames a response by its
+``Content-Length`` or its chunked terminator; bytes that arrive once the response is complete and
+before the next request is written (past the ``Content-Length``, after the terminating chunk and
+its trailers, or a whole unsolicited response) would be read by h11 as the answer to the *next*
+request sent on that connection: a proxy or a compromised upstream could answer someone else's
+call. The coalescer watches the framing of every HTTP/1.1 response with a ``Content-Length``, of
+every chunked response to a ``POST`` and of every response without a body, and sets
+:attr:`ChunkCoalescer.smuggled` for good when such bytes arrive; the network streams then report
+the connection readable while idle (``get_extra_info("is_readable")``), which is what httpcore
+takes for a connection the server closed: the pool closes it and never hands it out again. Bytes
+that arrive on an idle connection after the response was read are covered by the same probe
+(the socket itself is readable then).
+
 Pure: fed the bytes written (:meth:`sent`) and read (:meth:`received`); no I/O.
 """
 
@@ -40,17 +53,23 @@ _SIZE = 2  # a chunk-size line is expected
 _DATA = 3  # inside a chunk's data
 _CRLF = 4  # the CRLF after a chunk's data is expected
 _NEVER = 5  # not an HTTP/1.1 connection (HTTP/2, a tunnel): pass everything through, for good
+_LENGTH = 6  # inside a Content-Length body (passed through, counted)
+_TRAILER = 7  # after the terminating chunk: the trailers and their blank line are expected
+_DONE = 8  # the response is complete: any byte before the next request is smuggled
 
 
 class ChunkCoalescer:
     """Re-frames a connection's chunked response bodies, one chunk per read (see the module docstring)."""
 
-    __slots__ = ("_carry", "_left", "_open", "_post", "_reading", "_state")
+    __slots__ = ("_bodiless", "_carry", "_left", "_open", "_post", "_reading", "_state", "_tail", "smuggled")
 
     def __init__(self) -> None:
         self._state = _PASS
         self._reading = True  # a read happened since the last request began: the next write starts one
         self._post = False  # the request being answered is a POST
+        self._bodiless = False  # the request being answered is a HEAD (its response has no body)
+        self._tail = b""  # the trailer section read so far (state _TRAILER)
+        self.smuggled = False  # bytes arrived after a complete response: never reuse this connection
         self._carry = b""  # bytes of a head, a chunk-size line or a chunk's CRLF not complete yet
         self._left = 0  # bytes of the current chunk's data still to come
         self._open = False  # a re-framed chunk went out without its closing CRLF
@@ -65,6 +84,7 @@ class ChunkCoalescer:
             self._state = _NEVER  # HTTP/2's preface, or not a request line at all
             return
         self._post = data.startswith(b"POST ")
+        self._bodiless = data.startswith(b"HEAD ")
         self._state = _HEAD
         self._carry = b""
         self._open = False
@@ -90,7 +110,42 @@ class ChunkCoalescer:
             return data
         elif state == _HEAD:
             return self._head(data)
+        elif state == _LENGTH:
+            self._length(data, 0)
+            return data
+        elif state == _TRAILER:
+            self._trailer(data, 0)
+            return data
+        elif state == _DONE:
+            self.smuggled = True
+            return data
         return self._body(data, 0, b"")
+
+    def _length(self, data: bytes, at: int) -> None:
+        """Count a Content-Length body's bytes from ``at``; what comes after its end is smuggled."""
+        size = len(data) - at
+        if size < self._left:
+            self._left -= size
+            return
+        if size > self._left:
+            self.smuggled = True
+        self._left = 0
+        self._state = _DONE
+
+    def _trailer(self, data: bytes, at: int) -> None:
+        """Look for the blank line that ends the trailers (h11's rule: ``\n\r?\n``, the chunk-size
+        line's own line break counting as the first ``\n``); what comes after it is smuggled."""
+        tail = self._tail + data[at:]
+        match = _HEAD_END.search(b"\n" + tail)
+        if match is None:
+            self._tail = tail
+            if len(tail) > _MAX_HEAD:  # h11 rejects it
+                self._state, self._tail = _PASS, b""
+            return
+        self._tail = b""
+        self._state = _DONE
+        if match.end() - 1 < len(tail):
+            self.smuggled = True
 
     def _head(self, data: bytes) -> bytes:
         head = self._carry + data
@@ -103,30 +158,37 @@ class ChunkCoalescer:
             return data
         self._carry = b""
         end = match.end()
-        status = self._reframes(head[: match.start() + 1])
-        if status is None:
+        framing = self._framing(head[: match.start() + 1])
+        if framing is None:
             self._state = _PASS
             return data
+        status, length = framing
         start = end - (len(head) - len(data))  # where what follows the head begins in ``data``
         if status < 200:  # 100 Continue and the like: the real head follows
             return data[:start] + self._head(data[start:]) if start < len(data) else data
+        if length is not None:  # a Content-Length body, or none at all: passed through, counted
+            self._state, self._left = _LENGTH, length
+            self._length(data, start)
+            return data
         self._state = _SIZE
         return self._body(data, start, data[:start]) if start < len(data) else data
 
-    def _reframes(self, head: bytes) -> int | None:
-        """The status of a head whose body is re-framed (1xx: another head follows); else ``None``."""
-        if not self._post:
-            return None
+    def _framing(self, head: bytes) -> tuple[int, int | None] | None:
+        """How a response head frames its body: ``(status, None)`` for a chunked body that is
+        re-framed, ``(status, length)`` for a body of ``length`` bytes (0: none), ``(status, None)``
+        for a 1xx head (another head follows); ``None`` for a head left to h11 alone (another
+        request than a ``POST`` with a chunked body, a close-delimited body, an upgrade, a head h11
+        might read differently)."""
         lines = head.split(b"\n")
         status = _STATUS_LINE.fullmatch(lines[0])
         if status is None:
             return None
         code = int(status[1])
         if code < 200:
-            return None if code == 101 else code
-        if code in (204, 304):
-            return None
+            return None if code == 101 else (code, None)
+        bodiless = self._bodiless or code in (204, 304)
         chunked = 0
+        lengths: list[bytes] = []
         for line in lines[1:]:
             if not line or line == b"\r":
                 continue
@@ -137,12 +199,18 @@ class ChunkCoalescer:
                 return None
             name = name.lower()
             if name == b"content-length":
-                return None
-            if name == b"transfer-encoding":
+                lengths.append(value.strip())
+            elif name == b"transfer-encoding":
                 if value.strip().lower() != b"chunked":
                     return None
                 chunked += 1
-        return code if chunked == 1 else None
+        if bodiless:
+            return code, 0
+        if lengths:
+            if chunked or len(lengths) != 1 or not lengths[0].isdigit() or len(lengths[0]) > 20:
+                return None  # h11 rejects it, or reads it its own way
+            return code, int(lengths[0])
+        return (code, None) if chunked == 1 and self._post else None
 
     def _body(self, data: bytes, at: int, out: bytes) -> bytes:
         """Walk the chunks of ``data`` from ``at``; their payload goes out as one chunk after ``out``
@@ -159,6 +227,7 @@ class ChunkCoalescer:
         payload: list[bytes] = []
         state, left, size = self._state, self._left, len(data)
         raw_from = -1  # where the bytes to pass through as they came begin
+        terminated = -1  # where the trailers begin, after a terminating chunk
         while at < size:
             if state == _DATA:
                 end = at + left
@@ -192,6 +261,7 @@ class ChunkCoalescer:
                 chunk = int(header[1], 16) if header is not None else 0
                 if chunk == 0:  # the terminating chunk (h11 reads the trailers), or a header h11 rejects
                     raw_from = at
+                    terminated = line_end + 2 if header is not None else -1
                     break
                 at, left, state = line_end + 2, chunk, _DATA
         if payload:
@@ -205,4 +275,7 @@ class ChunkCoalescer:
             out += data[raw_from:]
             state, self._carry, self._open = _PASS, b"", False
         self._state, self._left = state, left
+        if terminated >= 0:
+            self._state, self._tail = _TRAILER, b""
+            self._trailer(data, terminated)
         return out

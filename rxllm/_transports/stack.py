@@ -62,6 +62,7 @@ class _Errors:
         self._pool_timeout: tuple[type[Exception], ...] = ()
         self._connect_timeout: tuple[type[Exception], ...] = ()
         self._write_timeout: tuple[type[Exception], ...] = ()
+        self._local_protocol: tuple[type[Exception], ...] = ()
         # What closing a response, a body or a connection may raise once its socket was shut down or
         # the peer went away (httpx does not map httpcore's errors raised while closing a stream).
         self._close: tuple[type[Exception], ...] = (OSError, RxLlmError)
@@ -76,6 +77,7 @@ class _Errors:
         self._pool_timeout += (httpx.PoolTimeout,)
         self._connect_timeout += (httpx.ConnectTimeout,)
         self._write_timeout += (httpx.WriteTimeout,)
+        self._local_protocol += (httpx.LocalProtocolError,)
         self._close += (httpx.HTTPError, httpx.StreamError, httpcore.NetworkError, httpcore.ProtocolError,
                         httpcore.TimeoutException)
         if stack is not HTTPX2:
@@ -122,6 +124,11 @@ class _Errors:
     def write_timeout(self) -> tuple[type[Exception], ...]:
         self._complete()
         return self._write_timeout
+
+    @property
+    def local_protocol(self) -> tuple[type[Exception], ...]:
+        self._complete()
+        return self._local_protocol
 
     @property
     def close(self) -> tuple[type[Exception], ...]:

@@ -60,17 +60,23 @@ from .base import (
     HttpRequest,
     TransportLimits,
     check_client,
+    check_header_values,
+    check_peer,
     close_quietly,
     current_scope,
+    detached,
     expired_connections,
     headers_arrived,
     limit_of,
     log_request,
     pools_of,
+    redirect_target,
     request_headers,
     status_error_of,
+    stream_type_error,
     thread_scope,
     timeout_error,
+    transport_error,
     wrap_network_backends,
 )
 from .coalesce import ChunkCoalescer
@@ -99,10 +105,11 @@ class _CancellableStream(httpcore2.NetworkStream):
     clamped to the scope's deadline, and a chunked response body reaches h11 one chunk per read
     (:class:`~rxllm._transports.coalesce.ChunkCoalescer`)."""
 
-    __slots__ = ("_coalescer", "_core", "_inner", "owner", "sock")
+    __slots__ = ("_coalescer", "_core", "_inner", "_peer_ok", "owner", "sock")
 
     def __init__(self, inner: httpcore2.NetworkStream) -> None:
         self._inner = inner
+        self._peer_ok: bool | None = None  # whether the peer may see a credential in clear (check_peer)
         self._core = core_of(inner)  # the pool's httpcore: its timeouts are the ones the pool maps
         self.sock: socket.socket | None = inner.get_extra_info("socket")
         self.owner: CancelScope | None = None  # the scope that used the socket last
@@ -138,8 +145,11 @@ class _CancellableStream(httpcore2.NetworkStream):
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         scope = self._attach()
-        if scope is not None and scope.deadline is not None:
-            timeout = _clamp(timeout, scope, self._core.WriteTimeout)
+        if scope is not None:
+            if scope.loopback_only:  # a credential in clear: never to a peer off loopback
+                self._peer_ok = check_peer(self, scope, self._peer_ok)
+            if scope.deadline is not None:
+                timeout = _clamp(timeout, scope, self._core.WriteTimeout)
         self._coalescer.sent(buffer)
         self._inner.write(buffer, timeout)
 
@@ -152,6 +162,10 @@ class _CancellableStream(httpcore2.NetworkStream):
         return _CancellableStream(self._inner.start_tls(ssl_context, server_hostname, timeout))
 
     def get_extra_info(self, info: str) -> Any:
+        # Bytes arrived after a complete response (see coalesce.py): httpcore takes a readable idle
+        # connection for one the server closed, and closes it instead of reusing it.
+        if info == "is_readable" and self._coalescer.smuggled:
+            return True
         return self._inner.get_extra_info(info)
 
 
@@ -496,25 +510,27 @@ class HttpTransport:
         """
         limits = self.limits
         redactor = redactor or Redactor.of_request(request.url, request.headers)
+        check_header_values(request, provider)
         scope = current_scope()
         if scope is not None and limits.total_timeout is not None:
             scope.deadline = time.monotonic() + limits.total_timeout
         started = time.monotonic()
+        failure: Exception | None = None
         try:
             http_request = self._client.build_request(request.method, request.url, content=request.body,
                                                       headers=request_headers(request),
                                                       extensions={"timeout": limits.request_timeouts()})
-            response = self._client.send(http_request, stream=True)
+            response = self._send(http_request, request, redactor, provider)
         except ERRORS.invalid_url as exc:
-            raise ConfigurationError(f"invalid URL {redactor.url(request.url)!r}: {exc}", provider=provider) from exc
+            failure = detached(ConfigurationError(f"invalid URL {redactor.url(request.url)!r}", provider=provider),
+                               exc, "invalid URL")
         except ERRORS.timeout as exc:
             limit = limit_of(exc, headers=False, expired=scope is not None and scope.expired())
-            raise timeout_error(exc, limit, limits, provider) from exc
+            failure = detached(timeout_error(exc, limit, limits, provider), exc, redactor.redact(str(exc)))
         except ERRORS.http as exc:
-            raise TransportError(
-                redactor.redact(f"request to {redactor.url(request.url)} failed: {type(exc).__name__}: {exc}"),
-                provider=provider,
-            ) from exc
+            failure = transport_error(exc, request, redactor, provider)
+        if failure is not None:  # raised here, not in the handler: the library's error is not its context
+            raise failure
         headers_arrived(http_request, limits)
         log_request(request, redactor, response.status_code, started, stream, attempt)
         if response.status_code >= 300:
@@ -522,7 +538,29 @@ class HttpTransport:
                 raise _status_error(response, provider, redactor)
             finally:
                 response.close()
+        if stream and (page := stream_type_error(response, request, redactor, provider)) is not None:
+            response.close()
+            raise page
         return HttpResponse(response, limits=limits, stream=stream, provider=provider, scope=scope)
+
+    def _send(self, http_request: Any, request: HttpRequest, redactor: Redactor, provider: str) -> Any:
+        """Send, following redirects only where the client says so (a user's ``follow_redirects=True``),
+        hop by hop, each made safe by :func:`~rxllm._transports.base.redirect_target`."""
+        client = self._client
+        response = client.send(http_request, stream=True, follow_redirects=False)
+        if not getattr(client, "follow_redirects", False):
+            return response
+        hops = 0
+        while True:
+            try:
+                target = redirect_target(response, request, redactor, hops, client.max_redirects, provider)
+            finally:
+                if response.next_request is not None:
+                    response.close()
+            if target is None:
+                return response
+            hops += 1
+            response = client.send(target, stream=True, follow_redirects=False)
 
     @property
     def timer_scheduler(self) -> rx_abc.SchedulerBase | None:
@@ -567,6 +605,7 @@ class HttpTransport:
             response: HttpResponse | None = None
             try:
                 exchange = sink.exchange()
+                scope.loopback_only = exchange.loopback_only
                 response = self._open_exchange(exchange)
                 if not exchange.stream:
                     sink.on_whole(response.read())

@@ -49,6 +49,8 @@ from .._tools import (
     ToolContext,
     ToolLike,
 )
+from .._tools._examples import BaseExampleProvider, Example, ExampleTool, build_example_si
+from .._tools._exit_loop import exit_loop
 from .._tools._long_running import LongRunningFunctionTool
 from .._tools._mcp import McpToolset, SseServerParameters, StdioServerParameters, StreamableHttpServerParameters
 from .._tools._services import MemoryEntry, SearchMemoryResponse
@@ -68,6 +70,7 @@ from ._flows.flow_agent import (
 )
 from ._flows.instructions import InstructionProvider
 from ._invocation.base import AgentCallback, BaseAgent, BasePlugin, InvocationContext
+from ._invocation.live_request_queue import LiveRequest, LiveRequestQueue
 from ._invocation.run_config import RunConfig, StreamingMode
 from ._memory.service import BaseMemoryService, InMemoryMemoryService
 from ._memory.tools import LoadMemoryTool, load_memory
@@ -93,6 +96,7 @@ __all__ = [
     "BaseAgent",
     "BaseArtifactService",
     "BaseEventSummarizer",
+    "BaseExampleProvider",
     "BaseMemoryService",
     "BasePlugin",
     "BaseSessionService",
@@ -105,6 +109,8 @@ __all__ = [
     "EventActions",
     "EventCompaction",
     "EventsCompactionConfig",
+    "Example",
+    "ExampleTool",
     "FileArtifactService",
     "FunctionTool",
     "GetSessionConfig",
@@ -115,6 +121,8 @@ __all__ = [
     "IncludeContents",
     "InstructionProvider",
     "InvocationContext",
+    "LiveRequest",
+    "LiveRequestQueue",
     "LlmAgent",
     "LlmEventSummarizer",
     "LlmFactory",
@@ -146,6 +154,8 @@ __all__ = [
     "ToolConfirmation",
     "ToolContext",
     "ToolLike",
+    "build_example_si",
+    "exit_loop",
     "load_memory",
 ]
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from .._core.version import __version__
 from ._chat import CHAT_PROVIDERS, run_chat
 from ._demo import PROVIDERS, run_demo
+from ._live import LIVE_PROVIDERS, run_live
 from ._mcp_serve import run_mcp_serve
 from ._replay import REPLAY_PROTOCOLS, run_replay
 from ._sessions import CHAT_APP, default_user, run_sessions
@@ -58,6 +59,13 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--session-id", metavar="ID", default="default",
                       help="which conversation of the store (default: default)")
     chat.add_argument("--user", metavar="ID", help="the user the session belongs to (default: your login name)")
+    live = commands.add_parser("live", help="a live (BIDI) session: text in, text and transcript out "
+                                            "(an embedded stub by default)")
+    live.add_argument("--provider", choices=LIVE_PROVIDERS, required=True, help="the live protocol to speak")
+    live.add_argument("--model", help="the model name (default: gemini-live-2.5-flash or gpt-realtime)")
+    live.add_argument("--base-url", metavar="URL", help="a real endpoint (default: an embedded loopback stub)")
+    live.add_argument("--api-key-env", metavar="NAME", help="the environment variable holding the key for --base-url")
+    live.add_argument("--audio-in", metavar="FILE.wav", help="stream a 16-bit mono PCM WAV file in 20 ms frames")
     sessions = commands.add_parser("sessions", help="list, show or delete the sessions in a session store")
     sessions.add_argument("action", choices=("list", "show", "delete"))
     sessions.add_argument("session_id", nargs="?", metavar="ID", help="the session (show, delete)")
@@ -115,6 +123,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         api_key_env=args.api_key_env, system=args.system,
                         out=out, err=sys.stderr, style=style,
                         session_store=args.session, session_id=args.session_id, user_id=args.user or default_user())
+    if args.command == "live":
+        return run_live(provider=args.provider, model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
+                        audio_in=args.audio_in, stdin=sys.stdin, out=out, err=sys.stderr, style=style)
     if args.command == "sessions":
         if args.action != "list" and not args.session_id:
             print(f"rxllm sessions {args.action}: which session? (rxllm sessions {args.action} ID --store URL)",

@@ -29,6 +29,7 @@ import reactivex
 from reactivex import abc as rx_abc
 
 from .._core.errors import ConfigurationError, HttpStatusError, RxLlmError, TransportError
+from .._core.redact import redact_secrets
 from .._core.types import Content, GenerateContentConfig, LlmRequest, LlmResponse, Part
 from .._models.base_llm import BaseLlm
 from ..providers.anthropic import DEFAULT_BASE_URL as ANTHROPIC_URL
@@ -85,11 +86,15 @@ def _configuration_message(provider: str, error: ConfigurationError) -> str:
     if names and not any(os.environ.get(name) for name in names):
         return (f"rxllm chat: no API key for {provider}: set {' or '.join(names)} "
                 "(or pass --base-url for a local OpenAI-compatible server)")
-    return f"rxllm chat: {error.message}"
+    return redact_secrets(f"rxllm chat: {error.message}")
 
 
 def error_line(error: BaseException, provider: str) -> str:
-    """One line describing why an answer failed (no traceback, never a key)."""
+    """One line describing why an answer failed (no traceback, never a key: see ``rxllm._core.redact``)."""
+    return redact_secrets(_error_line(error, provider))
+
+
+def _error_line(error: BaseException, provider: str) -> str:
     if isinstance(error, HttpStatusError):
         hint = ""
         if error.status_code in (401, 403):
@@ -273,7 +278,8 @@ class _Chat:
             out.write(error_line(error, self._provider) + "\n")
         elif final.error_code or final.error_message:
             code = f"{final.error_code}: " if final.error_code else ""
-            out.write(f"error: the provider stopped the answer: {code}{final.error_message or ''}\n")
+            stopped = f"error: the provider stopped the answer: {code}{final.error_message or ''}"
+            out.write(redact_secrets(stopped) + "\n")
         elif final.content is None or not final.content.parts:
             out.write(style.dim("(empty answer)") + "\n")
         else:
@@ -285,7 +291,8 @@ class _Chat:
                 try:
                     self._store.record(question, answer_content, author=self._llm.model)
                 except RxLlmError as exc:
-                    out.write(f"error: the exchange was not saved to the session store: {exc.message}\n")
+                    unsaved = f"error: the exchange was not saved to the session store: {exc.message}"
+                    out.write(redact_secrets(unsaved) + "\n")
         out.flush()
 
 
@@ -346,7 +353,7 @@ def run_chat(
         except RxLlmError as exc:
             if service is not None:
                 close_store(service)
-            err.write(f"rxllm chat: cannot use the session store: {exc.message}\n")
+            err.write(redact_secrets(f"rxllm chat: cannot use the session store: {exc.message}\n"))
             err.flush()
             return 2
     if thinking is None:

@@ -250,7 +250,7 @@ class AnthropicChunkParser:
         content = message.get("content")
         if not isinstance(content, list):
             raise _wire.wrong("response body.content", "an array", content)
-        usage_obj = _wire.optional_object_at(message, "usage", "response body")
+        usage_obj = _wire.usage_object_at(message, "usage", "response body")
         chunks = [
             Chunk(
                 model_version=_wire.optional_string_at(message, "model", "response body"),
@@ -291,7 +291,7 @@ class AnthropicChunkParser:
 
     def _message_start(self, payload: dict[str, object]) -> Chunk:
         message = _wire.object_at(payload, "message", "message_start")
-        usage = _wire.optional_object_at(message, "usage", "message_start.message")
+        usage = _wire.usage_object_at(message, "usage", "message_start.message")
         self._usage = dict(usage) if usage is not None else {}
         return Chunk(
             usage=map_anthropic_usage(self._usage),
@@ -302,7 +302,7 @@ class AnthropicChunkParser:
     def _message_delta(self, payload: dict[str, object]) -> Chunk:
         delta = _wire.object_at(payload, "delta", "message_delta")
         stop_reason = _wire.optional_string_at(delta, "stop_reason", "message_delta.delta")
-        usage = _wire.optional_object_at(payload, "usage", "message_delta")
+        usage = _wire.usage_object_at(payload, "usage", "message_delta")
         if usage is not None:
             self._usage.update(usage)
         return _finish_chunk(stop_reason, map_anthropic_usage(self._usage) if usage is not None else None)

@@ -387,7 +387,7 @@ def _signature(value: object) -> bytes | None:
 
 
 def _usage(payload: dict[str, Any]) -> UsageMetadata | None:
-    raw = _wire.optional_object_at(payload, "usageMetadata", "GenerateContentResponse")
+    raw = _wire.usage_object_at(payload, "usageMetadata", "GenerateContentResponse")
     if raw is None:
         return None
     return UsageMetadata(

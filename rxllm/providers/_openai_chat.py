@@ -98,23 +98,20 @@ _RETRYABLE_WORDS = ("server_error", "internal", "overload", "rate_limit", "timeo
 # parser
 
 
-def _token_count(container: Any, key: str) -> int | None:
-    if not isinstance(container, dict):
-        return None
-    value = container.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _usage(value: object) -> UsageMetadata | None:
-    if value is None:
+    """The ``usage`` member; a bad figure (or a usage that is not an object) is dropped and
+    logged, the answer kept (:meth:`WireReader.count_at`, the rule of every provider)."""
+    usage = _wire.usage_object_at({"usage": value}, "usage", "chunk")
+    if usage is None:
         return None
-    usage = _wire.expect(value, dict, "usage")
     return UsageMetadata(
-        prompt_token_count=_token_count(usage, "prompt_tokens"),
-        candidates_token_count=_token_count(usage, "completion_tokens"),
-        total_token_count=_token_count(usage, "total_tokens"),
-        thoughts_token_count=_token_count(usage.get("completion_tokens_details"), "reasoning_tokens"),
-        cached_content_token_count=_token_count(usage.get("prompt_tokens_details"), "cached_tokens"),
+        prompt_token_count=_wire.count_at(usage, "prompt_tokens", "usage"),
+        candidates_token_count=_wire.count_at(usage, "completion_tokens", "usage"),
+        total_token_count=_wire.count_at(usage, "total_tokens", "usage"),
+        thoughts_token_count=_wire.count_at(usage.get("completion_tokens_details"), "reasoning_tokens",
+                                            "usage.completion_tokens_details"),
+        cached_content_token_count=_wire.count_at(usage.get("prompt_tokens_details"), "cached_tokens",
+                                                  "usage.prompt_tokens_details"),
     )
 
 

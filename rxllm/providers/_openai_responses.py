@@ -110,8 +110,8 @@ def map_responses_usage(usage: Mapping[str, object]) -> UsageMetadata | None:
     >>> u.prompt_token_count, u.candidates_token_count, u.total_token_count, u.thoughts_token_count
     (58, 23, 81, 10)
     """
-    input_details = _wire.optional_object_at(usage, "input_tokens_details", "usage") or {}
-    output_details = _wire.optional_object_at(usage, "output_tokens_details", "usage") or {}
+    input_details = _wire.usage_object_at(usage, "input_tokens_details", "usage") or {}
+    output_details = _wire.usage_object_at(usage, "output_tokens_details", "usage") or {}
     metadata = UsageMetadata(
         prompt_token_count=_wire.count_at(usage, "input_tokens", "usage"),
         candidates_token_count=_wire.count_at(usage, "output_tokens", "usage"),
@@ -132,7 +132,7 @@ def _terminal_chunk(response: Mapping[str, object], where: str) -> Chunk:
     status = _wire.string_at(response, "status", where)
     details = _wire.optional_object_at(response, "incomplete_details", where)
     reason = _wire.optional_string_at(details, "reason", f"{where}.incomplete_details") if details is not None else None
-    usage = _wire.optional_object_at(response, "usage", where)
+    usage = _wire.usage_object_at(response, "usage", where)
     error: InBandError | None = None
     if status == "failed":
         error = _in_band_error(_wire.optional_object_at(response, "error", where))

@@ -9,10 +9,11 @@ from typing import Any, TypedDict
 from reactivex import abc as rx_abc
 
 from .._core.errors import ConfigurationError
+from .._core.redact import register_secret
 from .._models.retry import RetryPolicy
 from .._transports.base import Transport
 
-__all__ = ["SseModelOptions", "resolve_api_key"]
+__all__ = ["SseModelOptions", "checked_credential", "resolve_api_key"]
 
 
 class SseModelOptions(TypedDict, total=False):
@@ -59,16 +60,42 @@ def resolve_api_key(
             the variables, never a value).
     """
     if api_key:
-        return api_key
+        return checked_credential(api_key, "api_key", provider)
     if official is None:
         official = base_url.rstrip("/") == official_url.rstrip("/")
     if not official:
         return None
     for name in env_vars:
         value = os.environ.get(name)
-        if value:
-            return value
+        if value and value.strip():
+            return checked_credential(value, name, provider)
     if official:
         names = " or ".join(env_vars)
         raise ConfigurationError(f"no API key: pass api_key=... or set {names}", provider=provider)
     return None
+
+
+def checked_credential(value: str, what: str, provider: str) -> str:
+    """``value`` (a key or token) as it will be sent: surrounding whitespace and line ends
+    stripped (a key read from a file keeps its newline), and known to redaction from now on.
+
+    Raises:
+        ConfigurationError: the key holds a character no HTTP header value can carry (a control
+            character, or a non-ASCII one such as a typographic quote pasted from a web page).
+            The message says which kind and where, never the key.
+    """
+    if not isinstance(value, str):
+        raise ConfigurationError(f"{what} must be a string, got {type(value).__name__}", provider=provider)
+    stripped = value.strip()
+    if not stripped:
+        raise ConfigurationError(f"{what} is empty (or only whitespace)", provider=provider)
+    for position, char in enumerate(stripped, start=1):
+        if not " " <= char <= "~":
+            kind = "a non-ASCII character" if ord(char) > 0x7F else "a control character"
+            raise ConfigurationError(
+                f"{what} holds {kind} at position {position} of {len(stripped)}, which no HTTP header can "
+                "carry: copy the key again (a quote or space pasted from a web page?)",
+                provider=provider,
+            )
+    register_secret(stripped)
+    return stripped

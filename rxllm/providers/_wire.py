@@ -50,6 +50,7 @@ __all__ = [
     "CallIdPairing",
     "ConfigField",
     "JsonRequestMapper",
+    "MAX_TOKEN_COUNT",
     "ToolChoice",
     "WireReader",
     "built_in_tools",
@@ -64,6 +65,9 @@ __all__ = [
     "tool_choice",
     "wire_config",
 ]
+
+MAX_TOKEN_COUNT = 2**53 - 1
+"""The largest token count rxllm keeps (the largest integer every JSON reader holds exactly)."""
 
 _T = TypeVar("_T")
 _log = logging.getLogger("rxllm.providers")
@@ -170,12 +174,31 @@ class WireReader:
             return value
         raise self.wrong(f"{where}.{key}", "a non-negative integer", value)
 
-    def count_at(self, parent: Mapping[str, Any], key: str, where: str) -> int | None:
-        """``parent[key]``: a non-negative integer (a token count), or ``None`` when absent or ``null``."""
+    def count_at(self, parent: object, key: str, where: str) -> int | None:
+        """``parent[key]`` as a token count, or ``None`` when absent, ``null`` or not a count.
+
+        One rule for every provider's usage figures: a count is an integer from 0 to
+        :data:`MAX_TOKEN_COUNT`. Any other value (``-1``, ``2**70``, ``"12"``, ``1.5``, ``true``)
+        is dropped and logged at WARNING; the answer it came with is kept.
+        """
+        if not isinstance(parent, dict):
+            return None
         value = parent.get(key)
-        if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        if value is None or (type(value) is int and 0 <= value <= MAX_TOKEN_COUNT):
             return value
-        raise self.wrong(f"{where}.{key}", "a non-negative integer", value)
+        _log.warning("[%s] ignored the usage figure %s.%s = %.40r: a token count is an integer from 0 to 2**53-1;"
+                     " the rest of the answer is kept", self.provider, where, key, value)
+        return None
+
+    def usage_object_at(self, parent: Mapping[str, Any], key: str, where: str) -> dict[str, Any] | None:
+        """``parent[key]`` when it is a usage object; ``None`` when absent, ``null`` or not an
+        object (then dropped and logged at WARNING, as :meth:`count_at` drops a bad figure)."""
+        value = parent.get(key)
+        if value is None or isinstance(value, dict):
+            return value
+        _log.warning("[%s] ignored %s.%s: a usage report is an object, got %s; the rest of the answer is kept",
+                     self.provider, where, key, type(value).__name__)
+        return None
 
 
 def in_band_error(error: object, *, code_keys: tuple[str, ...], retryable_codes: frozenset[str]) -> InBandError:

@@ -38,6 +38,7 @@ from reactivex import abc as rx_abc
 from reactivex.disposable import CompositeDisposable, Disposable, SingleAssignmentDisposable
 
 from .._core.errors import GuardrailError, LimitExceededError, ProtocolError, RxLlmError
+from .._core.json_codec import without_lone_surrogates
 from .._core.schema import ResponseSchema
 from .._core.types import (
     Content,
@@ -155,7 +156,7 @@ class _Interaction:
         self._telemetry = telemetry
         self._telemetry_context = telemetry.context if telemetry is not None else None
         self._usage: UsageMetadata | None = None
-        self._user_content = user_content
+        self._user_content = without_lone_surrogates(user_content)  # the one rule: see rxllm._core.json_codec
         self._relay: BoundedRelay[events.AiServiceStreamingEvent] = BoundedRelay(
             observer, service.streaming_buffer_size, self._stop
         )
@@ -200,7 +201,7 @@ class _Interaction:
                 return
             try:
                 work()
-            except Exception as exc:  # a bug below must still reach the subscriber, never vanish on a pool thread
+            except BaseException as exc:  # a bug below must still reach the subscriber, never vanish on a pool thread
                 _log.exception("unexpected error on the tool scheduler")
                 self._fail(_mapped(exc, "work on the tool scheduler"))
 
@@ -339,6 +340,7 @@ class _Interaction:
                 call,
                 lambda result, failed: self._tool_done(round_, run, result, failed),
                 telemetry_context=self._telemetry_context,
+                fail=self._fail,
             )
             self._disposables.add(running)  # disposed at once when the interaction already stopped
 
@@ -412,7 +414,7 @@ class _Interaction:
         self._stop()
 
 
-def _mapped(error: Exception, what: str) -> RxLlmError:
+def _mapped(error: BaseException, what: str) -> RxLlmError:
     """``error`` itself when it is rxllm's, else an :class:`~rxllm.RxLlmError` chaining it."""
     if isinstance(error, RxLlmError):
         return error

@@ -73,6 +73,7 @@ def execute_tool(
     done: Callable[[FunctionResponse, bool], None],
     *,
     telemetry_context: Any = None,
+    fail: Callable[[Exception], None] | None = None,
 ) -> rx_abc.DisposableBase:
     """Run ``call``'s tool and call ``done(result, failed)`` once, on the thread the result arrives on.
 
@@ -80,12 +81,14 @@ def execute_tool(
     on the environment's loop. Disposing the returned disposable drops the result and cancels an
     ``async def`` tool. The outcomes are the tool layer's (see ``rxllm._tools._calls``).
     Its ``execute_tool`` span is a child of ``telemetry_context``'s span (the service turn's).
+    ``fail`` is called instead of ``done`` when the call ends the turn (a tool that raised
+    ``KeyboardInterrupt``).
     """
 
     def report(outcome: ToolCallOutcome) -> None:
         outcome.log_failure(_log)
         done(outcome.response, outcome.failed)
 
-    # call_tool never fails: on_error is reached only when ``done`` raised, and re-raises to the caller.
+    # call_tool fails only for a KeyboardInterrupt in the tool: that ends the turn through ``fail``.
     outcome = call_tool(environment.tools_by_name, call, environment.context_for(call), runtime=environment.runtime)
-    return within(telemetry_context, outcome).subscribe(report)
+    return within(telemetry_context, outcome).subscribe(report, fail)

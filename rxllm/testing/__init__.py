@@ -17,9 +17,21 @@ from .._core.public import publish as _publish
 
 if _TYPE_CHECKING:
     from ._contract import assert_stream_protocol
+    from ._live_stub import (
+        CloseWith,
+        Drop,
+        Expect,
+        LiveConnectionRecord,
+        LiveStep,
+        LiveStubServer,
+        Oversized,
+        Reply,
+        gemini,
+        openai,
+    )
     from ._recordings import SseRecording, load_sse_recordings
     from ._replay import PROTOCOLS, parser_for, replay_sse
-    from ._scripted import At, ScriptedCall, ScriptedLlm, at_times, scripted_turn
+    from ._scripted import At, LiveSend, ScriptedCall, ScriptedConnection, ScriptedLlm, at_times, scripted_turn
     from ._stub_server import (
         ConnectionRecord,
         Delay,
@@ -35,13 +47,23 @@ if _TYPE_CHECKING:
 
 __all__ = [
     "At",
+    "CloseWith",
     "ConnectionRecord",
     "Delay",
     "Disconnect",
+    "Drop",
+    "Expect",
     "Hold",
+    "LiveConnectionRecord",
+    "LiveSend",
+    "LiveStep",
+    "LiveStubServer",
+    "Oversized",
     "PROTOCOLS",
     "RecordedRequest",
+    "Reply",
     "ScriptedCall",
+    "ScriptedConnection",
     "ScriptedLlm",
     "SseRecording",
     "Step",
@@ -51,7 +73,9 @@ __all__ = [
     "assert_stream_protocol",
     "at_times",
     "complete_json",
+    "gemini",
     "load_sse_recordings",
+    "openai",
     "parser_for",
     "record_in_virtual_time",
     "replay_sse",
@@ -61,9 +85,13 @@ __all__ = [
 
 _MODULES = {
     "._contract": ("assert_stream_protocol",),
+    "._live_stub": (
+        "CloseWith", "Drop", "Expect", "LiveConnectionRecord", "LiveStep", "LiveStubServer", "Oversized", "Reply",
+        "gemini", "openai",
+    ),
     "._recordings": ("SseRecording", "load_sse_recordings"),
     "._replay": ("PROTOCOLS", "parser_for", "replay_sse"),
-    "._scripted": ("At", "ScriptedCall", "ScriptedLlm", "at_times", "scripted_turn"),
+    "._scripted": ("At", "LiveSend", "ScriptedCall", "ScriptedConnection", "ScriptedLlm", "at_times", "scripted_turn"),
     "._stub_server": (
         "ConnectionRecord", "Delay", "Disconnect", "Hold", "RecordedRequest", "Step", "StubResponse", "StubServer",
     ),

@@ -21,15 +21,15 @@ from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable, SerialDisposable
 from reactivex.scheduler import NewThreadScheduler, VirtualTimeScheduler
 
-from .._core.errors import ConfigurationError, LimitExceededError
-from .._core.types import LlmRequest, LlmResponse
+from .._core.errors import ConfigurationError, LimitExceededError, TransportError
+from .._core.types import Blob, Content, LlmRequest, LlmResponse
 from .._models.aggregation import StreamAggregator
-from .._models.base_llm import BaseLlm
+from .._models.base_llm import BaseLlm, BaseLlmConnection
 from .._models.chunk import Chunk
 from .._models.prompt import Prompt, as_request
 from .._rx.aio import AwaitableObservable
 
-__all__ = ["At", "ScriptedCall", "ScriptedLlm", "at_times", "scripted_turn"]
+__all__ = ["At", "LiveSend", "ScriptedCall", "ScriptedConnection", "ScriptedLlm", "at_times", "scripted_turn"]
 
 
 @dataclass(frozen=True)
@@ -132,9 +132,14 @@ class ScriptedLlm(BaseLlm):
     old synchronous emission (untimed turns only). Disposing stops the turn at once and records
     the instant in :attr:`calls`.
 
+    Live sessions: ``live`` holds one script per :meth:`connect` (responses, exceptions, :class:`At`
+    times from the subscription of ``receive()``), played on the same scheduler; see
+    :class:`ScriptedConnection`.
+
     Attributes:
         requests: every call as ``(llm_request, stream)``, in subscription order.
         calls: every call as a :class:`ScriptedCall` (times, emitted count, cancellation).
+        connections: every live session opened, in order.
 
     >>> from reactivex import operators as ops
     >>> from reactivex.testing import TestScheduler
@@ -163,9 +168,12 @@ class ScriptedLlm(BaseLlm):
         *,
         model: str = "scripted",
         scheduler: rx_abc.SchedulerBase | None = None,
+        live: Iterable[Sequence[ScriptItem]] = (),
     ) -> None:
         super().__init__(model=model)
         self._turns = [_timeline(turn) for turn in turns]
+        self._live = [_timeline(script) for script in live]
+        self.connections: list[ScriptedConnection] = []
         self._scheduler = scheduler
         self._lock = threading.Lock()
         self.requests: list[tuple[LlmRequest, bool]] = []
@@ -202,6 +210,170 @@ class ScriptedLlm(BaseLlm):
             return _play(timeline, observer, scheduler, call)
 
         return AwaitableObservable(reactivex.create(subscribe))
+
+
+    def connect(self, llm_request: LlmRequest) -> ScriptedConnection:
+        """Open the next scripted live session (see :class:`ScriptedConnection`).
+
+        Raises:
+            UnsupportedOperationError: (at once) the model was given no ``live`` scripts: it is a
+                model without live sessions, as :meth:`BaseLlm.connect`.
+            LimitExceededError: (at once) every live script was used.
+        """
+        if not self._live:
+            return super().connect(llm_request)  # type: ignore[return-value]
+        with self._lock:
+            number = len(self.connections)
+            if number >= len(self._live):
+                raise LimitExceededError(
+                    f"ScriptedLlm has only {len(self._live)} scripted live session(s); this is connect #{number + 1}"
+                )
+            connection = ScriptedConnection(as_request(llm_request), self._live[number], self._scheduler)
+            self.connections.append(connection)
+        return connection
+
+
+@dataclass(frozen=True)
+class LiveSend:
+    """One send on a :class:`ScriptedConnection`: ``kind`` is ``"history"`` (``value`` the contents),
+    ``"content"`` or ``"realtime"`` (a ``Blob``); ``at`` is the scheduler's time of the call."""
+
+    kind: str
+    value: tuple[Content, ...] | Content | Blob
+    at: float
+
+
+class ScriptedConnection(BaseLlmConnection):
+    """A scripted live session for virtual-time tests of ``run_live`` pipelines.
+
+    Subscribing ``receive()`` (once) plays the script on the model's scheduler, as
+    ``generate_content`` plays a turn; after the script the session stays open, as a server
+    waiting for input, until :meth:`close` (``receive()`` completes, or fails with the error). An
+    exception in the script fails ``receive()`` where it stands. The sends record what was sent,
+    in call order, with the scheduler's time (:attr:`sent`), and complete at once.
+
+    Attributes:
+        request: the request ``connect`` was called with.
+        sent: every send, as :class:`LiveSend`.
+        call: the timing of ``receive()`` (subscribed, ended, disposed, emitted), as a
+            :class:`ScriptedCall`; None before it is subscribed.
+        close_error: the error given to ``close(error)``, if any.
+    """
+
+    def __init__(
+        self,
+        request: LlmRequest,
+        timeline: list[tuple[float, LlmResponse | Exception]],
+        scheduler: rx_abc.SchedulerBase | None,
+    ) -> None:
+        self.request = request
+        self._timeline = timeline
+        self._scheduler = scheduler or NewThreadScheduler()
+        self._lock = threading.Lock()
+        self._observer: rx_abc.ObserverBase[LlmResponse] | None = None
+        self._playing: rx_abc.DisposableBase | None = None
+        self._closed = False
+        self.sent: list[LiveSend] = []
+        self.call: ScriptedCall | None = None
+        self.close_error: BaseException | None = None
+
+    @property
+    def closed(self) -> bool:
+        """Whether the session ended: :meth:`close`, or ``receive()`` disposed or failed."""
+        return self._closed
+
+    def _record(self, kind: str, value: tuple[Content, ...] | Content | Blob) -> reactivex.Observable[None]:
+        with self._lock:
+            if self._closed:
+                return reactivex.throw(TransportError("the scripted live session is closed"))
+            self.sent.append(LiveSend(kind, value, _now(self._scheduler)))
+        return reactivex.empty()
+
+    def send_history(self, history: Sequence[Content]) -> reactivex.Observable[None]:
+        """Record the history; completes at once."""
+        return self._record("history", tuple(history))
+
+    def send_content(self, content: Content) -> reactivex.Observable[None]:
+        """Record the turn; completes at once."""
+        return self._record("content", content)
+
+    def send_realtime(self, blob: Blob) -> reactivex.Observable[None]:
+        """Record the media; completes at once."""
+        return self._record("realtime", blob)
+
+    def receive(self) -> reactivex.Observable[LlmResponse]:
+        """The scripted responses; subscribable once (a second subscription fails with ``ConfigurationError``)."""
+
+        def subscribe(
+            observer: rx_abc.ObserverBase[LlmResponse], _: rx_abc.SchedulerBase | None = None
+        ) -> rx_abc.DisposableBase:
+            with self._lock:
+                if self.call is not None:
+                    observer.on_error(ConfigurationError("receive() of a live session may be subscribed once"))
+                    return Disposable()
+                self.call = ScriptedCall(self.request, True, subscribed_at=_now(self._scheduler))
+                self._observer = observer
+                closed = self._closed
+            if closed:
+                self._terminate()
+                return Disposable()
+            self._playing = _play(self._timeline, _StayOpen(observer, self), self._scheduler, self.call)
+
+            def dispose() -> None:
+                with self._lock:
+                    self._closed = True
+                    self._observer = None
+                if self._playing is not None:
+                    self._playing.dispose()
+
+            return Disposable(dispose)
+
+        return AwaitableObservable(reactivex.create(subscribe))
+
+    def close(self, error: BaseException | None = None) -> None:
+        """End the session: the script stops; ``receive()`` completes (or fails with ``error``)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self.close_error = error
+        if self._playing is not None:
+            self._playing.dispose()
+        self._terminate()
+
+    def _terminate(self) -> None:
+        with self._lock:
+            observer, self._observer = self._observer, None
+        if observer is None:
+            return
+        if self.close_error is not None:
+            error = self.close_error
+            observer.on_error(error if isinstance(error, Exception) else TransportError(str(error)))
+        else:
+            observer.on_completed()
+
+    def _failed(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._observer = None
+
+
+class _StayOpen(rx_abc.ObserverBase[LlmResponse]):
+    """The observer a live script plays into: its end leaves the session open; an error ends it."""
+
+    def __init__(self, observer: rx_abc.ObserverBase[LlmResponse], connection: ScriptedConnection) -> None:
+        self._observer = observer
+        self._connection = connection
+
+    def on_next(self, value: LlmResponse) -> None:
+        self._observer.on_next(value)
+
+    def on_error(self, error: Exception) -> None:
+        self._connection._failed()
+        self._observer.on_error(error)
+
+    def on_completed(self) -> None:
+        pass
 
 
 def _play(

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from datetime import date
 from typing import Any
 
 import pytest
 import reactivex
+import reactivex.subject
 from pydantic import BaseModel
 
 from rxllm import (
     BaseLlmConnection,
+    Blob,
     Chunk,
+    ConfigurationError,
     Content,
     LimitExceededError,
     LlmRequest,
@@ -22,7 +26,7 @@ from rxllm import (
     RxLlmError,
     UnsupportedOperationError,
 )
-from rxllm.agents import CallbackContext, FunctionTool, StreamingMode, ToolContext
+from rxllm.agents import CallbackContext, Event, FunctionTool, LiveRequestQueue, Runner, StreamingMode, ToolContext
 from rxllm.testing import ScriptedLlm, scripted_turn
 
 from .support import (
@@ -30,15 +34,19 @@ from .support import (
     APP,
     EXPLANATION,
     QUESTION,
+    SESSION,
     USER,
     ListLlm,
+    Outcome,
     answer_chunks,
     get_order_function,
     history,
     make_runner,
     order_runner,
+    question,
     run_collect,
     tool_calls_turn,
+    user_message,
     worked_example_chunks,
     worked_example_model,
 )
@@ -76,36 +84,63 @@ def test_max_llm_calls_zero_means_no_limit() -> None:
 # --- BIDI ----------------------------------------------------------------------------------------------------
 
 
+def run_live_collect(runner: Runner, queue: LiveRequestQueue, timeout: float = 5.0) -> Outcome:
+    """Subscribe to one live run and wait (bounded) for its terminal event."""
+    events: list[Any] = []
+    errors: list[Exception] = []
+    done = threading.Event()
+    runner.run_live(user_id=USER, session_id=SESSION, live_request_queue=queue).subscribe(
+        events.append, lambda e: (errors.append(e), done.set()), done.set
+    )
+    assert done.wait(timeout), "the run did not terminate"
+    return Outcome(events, errors[0] if errors else None, not errors)
+
+
 def test_bidi_on_a_model_that_refuses_fails_the_run_at_once() -> None:
     model = worked_example_model()  # BaseLlm.connect refuses by default
     runner, _ = order_runner(model)
 
-    outcome = run_collect(runner, mode=StreamingMode.BIDI, timeout=2.0)
+    outcome = run_live_collect(runner, LiveRequestQueue())
 
     assert isinstance(outcome.error, UnsupportedOperationError)
     assert "live (BIDI) sessions are not supported" in str(outcome.error)
     assert model.requests == []  # generate_content was never called
-    assert [e.text() for e in history(runner)] == [QUESTION]
+    assert history(runner) == ()
+
+
+def test_a_bidi_run_without_a_live_request_queue_fails_clearly() -> None:
+    runner = make_runner(_LiveLlm())
+    outcome = run_collect(runner, mode=StreamingMode.BIDI, timeout=2.0)
+    assert isinstance(outcome.error, ConfigurationError)
+    assert "Runner.run_live" in str(outcome.error)
 
 
 class _Connection(BaseLlmConnection):
+    """A connection that records what it was sent; ``close()`` ends ``receive()``."""
+
     def __init__(self) -> None:
         self.closed = threading.Event()
+        self.sent: list[tuple[str, object]] = []
+        self._received: reactivex.subject.Subject[LlmResponse] = reactivex.subject.Subject()
 
-    def send_history(self, history: list[Content]) -> reactivex.Observable[None]:
+    def send_history(self, history: Sequence[Content]) -> reactivex.Observable[None]:
+        self.sent.append(("history", tuple(history)))
         return reactivex.empty()
 
     def send_content(self, content: Content) -> reactivex.Observable[None]:
+        self.sent.append(("content", content))
         return reactivex.empty()
 
-    def send_realtime(self, blob: bytes, mime_type: str) -> reactivex.Observable[None]:
+    def send_realtime(self, blob: Blob) -> reactivex.Observable[None]:
+        self.sent.append(("realtime", blob))
         return reactivex.empty()
 
     def receive(self) -> reactivex.Observable[LlmResponse]:
-        return reactivex.never()
+        return self._received
 
-    def close(self) -> None:
+    def close(self, error: BaseException | None = None) -> None:
         self.closed.set()
+        self._received.on_completed()
 
 
 class _LiveLlm(ScriptedLlm):
@@ -119,14 +154,26 @@ class _LiveLlm(ScriptedLlm):
         return self.connection
 
 
-def test_bidi_on_a_model_that_accepts_fails_clearly_and_closes_the_connection() -> None:
+def test_bidi_on_a_model_that_accepts_sends_the_history_then_the_queue_and_closing_the_queue_closes_it() -> None:
     model = _LiveLlm()
     runner = make_runner(model)
-    outcome = run_collect(runner, mode=StreamingMode.BIDI, timeout=2.0)
-    assert isinstance(outcome.error, UnsupportedOperationError)
-    assert "does not run live (BIDI) flows" in str(outcome.error)
+    service = runner.session_service
+    session = service.get_session(APP, USER, SESSION).run()
+    service.append_event(session, Event(author="user", content=question())).run()
+    queue = LiveRequestQueue()
+    queue.content(user_message("And order B2?"))
+    queue.realtime(Blob(data=b"\x00\x01", mime_type="audio/pcm;rate=16000"))
+    queue.close()
+
+    outcome = run_live_collect(runner, queue)
+
+    assert outcome.completed and outcome.events == []
     assert model.connection.closed.is_set()
-    assert [c.text() for c in model.connect_requests[0].contents] == [QUESTION]
+    kinds = [kind for kind, _ in model.connection.sent]
+    assert kinds == ["history", "content", "realtime"]
+    assert [c.text() for c in model.connection.sent[0][1]] == [QUESTION]  # type: ignore[union-attr]
+    assert model.connect_requests[0].live_connect_config is not None
+    assert model.requests == []  # generate_content was never called
 
 
 # --- tool outcomes -------------------------------------------------------------------------------------------

@@ -397,7 +397,6 @@ def test_bad_json_or_non_object_payload_is_a_protocol_error(data: str) -> None:
         {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": 5}}]}}]},
         {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": 5}]}}]},
         {"choices": [{"index": 0, "delta": {}, "finish_reason": 1}]},
-        {"usage": []},
     ],
 )
 def test_wrong_shapes_are_protocol_errors(payload: object) -> None:

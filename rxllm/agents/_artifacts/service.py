@@ -23,9 +23,12 @@ b'id,status\\nA17,shipped\\n'
 from __future__ import annotations
 
 import abc
+import hashlib
+import itertools
 import json
 import os
 import shutil
+import stat
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -218,10 +221,67 @@ def _maybe(supplier: Callable[[], T | None]) -> reactivex.Observable[T]:
     return reactivex.defer(factory)
 
 
+_HASHED = "#"
+"""Starts a component too long to be percent-encoded in 255 bytes (``quote`` always escapes ``#``)."""
+
+_NAME_FILE = "name"
+"""In a hashed artifact directory: the artifact's name, as UTF-8."""
+
+_graveyards = itertools.count()
+
+
 def _component(value: str) -> str:
-    """One path component for an app, user or session id, or an artifact name: never a separator or ``..``."""
+    """One path component for an app, user or session id, or an artifact name: never a separator or ``..``.
+
+    Percent-encoded when that fits a file name (255 bytes); otherwise ``#`` and the SHA-256 of the
+    value (an artifact directory named so holds the name in a ``name`` file). So every name of
+    up to 255 UTF-8 bytes, however many bytes percent-encoding would make of it, fits.
+    """
     encoded = quote(value, safe="-_@+=,")
-    return "%2E" + encoded[1:] if encoded.startswith(".") else (encoded or "%00")
+    encoded = "%2E" + encoded[1:] if encoded.startswith(".") else (encoded or "%00")
+    if len(encoded) <= _MAX_NAME:
+        return encoded
+    return _HASHED + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _refuse_links(root: Path, path: Path) -> None:
+    """StoreError when any existing component of ``path`` below ``root`` is a symbolic link.
+
+    The root itself may be one (the caller chose it); nothing inside it is followed: a link
+    planted there could send writes or reads anywhere on the host.
+    """
+    current = root
+    for part in path.relative_to(root).parts:
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            return
+        if stat.S_ISLNK(mode):
+            raise StoreError(f"file artifact store refuses a symbolic link inside its root: {current}")
+
+
+def _read(path: Path) -> bytes:
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(descriptor, "rb") as file:
+        return file.read()
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Create ``path`` (never through a link, never over an existing file) holding ``data``."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    with os.fdopen(os.open(path, flags, 0o666), "wb") as file:
+        file.write(data)
+
+
+def _entry_name(entry: Path) -> str | None:
+    """The artifact name an artifact directory holds, or None while a hashed one has no name file yet."""
+    if not entry.name.startswith(_HASHED):
+        return unquote(entry.name)
+    try:
+        return _read(entry / _NAME_FILE).decode("utf-8", "surrogatepass")
+    except (FileNotFoundError, OSError):
+        return None
 
 
 def _store_error(exc: Exception) -> RxLlmError:
@@ -237,7 +297,10 @@ class FileArtifactService(BaseArtifactService):
     component is percent-encoded, so no id or name can climb out of ``root``. A version number is
     claimed by creating its directory (atomic, so concurrent savers never share one) and becomes
     visible only once its ``meta.json`` is in place (written to a temp file, then renamed): a
-    crash mid-save leaves no half artifact.
+    crash mid-save leaves no half artifact. A component that percent-encoding would make longer
+    than a file name may be is stored as ``#`` and its SHA-256 instead, so every name of up to
+    255 UTF-8 bytes fits. Symbolic links inside ``root`` are never followed: a call that meets
+    one fails with :class:`~rxllm.StoreError` (``root`` itself may be a link).
 
     File I/O runs on the service's worker threads; each method returns at once and emits from a
     worker. :meth:`close` (or ``with``) stops the workers.
@@ -280,14 +343,18 @@ class FileArtifactService(BaseArtifactService):
         check_filename(filename)
         base = self._root / _component(app_name) / _component(user_id)
         scope = base / "user" if filename.startswith(USER_NAMESPACE) else base / "sessions" / _component(session_id)
-        return scope / _component(filename)
+        directory = scope / _component(filename)
+        _refuse_links(self._root, directory)
+        return directory
 
     @staticmethod
     def _versions(directory: Path) -> list[int]:
-        if not directory.is_dir():
+        if directory.is_symlink() or not directory.is_dir():
             return []
         return sorted(
-            int(entry.name) for entry in directory.iterdir() if entry.name.isdigit() and (entry / "meta.json").is_file()
+            int(entry.name)
+            for entry in directory.iterdir()
+            if entry.name.isdigit() and not entry.is_symlink() and (entry / "meta.json").is_file()
         )
 
     def save_artifact(
@@ -299,6 +366,12 @@ class FileArtifactService(BaseArtifactService):
             directory = self._dir(app_name, user_id, session_id, filename)
             check_artifact(artifact)
             directory.mkdir(parents=True, exist_ok=True)
+            _refuse_links(self._root, directory)  # a link planted while the directories were made
+            if directory.name.startswith(_HASHED) and not (directory / _NAME_FILE).exists():
+                temp_name = directory / f".{_NAME_FILE}.{os.getpid()}-{threading.get_ident()}"
+                temp_name.unlink(missing_ok=True)
+                _write_new(temp_name, filename.encode("utf-8"))
+                os.replace(temp_name, directory / _NAME_FILE)
             claimed = [int(e.name) for e in directory.iterdir() if e.name.isdigit()]
             version = max(claimed, default=-1) + 1
             while True:
@@ -313,9 +386,9 @@ class FileArtifactService(BaseArtifactService):
                 data, meta = artifact.inline_data.data, {"mime_type": artifact.inline_data.mime_type}
             else:
                 data, meta = (artifact.text or "").encode("utf-8"), {"text": True}
-            (target / "data").write_bytes(data)
+            _write_new(target / "data", data)
             temp = target / "meta.json.tmp"
-            temp.write_text(json.dumps(meta))
+            _write_new(temp, json.dumps(meta).encode())
             os.replace(temp, target / "meta.json")
             return version
 
@@ -334,8 +407,8 @@ class FileArtifactService(BaseArtifactService):
             )
             if chosen is None:
                 return None
-            meta = json.loads((directory / str(chosen) / "meta.json").read_text())
-            data = (directory / str(chosen) / "data").read_bytes()
+            meta = json.loads(_read(directory / str(chosen) / "meta.json"))
+            data = _read(directory / str(chosen) / "data")
             if meta.get("text"):
                 return Part(text=data.decode("utf-8"))
             return Part(inline_data=Blob(mime_type=str(meta["mime_type"]), data=data))
@@ -349,12 +422,14 @@ class FileArtifactService(BaseArtifactService):
             base = self._root / _component(app_name) / _component(user_id)
             names: list[str] = []
             for scope in (base / "sessions" / _component(session_id), base / "user"):
+                _refuse_links(self._root, scope)
                 if scope.is_dir():
-                    names += [
-                        unquote(entry.name)
-                        for entry in scope.iterdir()
-                        if not entry.name.startswith(".") and self._versions(entry)  # "." : being deleted
-                    ]
+                    for entry in scope.iterdir():
+                        if entry.name.startswith(".") or not self._versions(entry):  # "." : being deleted
+                            continue
+                        name = _entry_name(entry)
+                        if name is not None:
+                            names.append(name)
             return sorted(names)
 
         return call_off_thread(self._executor, listing, map_error=_store_error)
@@ -367,7 +442,7 @@ class FileArtifactService(BaseArtifactService):
         def delete() -> None:
             directory = self._dir(app_name, user_id, session_id, filename)
             if directory.is_dir():
-                graveyard = directory.with_name(f".{directory.name}.deleted-{os.getpid()}-{threading.get_ident()}")
+                graveyard = directory.with_name(f".deleted-{os.getpid()}-{threading.get_ident()}-{next(_graveyards)}")
                 os.replace(directory, graveyard)  # atomic: no reader sees a half-deleted artifact
                 shutil.rmtree(graveyard, ignore_errors=True)
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import Any, TypeVar, cast
@@ -38,12 +39,24 @@ from typing import Any, TypeVar, cast
 import reactivex
 from pydantic import BaseModel, JsonValue
 from pydantic_core import PydanticSerializationError, to_jsonable_python
+from reactivex import abc as rx_abc
 from reactivex import operators as ops
+from reactivex.disposable import Disposable, SerialDisposable
 
-from ..._core.errors import ConfigurationError, RxLlmError, ToolError, UnsupportedOperationError
+from ..._core.errors import ConfigurationError, RxLlmError, ToolError
 from ..._core.types import Content, FunctionCall, FunctionResponse, LlmRequest, LlmResponse, Part
 from ..._models.aggregation import generate_function_call_id
-from ..._rx.direct import collect_then, concat_map_now, concat_now, emit_now, fail_now, nothing_now, tap_next, then_now
+from ..._rx.direct import (
+    collect_then,
+    concat_map_now,
+    concat_now,
+    emit_now,
+    fail_now,
+    ignore_items,
+    nothing_now,
+    tap_next,
+    then_now,
+)
 from ..._telemetry.otel import TracedScope, traced, usage_attributes, within
 from ..._tools import (
     BaseTool,
@@ -59,6 +72,7 @@ from ..._tools import (
 )
 from .._invocation.base import BaseAgent, InvocationContext
 from .._invocation.callbacks import Call, callback_chain
+from .._invocation.live_request_queue import LiveRequest, LiveRequestQueue
 from .._invocation.run_config import StreamingMode
 from .._sessions.base import Session
 from .._sessions.event import Event, EventActions
@@ -75,6 +89,7 @@ from .output_schema import (
     structured_response_text,
     validate_output,
 )
+from .tool_requests import process_request_by_tools
 from .transfer import TRANSFER_TOOL, transfer_instruction, transfer_targets
 
 __all__ = ["build_request", "run_llm_flow"]
@@ -190,7 +205,7 @@ def _should_continue(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> b
             ctx.invocation_id,
         )
         return False
-    if last.error_code is not None:
+    if last.error_code is not None or last.actions.end_invocation:  # ADK Java's BaseLlmFlow: endInvocation
         return False
     return not last.is_final_response()
 
@@ -201,12 +216,17 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
         targets = transfer_targets(agent)
         step.tools = {tool.name: tool for tool in _request_tools(agent, targets, tools)}
         request = build_request(agent, ctx, session, ReadonlyContext(ctx, step.state), tools)
-        responses = within(ctx.telemetry_context, _call_model(agent, ctx, callback_ctx, request))
 
         def handle_response(response: LlmResponse) -> reactivex.Observable[Event]:
             return _handle_event(agent, ctx, step, _to_event(agent, ctx, step, response))
 
-        return concat_map_now(responses, handle_response)
+        def call(processed: list[LlmRequest]) -> reactivex.Observable[Event]:
+            responses = within(ctx.telemetry_context, _call_model(agent, ctx, callback_ctx, processed[-1]))
+            return concat_map_now(responses, handle_response)
+
+        tool_ctx = ToolContext(ctx, step.state, None)  # the tools edit the request (ADK's processLlmRequest)
+        owner, loop = _owner(agent), ctx.tool_runtime.loop
+        return collect_then(process_request_by_tools(tools, request, tool_ctx, owner, loop), call)
 
     def resume_then_model_step(session: Session, tools: tuple[BaseTool, ...]) -> reactivex.Observable[Event]:
         # ADK's RequestConfirmationLlmRequestProcessor: calls the client confirmed (or refused) run
@@ -301,7 +321,17 @@ def _model_call(
         return reactivex.never()
     ctx.increment_llm_call_count()
     stream = ctx.run_config.streaming_mode is StreamingMode.SSE
-    responses = agent.model.generate_content(request, stream)
+    return _with_model_callbacks(agent, ctx, callback_ctx, request, agent.model.generate_content(request, stream))
+
+
+def _with_model_callbacks(
+    agent: FlowAgent,
+    ctx: InvocationContext,
+    callback_ctx: CallbackContext,
+    request: LlmRequest,
+    responses: reactivex.Observable[LlmResponse],
+) -> reactivex.Observable[LlmResponse]:
+    """The model's responses through the on-model-error and after-model callbacks (plugins first)."""
     on_error = [p.on_model_error_callback for p in ctx.plugins] + list(agent.on_model_error_callbacks)
     if on_error:
 
@@ -441,6 +471,11 @@ def _to_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, response: L
         interrupted=response.interrupted,
         model_version=response.model_version,
         custom_metadata=response.custom_metadata,
+        input_transcription=response.input_transcription,
+        output_transcription=response.output_transcription,
+        go_away=response.go_away,
+        live_session_resumption_update=response.live_session_resumption_update,
+        tool_call_cancellation=response.tool_call_cancellation,
     )
 
 
@@ -514,6 +549,7 @@ def _run_tools(
             state_delta=step.state.take_delta(),
             skip_summarization=True if any(c.actions.skip_summarization for c in contexts) else None,
             escalate=True if any(c.actions.escalate for c in contexts) else None,
+            end_invocation=True if any(c.actions.end_invocation for c in contexts) else None,
             artifact_delta={name: v for c in contexts for name, v in c.actions.artifact_delta.items()},
             transfer_to_agent=next(
                 (c.actions.transfer_to_agent for c in reversed(contexts) if c.actions.transfer_to_agent), None
@@ -528,7 +564,9 @@ def _run_tools(
             branch=ctx.branch,
             content=Content(role="user", parts=tuple(parts)),
             actions=actions,
-            total_usage_metadata=ctx.total_usage_metadata if actions.skip_summarization else None,  # ends the run
+            total_usage_metadata=(  # this event ends the run
+                ctx.total_usage_metadata if actions.skip_summarization or actions.end_invocation else None
+            ),
         )
 
         def stored(event: Event) -> None:
@@ -666,19 +704,157 @@ def _tool_answer(kind: str) -> Callable[[object], dict[str, Any]]:
 
 
 def _run_live(agent: FlowAgent, ctx: InvocationContext) -> reactivex.Observable[Event]:
-    """BIDI: open ``model.connect``; a refusal fails the run at once. Live flows are not implemented."""
+    """BIDI, as ADK Java's ``BaseLlmFlow.runLive``: one live connection for the whole run.
 
-    def live(session: Session) -> reactivex.Observable[Event]:
-        state = State(session.state)
-        request = build_request(agent, ctx, session, ReadonlyContext(ctx, state))
+    The request is built as for a step (instructions, history, tools) with the run's live options
+    (``RunConfig.live_connect_config()``), then ``model.connect(request)`` opens the session
+    (counted as one model call); the history, when there is one, goes first (``send_history``).
+    Each request of ``ctx.live_request_queue`` is forwarded (``send_content``, ``send_realtime``;
+    its close closes the connection once the sends before it were written). Each response of
+    ``receive()`` passes the after-model callbacks and becomes an event, handled one after the
+    other as in a step: a partial is emitted and never stored; a non-partial (a turn's text, a
+    finished transcription, a turn's end, an interruption, a go-away) is stored, then emitted; its
+    function calls run through the tool layer (callbacks, plugins, errors as tool results) and the
+    function-response event is stored, emitted and sent back over the connection
+    (``send_content``). A function response that transfers (``transfer_to_agent``) closes this
+    connection and the target agent's live run continues the invocation on the same queue; a
+    function response that ends the invocation (``end_invocation``) closes the connection and ends
+    the run (ADK Java's ``runLive`` does both). The user's turns sent through the queue are not
+    stored (as in ADK Java): the session keeps the model's side, the finished transcriptions and
+    the tool events.
+
+    The run completes when ``receive()`` completes (the queue's close, or the server's normal
+    end) and fails with its error. Disposing disposes ``receive()`` (the socket closes at once)
+    and the queue's reader; the runner's cancellation flag keeps any tool from starting.
+    """
+    queue = ctx.live_request_queue
+    if queue is None:
+        return fail_now(
+            ConfigurationError("a BIDI (live) run reads a LiveRequestQueue: start it with Runner.run_live")
+        )
+    step = _Step()
+
+    def connect_with(request: LlmRequest) -> reactivex.Observable[Event]:
+        if ctx.is_cancelled:
+            return reactivex.never()
+        return reactivex.create(partial(_live_session, agent, ctx, step, queue, request))
+
+    def with_tools(session: Session, tools: tuple[BaseTool, ...]) -> reactivex.Observable[Event]:
+        step.tools = {tool.name: tool for tool in _request_tools(agent, transfer_targets(agent), tools)}
+        request = build_request(agent, ctx, session, ReadonlyContext(ctx, step.state), tools)
+        request = request.model_copy(update={"live_connect_config": ctx.run_config.live_connect_config()})
+        tool_ctx = ToolContext(ctx, step.state, None)
+        processed = process_request_by_tools(tools, request, tool_ctx, _owner(agent), ctx.tool_runtime.loop)
+        return collect_then(processed, lambda requests: connect_with(requests[-1]))
+
+    def with_session(session: Session) -> reactivex.Observable[Event]:
+        step.state = State(session.state)
+        tools = agent.canonical_tools(ReadonlyContext(ctx, step.state))
+        return collect_then(tools, lambda found: with_tools(session, found[-1]))
+
+    return collect_then(ctx.session_now(), lambda sessions: with_session(sessions[0]))
+
+
+def _live_session(
+    agent: FlowAgent,
+    ctx: InvocationContext,
+    step: _Step,
+    queue: LiveRequestQueue,
+    request: LlmRequest,
+    observer: rx_abc.ObserverBase[Event],
+    scheduler: rx_abc.SchedulerBase | None = None,
+) -> rx_abc.DisposableBase:
+    """One live connection of :func:`_run_live`, from connect to close."""
+    try:
         ctx.increment_llm_call_count()
         connection = agent.model.connect(request)  # the default BaseLlm.connect raises UnsupportedOperationError
-        connection.close()
-        return fail_now(
-            UnsupportedOperationError(
-                f"rxllm.agents does not run live (BIDI) flows yet; model {agent.model.model!r} accepted the "
-                "connection, which was closed. Use StreamingMode.SSE or NONE."
-            )
-        )
+    except Exception as exc:
+        observer.on_error(exc)
+        return Disposable()
+    reader = SerialDisposable()
 
-    return ctx.session_now().pipe(ops.flat_map(live))
+    def fail(error: Exception) -> None:  # a send failed: the session fails with its error
+        connection.close(error)
+
+    lock = threading.Lock()
+    sends = {"pending": 0, "closing": False}
+
+    def watch(sent: reactivex.Observable[None]) -> None:
+        with lock:
+            sends["pending"] += 1
+        sent.subscribe(on_error=fail, on_completed=written)
+
+    def written() -> None:
+        with lock:
+            sends["pending"] -= 1
+            close = bool(sends["closing"]) and sends["pending"] == 0
+        if close:
+            connection.close()
+
+    def close_when_written() -> None:  # the queue's close follows its sends, as ADK Java's concatMapCompletable
+        with lock:
+            sends["closing"] = True
+            close = sends["pending"] == 0
+        if close:
+            connection.close()
+
+    def forward(live_request: LiveRequest) -> None:
+        try:
+            if live_request.close:
+                close_when_written()
+            elif live_request.content is not None:
+                watch(connection.send_content(live_request.content))
+            elif live_request.blob is not None:
+                watch(connection.send_realtime(live_request.blob))
+        except Exception as exc:
+            fail(exc)
+
+    def handle(response: LlmResponse) -> reactivex.Observable[Event]:
+        answered: list[Event] = []
+
+        def note(event: Event) -> None:
+            if not event.partial and event.function_responses():
+                answered.append(event)
+
+        event = _to_event(agent, ctx, step, response)
+        if not event.partial:
+            step.call_ids.clear()  # a live session's turns do not share call ids
+        return then_now(tap_next(_handle_event(agent, ctx, step, event), note), lambda: answer(answered))
+
+    def answer(answered: list[Event]) -> reactivex.Observable[Event]:
+        if not answered or ctx.is_cancelled:
+            return nothing_now()
+        event = answered[-1]
+        if event.actions.end_invocation:  # ADK Java's runLive: a tool ended the invocation
+            reader.dispose()
+            connection.close()
+            return nothing_now()
+        parts = tuple(p for p in event.content.parts if p.function_response is not None)  # type: ignore[union-attr]
+        sent: reactivex.Observable[Event] = ignore_items(connection.send_content(Content(role="user", parts=parts)))
+        target = event.actions.transfer_to_agent
+        if not target:
+            return sent
+
+        def transfer() -> reactivex.Observable[Event]:
+            reader.dispose()  # the target agent reads the queue from here on
+            connection.close()
+            return _transfer(agent, ctx, target)
+
+        return then_now(sent, transfer)
+
+    callback_ctx = CallbackContext(ctx, step.state)
+    responses = _with_model_callbacks(agent, ctx, callback_ctx, request, connection.receive())
+    events = concat_map_now(responses, handle).subscribe(observer, scheduler=scheduler)
+    try:
+        if request.contents:
+            watch(connection.send_history(request.contents))
+    except Exception as exc:
+        fail(exc)
+    reader.disposable = queue.get().subscribe(forward, fail, scheduler=scheduler)
+
+    def dispose() -> None:
+        reader.dispose()
+        events.dispose()
+        connection.close()
+
+    return Disposable(dispose)

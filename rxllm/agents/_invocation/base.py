@@ -59,6 +59,7 @@ from .._sessions.base import BaseSessionService, Session
 from .._sessions.event import Event, EventActions
 from .._sessions.state import STATE_REMOVED, TEMP_PREFIX, State
 from .callbacks import PLUGIN_HOOK_PARAMETERS, Call, as_callbacks, callback_chain, keyword_adapter
+from .live_request_queue import LiveRequestQueue
 from .run_config import RunConfig
 
 if TYPE_CHECKING:
@@ -107,6 +108,8 @@ class InvocationContext:
         artifact_service: where tools' artifacts are kept (None: the run has none).
         memory_service: what ``ToolContext.search_memory`` searches (None: the run has none).
         plugins: the runner's plugins (they run before the agents' own callbacks).
+        live_request_queue: what the caller sends into a live (BIDI) run (``Runner.run_live``);
+            None for other runs.
         end_invocation: set by a before-agent callback that answered: the agent's own run is skipped.
 
     ``temp:`` state: a ``temp:`` key written during the invocation (by a tool, a callback, an
@@ -135,7 +138,9 @@ class InvocationContext:
         artifact_service: BaseArtifactService | None = None,
         memory_service: BaseMemoryService | None = None,
         plugins: Sequence[BasePlugin] = (),
+        live_request_queue: LiveRequestQueue | None = None,
     ) -> None:
+        self.live_request_queue = live_request_queue
         self.invocation_id: str = invocation_id or new_invocation_id()
         self.artifact_service = artifact_service
         self.memory_service = memory_service

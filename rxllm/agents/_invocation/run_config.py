@@ -6,7 +6,8 @@ import enum
 
 from pydantic import Field
 
-from ..._core.types import _Model
+from ..._core.genai_types import JsonObject
+from ..._core.types import LiveConnectConfig, _Model
 
 __all__ = ["RunConfig", "StreamingMode"]
 
@@ -16,9 +17,8 @@ class StreamingMode(enum.StrEnum):
 
     ``NONE`` calls ``generate_content(request, stream=False)``: one response per model call.
     ``SSE`` calls ``generate_content(request, stream=True)``: partials, then one final.
-    ``BIDI`` goes through ``model.connect(request)`` (live sessions); rxllm's flow only checks
-    that path: a model that refuses fails the run at once, and a model that accepts fails it too,
-    because rxllm.agents does not run live flows yet.
+    ``BIDI`` goes through ``model.connect(request)``: a live session (``Runner.run_live``, see
+    ``docs/live.md``); a model that refuses fails the run at once.
     """
 
     NONE = "none"
@@ -33,6 +33,13 @@ class RunConfig(_Model):
         streaming_mode: see :class:`StreamingMode`; ``NONE`` by default.
         max_llm_calls: the most model calls one run (invocation) may make; the call past it fails
             the run with :class:`~rxllm.LimitExceededError`. Zero or less means no limit, as in ADK.
+            A live connection counts as one call.
+
+    The live options (``BIDI`` runs; ADK's ``RunConfig`` fields of the same names), in genai's
+    JSON shapes: ``response_modalities`` (``["TEXT"]`` or ``["AUDIO"]``), ``speech_config``,
+    ``input_audio_transcription`` / ``output_audio_transcription`` (``{}`` turns transcription
+    on), ``session_resumption`` (``{}`` asks for handles; ``{"handle": ...}`` resumes) and
+    ``realtime_input_config``. They become the request's ``live_connect_config``.
 
     >>> RunConfig(streaming_mode=StreamingMode.SSE).max_llm_calls
     500
@@ -40,3 +47,20 @@ class RunConfig(_Model):
 
     streaming_mode: StreamingMode = StreamingMode.NONE
     max_llm_calls: int = Field(default=500)
+    response_modalities: tuple[str, ...] | None = None
+    speech_config: JsonObject | None = None
+    input_audio_transcription: JsonObject | None = None
+    output_audio_transcription: JsonObject | None = None
+    session_resumption: JsonObject | None = None
+    realtime_input_config: JsonObject | None = None
+
+    def live_connect_config(self) -> LiveConnectConfig:
+        """The live options as a request's ``LiveConnectConfig``."""
+        return LiveConnectConfig(
+            response_modalities=self.response_modalities,
+            speech_config=self.speech_config,
+            input_audio_transcription=self.input_audio_transcription,
+            output_audio_transcription=self.output_audio_transcription,
+            session_resumption=self.session_resumption,
+            realtime_input_config=self.realtime_input_config,
+        )

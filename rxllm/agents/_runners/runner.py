@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 import reactivex
@@ -20,8 +20,9 @@ from ..._tools import ToolRuntime, check_timeout
 from .._agents.llm_agent import LlmAgent
 from .._artifacts.service import BaseArtifactService, InMemoryArtifactService
 from .._invocation.base import BaseAgent, BasePlugin, InvocationContext
+from .._invocation.live_request_queue import LiveRequestQueue
 from .._invocation.plugins import after_run, before_run, on_event, on_user_message
-from .._invocation.run_config import RunConfig
+from .._invocation.run_config import RunConfig, StreamingMode
 from .._memory.service import BaseMemoryService, InMemoryMemoryService
 from .._sessions.base import BaseSessionService, InMemorySessionService, Session
 from .._sessions.event import Event
@@ -183,7 +184,73 @@ class Runner:
         if not isinstance(new_message, Content | str):
             raise ConfigurationError(f"new_message must be a Content or a str, got {type(new_message).__name__}")
         message = as_user_content(new_message)  # a str is one user text part; a role-less Content is the user's
-        config = run_config or RunConfig()
+
+        def body(ctx: InvocationContext, session: Session) -> reactivex.Observable[Event]:
+            ctx.user_content = message
+            run = run_invocation(ctx, message, session.events)
+            if self._compactor is not None:  # ADK's Runner: compactEvents after the run
+                run = then_now(run, partial(_compact, ctx, self._compactor))
+            return run
+
+        return self._run(user_id, session_id, run_config or RunConfig(), None, body)
+
+    def run_live(
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        live_request_queue: LiveRequestQueue,
+        run_config: RunConfig | None = None,
+    ) -> AwaitableObservable[Event]:
+        """Run the agent live (BIDI) on the session, as ADK Java's ``Runner.runLive``.
+
+        Returns a cold Observable. Subscribing waits for any earlier run on the session (a live
+        run holds the session's run lane until it ends), then runs the agent that answers the
+        session (:func:`agent_to_run`) with ``streaming_mode`` set to ``BIDI``, with the plugins'
+        ``before_run`` / ``on_event`` / ``after_run`` hooks around it: the agent opens
+        ``model.connect(request)`` with the run's live options (``run_config``'s
+        ``response_modalities``, ``speech_config``, transcription and session resumption), and
+        every request put on ``live_request_queue`` goes over the connection. It emits every
+        event: partials (text and audio deltas, transcription pieces) as they come, never
+        stored; and after it was stored, every non-partial one: each turn's text and its end,
+        finished transcriptions, function calls and their responses (the tools run through the
+        same tool layer as :meth:`run_async`; their responses go back over the connection).
+
+        It completes when the session ends (``live_request_queue.close()``, or the server ends it)
+        and fails with the session's error. Disposing closes the connection at once and starts
+        no tool. ``docs/live.md`` has the rules of what a live session emits.
+
+        Raises:
+            ConfigurationError: (at once) ``live_request_queue`` is not a :class:`LiveRequestQueue`.
+        """
+        if not isinstance(live_request_queue, LiveRequestQueue):
+            raise ConfigurationError(
+                f"live_request_queue must be a LiveRequestQueue, got {type(live_request_queue).__name__}"
+            )
+        config = (run_config or RunConfig()).model_copy(update={"streaming_mode": StreamingMode.BIDI})
+
+        def body(ctx: InvocationContext, session: Session) -> reactivex.Observable[Event]:
+            agent = agent_to_run(ctx.agent, session.events)
+            if not ctx.plugins:
+                return agent.run_async(ctx)
+
+            def agent_unless_answered(answers: list[Event]) -> reactivex.Observable[Event]:
+                return emit_now(answers[0]) if answers else agent.run_async(ctx)
+
+            events = collect_then(before_run(ctx), agent_unless_answered)
+            return then_now(on_event(ctx, events), lambda: after_run(ctx))
+
+        return self._run(user_id, session_id, config, live_request_queue, body)
+
+    def _run(
+        self,
+        user_id: str,
+        session_id: str,
+        config: RunConfig,
+        live_request_queue: LiveRequestQueue | None,
+        body: Callable[[InvocationContext, Session], reactivex.Observable[Event]],
+    ) -> AwaitableObservable[Event]:
+        """One run on the session, in its run lane: the session fetched, a context built, ``body`` run."""
         app_name = self._app_name
         service = self._session_service
         agent = self._agent
@@ -204,20 +271,17 @@ class Runner:
                 session=sessions[-1],
                 session_service=service,
                 run_config=config,
-                user_content=message,
                 artifact_service=self.artifact_service,
                 memory_service=self.memory_service,
                 plugins=plugins,
                 tool_runtime=runtime,
+                live_request_queue=live_request_queue,
             )
             contexts.append(ctx)
             # the agent's span is a child of the span current when the user subscribed, whichever
             # thread (a session store's, a run queued before this one) gets to start the agent
             ctx.telemetry_context = parent  # the span current when the user subscribed
-            run = run_invocation(ctx, message, sessions[-1].events)
-            if self._compactor is not None:  # ADK's Runner: compactEvents after the run
-                run = then_now(run, partial(_compact, ctx, self._compactor))
-            return within(parent, run)
+            return within(parent, body(ctx, sessions[-1]))
 
         def start(parent: object, runtime: ToolRuntime) -> reactivex.Observable[Event]:
             contexts: list[InvocationContext] = []

@@ -32,6 +32,8 @@ import reactivex
 from pydantic import Field, JsonValue
 
 from ..._core.errors import ConfigurationError
+from ..._core.json_codec import without_lone_surrogates
+from ..._core.redact import redact_secrets
 from ..._core.types import _Model
 from ..._rx.aio import AwaitableObservable, MaybeObservable, awaitable
 from ..._rx.direct import call_now, defer_now, emit_now, nothing_now
@@ -88,7 +90,14 @@ def select_events(events: Sequence[Event], config: GetSessionConfig | None) -> t
 
 
 def event_to_store(event: Event) -> Event:
-    """The event as a session stores it: its ``temp:`` state keys removed (they are never persisted)."""
+    """The event as a session stores it: its ``temp:`` state keys removed (they are never persisted),
+    every lone surrogate in its text replaced by U+FFFD (UTF-8 cannot carry one; stored, it would
+    make every later request of the session fail: see ``without_lone_surrogates``)."""
+    event = without_lone_surrogates(event)
+    if event.error_message:  # an in-band error text may quote a key (``rxllm._core.redact``)
+        redacted = redact_secrets(event.error_message)
+        if redacted != event.error_message:
+            event = event.model_copy(update={"error_message": redacted})
     kept = strip_temp_keys(event.actions.state_delta)
     if kept is None:
         return event

@@ -15,6 +15,12 @@ import time
 
 from pydantic import Field, JsonValue
 
+from ..._core.genai_types import (
+    LiveServerGoAway,
+    LiveServerSessionResumptionUpdate,
+    LiveServerToolCallCancellation,
+    Transcription,
+)
 from ..._core.types import Content, FinishReason, FunctionCall, FunctionResponse, UsageMetadata, _Model
 from ..._tools._confirmation import ToolConfirmation
 from ..._tools._context import random_uuid4
@@ -58,6 +64,9 @@ class EventActions(_Model):
             :class:`ParallelAgent` stops every branch.
         rewind_before_invocation_id: the history before this event no longer holds that
             invocation nor anything after it (ADK Python's rewind; see ``_contents``).
+        end_invocation: the flow of the agent that produced this event makes no further model
+            call (ADK Java's ``endInvocation``, also named ``endOfAgent``): set on a
+            function-response event when a tool set ``tool_context.actions.end_invocation``.
         requested_tool_confirmations: function-call id to the confirmation a tool asked for it
             (ADK's ``requestedToolConfirmations``; see ``rxllm._tools._confirmation``).
         compaction: set on a compaction event: the summary that stands for older events in
@@ -70,6 +79,7 @@ class EventActions(_Model):
     transfer_to_agent: str | None = None
     escalate: bool | None = None
     rewind_before_invocation_id: str | None = None
+    end_invocation: bool | None = None
     requested_tool_confirmations: dict[str, ToolConfirmation] = Field(default_factory=dict)
     compaction: EventCompaction | None = None
 
@@ -86,6 +96,10 @@ class Event(_Model):
     ``total_usage_metadata`` (rxllm's addition) is set on the event that ends an invocation --
     the final response, an error response, or a function-response event that skips
     summarization -- and sums the usage of every model call of that invocation.
+
+    The live fields (a ``BIDI`` run, ``docs/live.md``) are the response's: ``input_transcription``
+    / ``output_transcription``, ``go_away``, ``live_session_resumption_update`` and
+    ``tool_call_cancellation``, as ADK's ``Event`` carries its ``LlmResponse`` fields.
     """
 
     id: str = Field(default_factory=new_event_id)
@@ -106,6 +120,11 @@ class Event(_Model):
     timestamp: float = Field(default_factory=time.time)
     custom_metadata: dict[str, JsonValue] | None = None
     model_version: str | None = None
+    input_transcription: Transcription | None = None
+    output_transcription: Transcription | None = None
+    go_away: LiveServerGoAway | None = None
+    live_session_resumption_update: LiveServerSessionResumptionUpdate | None = None
+    tool_call_cancellation: LiveServerToolCallCancellation | None = None
 
     @staticmethod
     def new_id() -> str:

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Protocol, Self, TypeVar
 from pydantic import JsonValue, ValidationError
 
 from ..._core.errors import RxLlmError, StoreError
+from ..._core.json_codec import without_lone_surrogates
 from ..._rx.aio import AwaitableObservable, MaybeObservable, awaitable
 from ..._rx.direct import emit_now
 from ..._rx.offthread import call_off_thread
@@ -61,10 +62,19 @@ def event_to_json(event: Event) -> str:
 
 
 def event_from_json(text: str | bytes) -> Event:
-    """An event read back from a store; a row that is not a valid event is a :class:`~rxllm.StoreError`."""
+    """An event read back from a store; a row that is not a valid event is a :class:`~rxllm.StoreError`.
+
+    A row holding a lone surrogate (``"\\udce9"``: written by another program, or by hand) is read
+    with U+FFFD in its place, the rule every append follows, so such a session stays usable.
+    """
     try:
         return Event.model_validate_json(text, by_alias=True)
     except ValidationError as exc:
+        if "surrogate" in str(exc):
+            try:
+                return Event.model_validate(without_lone_surrogates(json.loads(text)), by_alias=True)
+            except (ValueError, ValidationError):
+                pass
         raise StoreError(f"a stored event could not be read back: {exc.error_count()} validation error(s)") from exc
 
 

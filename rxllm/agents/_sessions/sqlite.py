@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import urllib.parse
 from collections.abc import Callable
 from typing import Literal, TypeVar
 
-from ..._core.errors import ConfigurationError
+from ..._core.errors import ConfigurationError, StoreError
 from ..._core.threads import thread_pool
 from .sql import SCHEMA_VERSION, Dialect, SqlConnection, SqlSessionService
 
@@ -40,6 +41,8 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS rxllm_events_by_session ON rxllm_events (app_name, user_id, session_id, seq)",
 )
 
+_NOT_WRITABLE = frozenset({3, 8, 14})  # SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN (primary result codes)
+
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
 
@@ -54,6 +57,9 @@ class SqliteSessionService(SqlSessionService):
             survives power loss, at an ``fsync`` per append.
         busy_timeout: seconds a write waits for another process's write lock before failing
             with :class:`~rxllm.StoreError`.
+
+    An existing file this process may not write (its mode, a read-only mount) is opened
+    read-only: reads work, writes fail with :class:`~rxllm.StoreError`.
 
     I/O runs on the service's own worker thread (one connection, opened on first use, WAL mode):
     every method returns at once and emits from that thread. Disposing before the work started
@@ -123,11 +129,45 @@ class SqliteSessionService(SqlSessionService):
                 connection.execute("PRAGMA journal_mode=WAL")
                 connection.execute(f"PRAGMA synchronous={self._synchronous}")
                 self._in_transaction(connection, self._migrate, write=True)
+            except sqlite3.OperationalError as exc:
+                connection.close()
+                if not os.path.isfile(self._path) or getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _NOT_WRITABLE:
+                    raise
+                connection = self._read_only(exc)
             except BaseException:
                 connection.close()
                 raise
             self._connection = connection
         return self._connection
+
+    def _read_only(self, why: sqlite3.OperationalError) -> sqlite3.Connection:
+        """A read-only connection to an existing file this process may not write (its mode, a
+        read-only mount): reads work, every write fails with :class:`~rxllm.StoreError`.
+
+        ``mode=ro`` first; a WAL file whose directory is not writable either (no ``-shm`` can be
+        made) is opened ``immutable``, which is exact as long as nobody writes the file meanwhile.
+        """
+        uri = "file:" + urllib.parse.quote(os.path.abspath(self._path)) + "?mode=ro"
+        last: sqlite3.Error = why
+        for suffix in ("", "&immutable=1"):
+            connection = sqlite3.connect(uri + suffix, uri=True, timeout=self._busy_timeout, isolation_level=None)
+            try:
+                self._in_transaction(connection, self._check_schema, write=False)
+            except sqlite3.Error as exc:
+                connection.close()
+                last = exc
+                continue
+            return connection
+        raise last
+
+    def _check_schema(self, connection: SqlConnection) -> None:
+        """The recorded schema version of a file opened read-only (nothing is created or migrated)."""
+        row = connection.execute(self._SQL.schema_version).fetchone()
+        if row is None or int(row[0]) != SCHEMA_VERSION:
+            raise StoreError(
+                f"the read-only session database has schema version {row[0] if row else 'none'}, "
+                f"not {SCHEMA_VERSION}: it cannot be migrated without write access"
+            )
 
     def _transaction(self, work: Callable[[SqlConnection], T], *, write: bool) -> T:
         return self._in_transaction(self._conn(), work, write=write)
