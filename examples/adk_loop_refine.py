@@ -1,9 +1,9 @@
 """A ``LoopAgent`` refine-until-good loop: a writer revises, a critic approves by escalating.
 
 ``LoopAgent(refine, [writer, critic], max_iterations=5)``. The critic either criticises (the loop
-goes round again) or calls ``exit_loop``, a tool that sets ``tool_context.actions.escalate``: the
-loop stops at that event, as ADK's ``LoopAgent`` does. Scripted models: the critic approves the
-second draft.
+goes round again) or calls ``exit_loop``, ADK's ``ExitLoopTool`` (``rxllm.agents.exit_loop``): it
+sets ``escalate`` and ``skip_summarization``, so the critic's turn ends and the loop stops at that
+event, as ADK's ``LoopAgent`` does. Scripted models: the critic approves the second draft.
 
 Run it::
 
@@ -17,14 +17,8 @@ import sys
 from reactivex import operators as ops
 
 from rxllm import Chunk, Content, Part, ToolCallFragment
-from rxllm.agents import Event, InMemoryRunner, LlmAgent, LoopAgent, ToolContext
+from rxllm.agents import Event, InMemoryRunner, LlmAgent, LoopAgent, exit_loop
 from rxllm.testing import ScriptedLlm, scripted_turn
-
-
-def exit_loop(tool_context: ToolContext) -> dict[str, str]:
-    """Call this when the draft is good: it ends the refinement loop."""
-    tool_context.actions.escalate = True
-    return {"status": "approved"}
 
 
 def main() -> int:
@@ -61,6 +55,7 @@ def main() -> int:
     state = runner.session_service.get_session("refine", "u1", "s1").run().state
     ok = (
         bool(events[-1].actions.escalate)
+        and len(critic_model.requests) == 2  # exit_loop's response ends the critic's turn: no third call
         and state.get("draft") == "Ponds hold still water, frogs and reeds."
         and len(writer_model.requests) == 2
     )

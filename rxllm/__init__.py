@@ -36,6 +36,7 @@ from ._core.errors import (
     ToolTimeoutError,
     TransportError,
     UnsupportedOperationError,
+    WebSocketClosedError,
 )
 from ._core.genai_types import (
     FunctionCallingConfigMode,
@@ -43,8 +44,12 @@ from ._core.genai_types import (
     HarmBlockMethod,
     HarmBlockThreshold,
     HarmCategory,
+    LiveServerGoAway,
+    LiveServerSessionResumptionUpdate,
+    LiveServerToolCallCancellation,
     SafetySetting,
     ToolCodeExecution,
+    Transcription,
     UrlContext,
 )
 from ._core.public import publish as _publish
@@ -60,6 +65,7 @@ from ._core.types import (
     FunctionResponse,
     GenerateContentConfig,
     HttpOptions,
+    LiveConnectConfig,
     LlmRequest,
     LlmResponse,
     OpenAiFileSearch,
@@ -74,6 +80,7 @@ from ._core.version import __version__ as __version__
 from ._models.aggregation import StreamAggregator
 from ._models.base_llm import BaseLlm, BaseLlmConnection, model_stream_events
 from ._models.chunk import Chunk, InBandError, ToolCallFragment
+from ._models.live_connection import LiveLimits
 from ._models.model_stream import (
     ModelStreamEvent,
     ResponseCompleteEvent,
@@ -160,6 +167,11 @@ __all__ = [
     "InBandError",
     "LimitExceededError",
     "LineTooLongError",
+    "LiveConnectConfig",
+    "LiveLimits",
+    "LiveServerGoAway",
+    "LiveServerSessionResumptionUpdate",
+    "LiveServerToolCallCancellation",
     "LlmRequest",
     "LlmResponse",
     "MalformedFunctionCallError",
@@ -198,12 +210,14 @@ __all__ = [
     "ToolConfig",
     "ToolError",
     "ToolTimeoutError",
+    "Transcription",
     "Transport",
     "TransportError",
     "TransportLimits",
     "UnsupportedOperationError",
     "UrlContext",
     "UsageMetadata",
+    "WebSocketClosedError",
     "configure_telemetry",
     "iterate",
     "model_stream_events",

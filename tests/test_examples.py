@@ -43,6 +43,8 @@ KEY_LINES: dict[str, list[str]] = {
     "adk_transfer_router.py": ["  router -> transfer to billing", "  billing: It takes 3 to 5 business days.",
                                "transfer: OK"],
     "adk_callbacks.py": ["@after_agent_callback2", "callbacks: OK"],
+    "adk_dice_prime_examples.py": ["  root_agent -> transfer to roll_agent",
+                                   "few-shot examples in root_agent's instruction: 3", "dice/prime: OK"],
     "adk_tool_confirmation.py": ["Manager> {'confirmed': True, 'payload': {'approved_days': 3}}",
                                  "  request_time_off returned {'status': 'ok', 'approved_days': 3}",
                                  "  reimburse returned {'error': 'This tool call is rejected.'}",

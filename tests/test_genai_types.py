@@ -197,6 +197,27 @@ def test_event_with_a_trailing_code_execution_result_is_not_final() -> None:
     assert not Event(author="a").has_trailing_code_execution_result()
 
 
+def test_live_server_fields_validate_from_genai_and_back() -> None:
+    go_away = genai.LiveServerGoAway(time_left="10s")
+    update = genai.LiveServerSessionResumptionUpdate(new_handle="h-2", resumable=True,
+                                                     last_consumed_client_message_index=7)
+    cancellation = genai.LiveServerToolCallCancellation(ids=["call_1", "call_2"])
+    response = LlmResponse.model_validate({
+        "goAway": go_away.model_dump(mode="json", by_alias=True, exclude_none=True),
+        "liveSessionResumptionUpdate": update.model_dump(mode="json", by_alias=True, exclude_none=True),
+        "tool_call_cancellation": cancellation.model_dump(mode="json", exclude_none=True),
+    })
+    assert response.go_away is not None and response.go_away.time_left == "10s"
+    resumption = response.live_session_resumption_update
+    assert resumption is not None and resumption.new_handle == "h-2"
+    assert resumption.last_consumed_client_message_index == 7
+    assert response.tool_call_cancellation is not None and response.tool_call_cancellation.ids == ("call_1", "call_2")
+    assert genai.LiveServerSessionResumptionUpdate.model_validate_json(
+        resumption.model_dump_json(by_alias=True, exclude_none=True)) == update
+    assert genai.LiveServerToolCallCancellation.model_validate_json(
+        response.tool_call_cancellation.model_dump_json(by_alias=True, exclude_none=True)) == cancellation
+
+
 # --- request-side config: tool_config, safety settings, built-in tools, http options ---------------
 
 GENAI_CONFIG = genai.GenerateContentConfig(

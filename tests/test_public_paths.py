@@ -52,13 +52,14 @@ WITHOUT_A_MODULE_OF_THEIR_OWN = {
         "OnToolErrorCallback",
         "STATE_REMOVED",
         "ToolLike",
+        "exit_loop",
         "load_memory",
     },
     "rxllm.operators": set(),
     "rxllm.providers": set(),
     "rxllm.providers.anthropic": {"DEFAULT_BASE_URL"},
     "rxllm.providers.gemini": {"DEFAULT_BASE_URL"},
-    "rxllm.providers.openai": {"DEFAULT_BASE_URL"},
+    "rxllm.providers.openai": {"DEFAULT_BASE_URL", "REALTIME_BASE_URL"},
     "rxllm.service": {
         "AiServiceStreamingEvent",
         "DEFAULT_BUFFER_SIZE",
@@ -66,7 +67,7 @@ WITHOUT_A_MODULE_OF_THEIR_OWN = {
         "OutputGuardrail",
         "Retriever",
     },
-    "rxllm.testing": {"PROTOCOLS", "Step"},
+    "rxllm.testing": {"LiveStep", "PROTOCOLS", "Step", "gemini", "openai"},
 }
 
 

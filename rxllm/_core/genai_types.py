@@ -41,6 +41,9 @@ __all__ = [
     "HarmCategory",
     "JsonObject",
     "Language",
+    "LiveServerGoAway",
+    "LiveServerSessionResumptionUpdate",
+    "LiveServerToolCallCancellation",
     "LogprobsResult",
     "LogprobsResultCandidate",
     "LogprobsResultTopCandidates",
@@ -163,6 +166,29 @@ class Transcription(_Model):
     words: Seq[JsonObject] | None = None
     start_offset: str | None = None
     end_offset: str | None = None
+
+
+class LiveServerGoAway(_Model):
+    """A live server's notice that it will end the session soon (genai's ``LiveServerGoAway``):
+    ``time_left`` is a duration as the server wrote it (``"10s"``)."""
+
+    time_left: str | None = None
+
+
+class LiveServerSessionResumptionUpdate(_Model):
+    """A live server's new session-resumption handle (genai's ``LiveServerSessionResumptionUpdate``):
+    connect again with ``new_handle`` to continue the session where it stood."""
+
+    new_handle: str | None = None
+    resumable: bool | None = None
+    last_consumed_client_message_index: int | None = None
+
+
+class LiveServerToolCallCancellation(_Model):
+    """A live server's cancellation of function calls it asked for (genai's
+    ``LiveServerToolCallCancellation``): the ids of the calls whose answers it no longer wants."""
+
+    ids: Seq[str] | None = None
 
 
 class LogprobsResultCandidate(_Model):

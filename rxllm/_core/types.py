@@ -45,6 +45,9 @@ from .genai_types import (
     GoogleSearch,
     GroundingMetadata,
     JsonObject,
+    LiveServerGoAway,
+    LiveServerSessionResumptionUpdate,
+    LiveServerToolCallCancellation,
     LogprobsResult,
     OpenEnum,
     SafetySetting,
@@ -69,6 +72,7 @@ __all__ = [
     "FunctionResponse",
     "GenerateContentConfig",
     "HttpOptions",
+    "LiveConnectConfig",
     "LlmRequest",
     "LlmResponse",
     "OpenAiFileSearch",
@@ -502,13 +506,52 @@ class GenerateContentConfig(_Model):
         return [d for tool in self.tools or () for d in tool.function_declarations]
 
 
+class LiveConnectConfig(_Model):
+    """The live-session options of a request (``BaseLlm.connect``), genai's ``LiveConnectConfig``
+    names (ADK's ``LlmRequest.liveConnectConfig``).
+
+    ``response_modalities`` is ``["TEXT"]`` or ``["AUDIO"]``. The nested options stay JSON in
+    genai's shape, snake_case or camelCase: ``speech_config`` (``{"voice_config":
+    {"prebuilt_voice_config": {"voice_name": "Kore"}}}``), ``input_audio_transcription`` /
+    ``output_audio_transcription`` (``{}`` turns transcription on), ``session_resumption``
+    (``{"handle": "..."}`` resumes a session; ``{}`` asks for handles) and
+    ``realtime_input_config`` (voice-activity detection).
+    """
+
+    response_modalities: Seq[str] | None = None
+    speech_config: JsonObject | None = None
+    input_audio_transcription: JsonObject | None = None
+    output_audio_transcription: JsonObject | None = None
+    session_resumption: JsonObject | None = None
+    realtime_input_config: JsonObject | None = None
+
+
 class LlmRequest(_Model):
     """What a :class:`BaseLlm` is asked: the model name (wins over the model's own when set),
-    the conversation so far, and the generation config."""
+    the conversation so far, the generation config and, for a live session, its options."""
 
     model: str | None = None
     contents: Seq[Content] = ()
     config: GenerateContentConfig = Field(default_factory=GenerateContentConfig)
+    live_connect_config: LiveConnectConfig | None = None
+
+    def append_instructions(self, *instructions: str) -> LlmRequest:
+        """This request with ``instructions`` added to the end of its system instruction (ADK Java's
+        ``LlmRequest.Builder.appendInstructions``): joined by blank lines, after the current
+        instruction's text and a blank line. The instruction stays one text part.
+
+        >>> request = LlmRequest(config=GenerateContentConfig(system_instruction="Be brief."))
+        >>> request.append_instructions("Answer in French.", "Sign as Bot.").config.system_instruction.text()
+        'Be brief.\\n\\nAnswer in French.\\n\\nSign as Bot.'
+        """
+        if not instructions:
+            return self
+        added = "\n\n".join(instructions)
+        current = self.config.system_instruction
+        text = f"{current.text()}\n\n{added}" if current is not None and current.text() else added
+        role = current.role if current is not None and current.role else "system"
+        instruction = Content(role=role, parts=(Part(text=text),))
+        return self.model_copy(update={"config": self.config.model_copy(update={"system_instruction": instruction})})
 
 
 class UsageMetadata(_Model):
@@ -535,6 +578,12 @@ class LlmResponse(_Model):
 
     ``response_id`` is the provider's id of the response (genai's
     ``GenerateContentResponse.response_id``), set on the final only, when the provider sent one.
+
+    A live session's responses (``BaseLlmConnection.receive()``, ``docs/live.md``) also use
+    ``turn_complete`` (the response that ends a model turn), ``interrupted`` (the user barged in),
+    ``input_transcription`` / ``output_transcription``, ``go_away`` (the server ends the session
+    soon), ``live_session_resumption_update`` (a handle to resume with, as ADK's field of that name)
+    and ``tool_call_cancellation`` (function calls the server no longer wants answered).
     """
 
     content: Content | None = None
@@ -552,6 +601,9 @@ class LlmResponse(_Model):
     logprobs_result: LogprobsResult | None = None
     input_transcription: Transcription | None = None
     output_transcription: Transcription | None = None
+    go_away: LiveServerGoAway | None = None
+    live_session_resumption_update: LiveServerSessionResumptionUpdate | None = None
+    tool_call_cancellation: LiveServerToolCallCancellation | None = None
     parsed: Any = None
     response_id: str | None = None
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import abc
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import reactivex
 
 from .._core.errors import UnsupportedOperationError
-from .._core.types import Content, GenerateContentConfig, LlmRequest, LlmResponse
+from .._core.types import Blob, Content, GenerateContentConfig, LlmRequest, LlmResponse
 from .._rx.aio import AwaitableObservable, awaitable
 from .._rx.blocking import DEFAULT_MAX_BUFFER
 from .model_stream import ModelStreamEvent, derive_stream_events
@@ -21,27 +21,38 @@ __all__ = ["BaseLlm", "BaseLlmConnection", "model_stream_events"]
 
 
 class BaseLlmConnection(abc.ABC):
-    """A live (BIDI) session with a model, as ADK Java's ``BaseLlmConnection``."""
+    """A live (BIDI) session with a model, as ADK Java's ``BaseLlmConnection``.
+
+    The three sends each return an Observable that completes when the frames are written (or
+    errors); a send is queued at the call, in order, whether or not the Observable is subscribed.
+    :meth:`receive` is the session's responses (``docs/live.md`` has the rules of what it emits),
+    hot for the connection and subscribable once. Disposing its subscription, or :meth:`close`,
+    ends the session at once. Every returned Observable can be awaited (``await
+    connection.send_content(c)``) and ``receive()`` iterated (``async for response in ...``).
+    """
 
     @abc.abstractmethod
-    def send_history(self, history: list[Content]) -> reactivex.Observable[None]:
-        """Send the conversation so far. Completes when sent."""
+    def send_history(self, history: Sequence[Content]) -> reactivex.Observable[None]:
+        """Send the conversation so far (ADK Java's ``sendHistory``). Completes when written."""
 
     @abc.abstractmethod
     def send_content(self, content: Content) -> reactivex.Observable[None]:
-        """Send one user turn. Completes when sent."""
+        """Send one turn: the user's words, or function responses (``sendContent``). Completes
+        when written."""
 
     @abc.abstractmethod
-    def send_realtime(self, blob: bytes, mime_type: str) -> reactivex.Observable[None]:
-        """Send a piece of real-time media (audio, video). Completes when sent."""
+    def send_realtime(self, blob: Blob) -> reactivex.Observable[None]:
+        """Send a piece of real-time media: audio, an image or video frame (``sendRealtime``).
+        Completes when written."""
 
     @abc.abstractmethod
     def receive(self) -> reactivex.Observable[LlmResponse]:
-        """The model's responses, as they come."""
+        """The model's responses, as they come (``receive``); subscribable once."""
 
     @abc.abstractmethod
-    def close(self) -> None:
-        """End the session and release its connection."""
+    def close(self, error: BaseException | None = None) -> None:
+        """End the session and release its connection (``close()`` / ``close(Throwable)``):
+        ``receive()`` completes, or fails with ``error``."""
 
 
 class BaseLlm(abc.ABC):

@@ -120,6 +120,7 @@ class ReadonlyContext:
 
     _artifact_service: ArtifactStore | None = None
     _memory_service: MemorySearch | None = None
+    _invocation_plugins: tuple[object, ...] = ()  # the run's plugins (AgentTool(include_plugins=True) reads them)
 
     def __init__(self, invocation: InvocationView, state: State) -> None:
         self._set_view(
@@ -128,6 +129,7 @@ class ReadonlyContext:
         # the run's optional services (rxllm.agents' InvocationContext has both; None when not configured)
         self._artifact_service = getattr(invocation, "artifact_service", None)
         self._memory_service = getattr(invocation, "memory_service", None)
+        self._invocation_plugins = tuple(getattr(invocation, "plugins", ()))
 
     def _set_view(
         self, invocation_id: str, agent_name: str, user_content: Content | None, session: SessionView, state: State
@@ -215,6 +217,8 @@ class ToolActions:
             event).
         escalate: escalate to the parent agent (a ``LoopAgent`` stops; recorded on the event).
         artifact_delta: artifact name to the version the tool saved (filled by ``save_artifact``).
+        end_invocation: make no further model call in this agent's flow after this step (ADK
+            Java's ``actions().setEndInvocation(true)``; recorded on the event).
         requested_tool_confirmations: function-call id to the confirmation asked for it (filled by
             ``ToolContext.request_confirmation``; ADK's ``requestedToolConfirmations``).
     """
@@ -223,6 +227,7 @@ class ToolActions:
     transfer_to_agent: str | None = None
     escalate: bool = False
     artifact_delta: dict[str, int] = field(default_factory=dict)
+    end_invocation: bool = False
     requested_tool_confirmations: dict[str, ToolConfirmation] = field(default_factory=dict)
 
 

@@ -42,7 +42,7 @@ from reactivex import abc as rx_abc
 from reactivex import operators as ops
 
 from .._core.errors import ConfigurationError, ToolError
-from .._core.types import FunctionDeclaration, Tool
+from .._core.types import FunctionDeclaration, LlmRequest, Tool
 from .._rx.direct import defer_now, emit_now
 from ._context import ToolContext
 from ._loops import check_timeout, coroutine_observable
@@ -97,6 +97,25 @@ class BaseTool(Named, abc.ABC):
 
     def declaration(self) -> FunctionDeclaration | None:
         """The declaration sent to the model, or None for a tool the model is not told about."""
+        return None
+
+    def process_llm_request(self, *, tool_context: ToolContext, llm_request: LlmRequest) -> object:
+        """Edit the request the agent is about to send (ADK Java's ``BaseTool.processLlmRequest``).
+
+        Called before every model call of an agent that has the tool, tool by tool in the agent's
+        order (toolsets' tools included), after the request is built and before the
+        before-model callbacks; each tool sees the request as the tools before it left it. Return
+        None to leave it as it is, or a new :class:`~rxllm.LlmRequest` to send instead (requests
+        are immutable: ``llm_request.append_instructions(...)``, ``llm_request.model_copy(...)``);
+        or an Observable of zero or one request, or be ``async def``. ``tool_context`` is the
+        step's: state set through it is recorded on the step's next stored event; it answers no
+        call (``function_call_id`` is None).
+
+        The tool's own declaration is already in the request: rxllm adds every tool's
+        :meth:`declaration` (where ADK Java's base implementation appends it here). The default
+        changes nothing. Called by keyword, so an override may take ``(self, llm_request,
+        tool_context)`` (ADK Java's order) or ADK Python's keyword-only signature.
+        """
         return None
 
     @abc.abstractmethod

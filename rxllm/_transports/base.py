@@ -487,7 +487,7 @@ def log_request(
 
 
 def status_error_of(
-    response: httpx2.Response, body: bytes, provider: str, redactor: Redactor | None = None
+    response: httpx2.Response, body: bytes, provider: str | None, redactor: Redactor | None = None
 ) -> HttpStatusError:
     """The :class:`HttpStatusError` of ``response`` and its (bounded) ``body``: the provider's message
     with every secret of the request cut out (providers echo a wrong key back)."""

@@ -79,7 +79,6 @@ import wsproto.utilities
 from .._core.errors import (
     BufferOverflowError,
     ConfigurationError,
-    HttpStatusError,
     ProtocolError,
     ResponseTooLargeError,
     RxLlmError,
@@ -90,6 +89,7 @@ from .._core.errors import (
 )
 from .._core.redact import Redactor
 from .._core.threads import daemon_thread
+from .base import status_error_of
 
 __all__ = [
     "AsyncWebSocketConnection",
@@ -109,7 +109,6 @@ WebSocketMessage = str | bytes
 
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 §1.3
 _MAX_ERROR_BODY = 64 * 1024
-_REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-goog-request-id", "cf-ray")
 _NORMAL_CODES = frozenset({1000, 1005})  # 1005: a close frame without a code
 _OPEN = wsproto.connection.ConnectionState.OPEN
 _REMOTE_CLOSING = wsproto.connection.ConnectionState.REMOTE_CLOSING
@@ -238,49 +237,6 @@ class _ErrorBody:
         """Append ``piece``; ``True`` once the cap is reached."""
         self.data = (self.data + piece)[:_MAX_ERROR_BODY]
         return len(self.data) >= _MAX_ERROR_BODY
-
-
-def _status_error(response: httpx2.Response, body: bytes, redactor: Redactor, provider: str | None) -> HttpStatusError:
-    request_id = next((response.headers[h] for h in _REQUEST_ID_HEADERS if h in response.headers), None)
-    message = _error_message(body)
-    return HttpStatusError(
-        response.status_code,
-        provider_message=None if message is None else redactor.redact(message),
-        request_id=request_id,
-        retry_after=_retry_after(response.headers.get("retry-after")),
-        provider=provider,
-    )
-
-
-def _error_message(body: bytes) -> str | None:
-    """The message of a JSON error body (OpenAI, Anthropic and Gemini share the shape), else the text."""
-    import json
-
-    text = body.decode("utf-8", "replace").strip()
-    if not text:
-        return None
-    try:
-        payload = json.loads(text)
-    except ValueError:
-        return text[:500]
-    if isinstance(payload, list) and payload:
-        payload = payload[0]
-    if isinstance(payload, dict):
-        error = payload.get("error", payload)
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])
-        if isinstance(error, str):
-            return error
-    return text[:500]
-
-
-def _retry_after(value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
 
 
 _TIMEOUT_LIMITS: tuple[tuple[type[Exception], str], ...] = (
@@ -847,7 +803,7 @@ def connect_websocket(
                 for piece in response.iter_raw():
                     if body.add(piece):
                         break
-            raise _status_error(response, body.data, redactor, provider)
+            raise status_error_of(response, body.data, provider, redactor)
         _check_accept(response, key, provider)
         stream = _network_stream(response, provider)
     except BaseException:
@@ -1149,7 +1105,7 @@ async def aconnect_websocket(
                 async for piece in response.aiter_raw():
                     if body.add(piece):
                         break
-            raise _status_error(response, body.data, redactor, provider)
+            raise status_error_of(response, body.data, provider, redactor)
         _check_accept(response, key, provider)
         stream = _network_stream(response, provider)
     except BaseException:

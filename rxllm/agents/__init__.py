@@ -49,6 +49,8 @@ from .._tools import (
     ToolContext,
     ToolLike,
 )
+from .._tools._examples import BaseExampleProvider, Example, ExampleTool, build_example_si
+from .._tools._exit_loop import exit_loop
 from .._tools._long_running import LongRunningFunctionTool
 from .._tools._mcp import McpToolset, SseServerParameters, StdioServerParameters, StreamableHttpServerParameters
 from .._tools._services import MemoryEntry, SearchMemoryResponse
@@ -93,6 +95,7 @@ __all__ = [
     "BaseAgent",
     "BaseArtifactService",
     "BaseEventSummarizer",
+    "BaseExampleProvider",
     "BaseMemoryService",
     "BasePlugin",
     "BaseSessionService",
@@ -105,6 +108,8 @@ __all__ = [
     "EventActions",
     "EventCompaction",
     "EventsCompactionConfig",
+    "Example",
+    "ExampleTool",
     "FileArtifactService",
     "FunctionTool",
     "GetSessionConfig",
@@ -146,6 +151,8 @@ __all__ = [
     "ToolConfirmation",
     "ToolContext",
     "ToolLike",
+    "build_example_si",
+    "exit_loop",
     "load_memory",
 ]
 

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Literal, Unpack
+from typing import Literal, Unpack, cast
 from urllib.parse import quote, urlsplit
 
 from pydantic import JsonValue
 
 from .._core.errors import ConfigurationError
+from .._core.types import LlmRequest
+from .._models.live_connection import LiveLimits, WebSocketLlmConnection
 from .._models.sse_chat_model import SseChatModel
 from ._anthropic import ANTHROPIC_BASE_URL, AnthropicChunkParser, AnthropicRequestMapper
 from ._gemini import DEFAULT_GEMINI_BASE_URL as GEMINI_BASE_URL
 from ._gemini import GeminiChunkParser, GeminiRequestMapper
+from ._gemini_live import connect_gemini_live
 from ._openai_chat import OpenAiChatChunkParser, OpenAiChatRequestMapper
 from ._openai_responses import OPENAI_BASE_URL, OpenAiResponsesChunkParser, OpenAiResponsesRequestMapper
 from ._options import SseModelOptions, resolve_api_key
@@ -332,3 +335,30 @@ class GeminiModel(SseChatModel):
             extra_body_overrides=extra_body_overrides,
         )
         super().__init__(model, mapper=mapper, parser=GeminiChunkParser, **options)
+
+    def connect(
+        self, llm_request: LlmRequest, *, http_client: object = None, limits: LiveLimits | None = None
+    ) -> WebSocketLlmConnection:
+        """Open a Gemini Live session (BidiGenerateContent over a WebSocket; ``docs/live.md``), as
+        ADK Java's ``Gemini.connect``. Returns at once; the socket opens in the background and a
+        failure to open reaches ``receive()`` and the sends.
+
+        Args:
+            llm_request: the model, system instruction, tools, generation config and
+                ``live_connect_config`` (modalities, speech, transcription, resumption).
+            http_client: an ``httpx2.Client`` to open the socket through (its proxy, TLS and
+                headers apply); ``None`` makes one for this session.
+            limits: the session's bounds (:class:`~rxllm.LiveLimits`).
+        """
+        mapper = cast(GeminiRequestMapper, self._mapper)
+        return connect_gemini_live(
+            llm_request,
+            model=self.model,
+            base_url=mapper._base_url,
+            api_version=mapper._api_version,
+            api_key=mapper._api_key,
+            extra_headers=mapper._extra_headers,
+            http_client=http_client,
+            limits=limits,
+            allow_insecure_key=self._allow_insecure_key,
+        )

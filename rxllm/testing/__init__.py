@@ -17,6 +17,18 @@ from .._core.public import publish as _publish
 
 if _TYPE_CHECKING:
     from ._contract import assert_stream_protocol
+    from ._live_stub import (
+        CloseWith,
+        Drop,
+        Expect,
+        LiveConnectionRecord,
+        LiveStep,
+        LiveStubServer,
+        Oversized,
+        Reply,
+        gemini,
+        openai,
+    )
     from ._recordings import SseRecording, load_sse_recordings
     from ._replay import PROTOCOLS, parser_for, replay_sse
     from ._scripted import At, ScriptedCall, ScriptedLlm, at_times, scripted_turn
@@ -35,12 +47,20 @@ if _TYPE_CHECKING:
 
 __all__ = [
     "At",
+    "CloseWith",
     "ConnectionRecord",
     "Delay",
     "Disconnect",
+    "Drop",
+    "Expect",
     "Hold",
+    "LiveConnectionRecord",
+    "LiveStep",
+    "LiveStubServer",
+    "Oversized",
     "PROTOCOLS",
     "RecordedRequest",
+    "Reply",
     "ScriptedCall",
     "ScriptedLlm",
     "SseRecording",
@@ -51,7 +71,9 @@ __all__ = [
     "assert_stream_protocol",
     "at_times",
     "complete_json",
+    "gemini",
     "load_sse_recordings",
+    "openai",
     "parser_for",
     "record_in_virtual_time",
     "replay_sse",
@@ -61,6 +83,10 @@ __all__ = [
 
 _MODULES = {
     "._contract": ("assert_stream_protocol",),
+    "._live_stub": (
+        "CloseWith", "Drop", "Expect", "LiveConnectionRecord", "LiveStep", "LiveStubServer", "Oversized", "Reply",
+        "gemini", "openai",
+    ),
     "._recordings": ("SseRecording", "load_sse_recordings"),
     "._replay": ("PROTOCOLS", "parser_for", "replay_sse"),
     "._scripted": ("At", "ScriptedCall", "ScriptedLlm", "at_times", "scripted_turn"),

@@ -22,6 +22,14 @@ from rxllm.testing import SseRecording, load_sse_recordings, sse_turn
 
 pytest_plugins = ["pytester"]
 
+# The in-process inner runs restore ``sys.modules`` when they end. rxllm and rxllm.testing load
+# some names on first use: a name first loaded inside an inner run would leave its module dropped
+# from ``sys.modules`` while the front door keeps the name, and the next first use of a sibling name
+# would load a second copy of that module (two ``StubResponse`` classes). Load every name now.
+for _front_door in (importlib.import_module("rxllm"), importlib.import_module("rxllm.testing")):
+    for _name in _front_door.__all__:
+        getattr(_front_door, _name)
+
 ROOT = Path(__file__).resolve().parents[2]
 TRANSCRIPTS = ROOT / "tests" / "fixtures" / "transcripts"
 PLUGIN = "rxllm.testing.pytest_plugin"

@@ -63,6 +63,9 @@ class LlmAgent(BaseAgent):
             ``set_model_response`` tool instead (ADK Java's ``SetModelResponseTool``: its
             arguments, validated, are the answer; see ``rxllm.agents._flows.output_schema``).
             The agent transfers as any other (ADK Java's ``AutoFlow``).
+        input_schema: a pydantic model class: what the agent takes when another agent calls it
+            through :class:`AgentTool` (the tool's parameters; the arguments, validated, are its
+            user message as JSON). Used by ``AgentTool`` only, as in ADK Java.
         include_contents: ``"default"``: the history (``_contents`` rules); ``"none"``: only the
             current turn.
         generate_content_config: generation options (temperature, ...). Its ``system_instruction``
@@ -103,6 +106,7 @@ class LlmAgent(BaseAgent):
         disallow_transfer_to_peers: bool = False,
         output_key: str | None = None,
         output_schema: type[BaseModel] | None = None,
+        input_schema: type[BaseModel] | None = None,
         include_contents: IncludeContents = "default",
         generate_content_config: GenerateContentConfig | None = None,
         before_agent_callback: AgentCallback | Sequence[AgentCallback] | None = None,
@@ -137,6 +141,8 @@ class LlmAgent(BaseAgent):
             raise ConfigurationError(f"LlmAgent {name!r}: pass tools with tools=, not in generate_content_config")
         if output_schema is not None and not (isinstance(output_schema, type) and issubclass(output_schema, BaseModel)):
             raise ConfigurationError(f"LlmAgent {name!r}: output_schema must be a pydantic model class")
+        if input_schema is not None and not (isinstance(input_schema, type) and issubclass(input_schema, BaseModel)):
+            raise ConfigurationError(f"LlmAgent {name!r}: input_schema must be a pydantic model class")
         self._model = model
         self._resolved: BaseLlm | None = model if isinstance(model, BaseLlm) else None
         self._instruction = instruction
@@ -149,6 +155,7 @@ class LlmAgent(BaseAgent):
         self._disallow_transfer_to_peers = disallow_transfer_to_peers
         self._output_key = output_key
         self._output_schema = output_schema
+        self._input_schema = input_schema
         self._include_contents: IncludeContents = include_contents
         self._before: tuple[BeforeModelCallback, ...] = as_callbacks(before_model_callback, "before_model_callback")
         self._after: tuple[AfterModelCallback, ...] = as_callbacks(after_model_callback, "after_model_callback")
@@ -240,6 +247,11 @@ class LlmAgent(BaseAgent):
     def output_schema(self) -> type[BaseModel] | None:
         """The pydantic model the reply must validate against."""
         return self._output_schema
+
+    @property
+    def input_schema(self) -> type[BaseModel] | None:
+        """The pydantic model of what the agent takes as an :class:`AgentTool`."""
+        return self._input_schema
 
     @property
     def include_contents(self) -> IncludeContents:

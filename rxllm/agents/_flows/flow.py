@@ -75,6 +75,7 @@ from .output_schema import (
     structured_response_text,
     validate_output,
 )
+from .tool_requests import process_request_by_tools
 from .transfer import TRANSFER_TOOL, transfer_instruction, transfer_targets
 
 __all__ = ["build_request", "run_llm_flow"]
@@ -190,7 +191,7 @@ def _should_continue(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> b
             ctx.invocation_id,
         )
         return False
-    if last.error_code is not None:
+    if last.error_code is not None or last.actions.end_invocation:  # ADK Java's BaseLlmFlow: endInvocation
         return False
     return not last.is_final_response()
 
@@ -201,12 +202,17 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
         targets = transfer_targets(agent)
         step.tools = {tool.name: tool for tool in _request_tools(agent, targets, tools)}
         request = build_request(agent, ctx, session, ReadonlyContext(ctx, step.state), tools)
-        responses = within(ctx.telemetry_context, _call_model(agent, ctx, callback_ctx, request))
 
         def handle_response(response: LlmResponse) -> reactivex.Observable[Event]:
             return _handle_event(agent, ctx, step, _to_event(agent, ctx, step, response))
 
-        return concat_map_now(responses, handle_response)
+        def call(processed: list[LlmRequest]) -> reactivex.Observable[Event]:
+            responses = within(ctx.telemetry_context, _call_model(agent, ctx, callback_ctx, processed[-1]))
+            return concat_map_now(responses, handle_response)
+
+        tool_ctx = ToolContext(ctx, step.state, None)  # the tools edit the request (ADK's processLlmRequest)
+        owner, loop = _owner(agent), ctx.tool_runtime.loop
+        return collect_then(process_request_by_tools(tools, request, tool_ctx, owner, loop), call)
 
     def resume_then_model_step(session: Session, tools: tuple[BaseTool, ...]) -> reactivex.Observable[Event]:
         # ADK's RequestConfirmationLlmRequestProcessor: calls the client confirmed (or refused) run
@@ -514,6 +520,7 @@ def _run_tools(
             state_delta=step.state.take_delta(),
             skip_summarization=True if any(c.actions.skip_summarization for c in contexts) else None,
             escalate=True if any(c.actions.escalate for c in contexts) else None,
+            end_invocation=True if any(c.actions.end_invocation for c in contexts) else None,
             artifact_delta={name: v for c in contexts for name, v in c.actions.artifact_delta.items()},
             transfer_to_agent=next(
                 (c.actions.transfer_to_agent for c in reversed(contexts) if c.actions.transfer_to_agent), None
@@ -528,7 +535,9 @@ def _run_tools(
             branch=ctx.branch,
             content=Content(role="user", parts=tuple(parts)),
             actions=actions,
-            total_usage_metadata=ctx.total_usage_metadata if actions.skip_summarization else None,  # ends the run
+            total_usage_metadata=(  # this event ends the run
+                ctx.total_usage_metadata if actions.skip_summarization or actions.end_invocation else None
+            ),
         )
 
         def stored(event: Event) -> None:

@@ -1,26 +1,35 @@
 """``AgentTool``: an agent used as a tool by another agent's model (ADK's ``tools/AgentTool.java``).
 
-The model calls the tool with ``{"request": "..."}``; the agent runs on a fresh in-memory session
-whose state is a copy of the caller's (the caller's plugins are not applied, ADK's default). Every
-state change the agent makes flows back into the caller's state (deletions included), so it is
-stored with the caller's function-response event. The tool's result is ``{"result": <the last
-event's text>}``, or, when the agent is an ``LlmAgent`` with ``output_schema``, the validated
-object. With ``skip_summarization`` the caller's turn ends with that result (no further model call).
+The model calls the tool with ``{"request": "..."}``, or, when the agent has an ``input_schema``,
+with arguments of that schema (validated, then sent to the agent as its user message, JSON text).
+The agent runs on a fresh in-memory session whose state is a copy of the caller's, without the
+caller's plugins unless ``include_plugins`` (ADK Java's default and option). Every state change
+the agent makes flows back into the caller's state (deletions included), so it is stored with the
+caller's function-response event. The tool's result is ``{"result": <the last event's text>}``,
+or, when the agent has an ``output_schema``, the validated object. With ``skip_summarization`` the
+caller's turn ends with that result (no further model call).
+
+For a workflow agent (``SequentialAgent``...), the input schema is its first ``LlmAgent``'s (down
+the first sub-agents) and the output schema its last's (down the last sub-agents), as ADK Java's
+``AgentTool.getInputSchema`` / ``getOutputSchema``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, cast
 
 import reactivex
+from pydantic import BaseModel, ValidationError
 from reactivex import operators as ops
 
 from ..._core.errors import ConfigurationError, ToolError
 from ..._core.types import Content, FunctionDeclaration, Part
-from ..._tools import BaseTool, ToolContext, ToolResult
+from ..._tools import BaseTool, ToolContext, ToolResult, describe_validation_error
+from ..._tools._tool import _strip_titles
 from .._agents.llm_agent import LlmAgent
 from .._flows.output_schema import validate_output
-from .._invocation.base import BaseAgent
+from .._invocation.base import BaseAgent, BasePlugin
 from .._sessions.event import Event
 from .._sessions.state import STATE_REMOVED
 from .runner import InMemoryRunner
@@ -34,6 +43,9 @@ class AgentTool(BaseTool):
     Args:
         agent: the agent to run. It runs as the root of its own run: give it no parent.
         skip_summarization: end the calling agent's turn with this tool's result.
+        include_plugins: run the agent with the calling run's plugins (ADK Java's
+            ``AgentTool.create(agent, skipSummarization, includePlugins)``); without, it runs
+            with none.
 
     >>> from rxllm.agents import LlmAgent
     >>> from rxllm.testing import ScriptedLlm
@@ -43,12 +55,13 @@ class AgentTool(BaseTool):
     ('translator', 'Translates to French.', ['request'])
     """
 
-    def __init__(self, agent: BaseAgent, *, skip_summarization: bool = False) -> None:
+    def __init__(self, agent: BaseAgent, *, skip_summarization: bool = False, include_plugins: bool = False) -> None:
         if not isinstance(agent, BaseAgent):
             raise ConfigurationError(f"AgentTool needs a BaseAgent, got {type(agent).__name__}")
         super().__init__(name=agent.name, description=agent.description)
         self._agent = agent
         self._skip_summarization = skip_summarization
+        self._include_plugins = include_plugins
 
     @property
     def agent(self) -> BaseAgent:
@@ -60,8 +73,17 @@ class AgentTool(BaseTool):
         """Whether the caller's turn ends with this tool's result."""
         return self._skip_summarization
 
+    @property
+    def include_plugins(self) -> bool:
+        """Whether the agent runs with the calling run's plugins."""
+        return self._include_plugins
+
     def declaration(self) -> FunctionDeclaration:
-        """``{"request": string}``, required."""
+        """The agent's ``input_schema`` as parameters; without one ``{"request": string}``, required."""
+        schema = _input_schema_of(self._agent)
+        if schema is not None:
+            parameters = _strip_titles(schema.model_json_schema(by_alias=True))
+            return FunctionDeclaration(name=self.name, description=self.description, parameters=parameters)
         return FunctionDeclaration(
             name=self.name,
             description=self.description,
@@ -73,13 +95,25 @@ class AgentTool(BaseTool):
         run, disposing cancels it (its model call's connection is closed)."""
         if self._skip_summarization:
             tool_context.actions.skip_summarization = True
-        request = args.get("request")
-        if not isinstance(request, str):
-            raise ToolError(f"agent tool {self.name!r} needs a string 'request' argument, got {args!r}")
+        input_schema = _input_schema_of(self._agent)
+        if input_schema is not None:
+            try:
+                input_schema.model_validate(args)
+            except ValidationError as exc:
+                raise ToolError(
+                    f"invalid arguments for agent tool {self.name!r}: {describe_validation_error(exc)}"
+                ) from exc
+            request = json.dumps(args, separators=(",", ":"), ensure_ascii=False)  # Jackson's compact JSON
+        else:
+            given = args.get("request")
+            if not isinstance(given, str):
+                raise ToolError(f"agent tool {self.name!r} needs a string 'request' argument, got {args!r}")
+            request = given
         agent = self._agent
+        plugins = cast(tuple[BasePlugin, ...], tool_context._invocation_plugins) if self._include_plugins else ()
 
         def start(_: object) -> reactivex.Observable[ToolResult]:
-            runner = InMemoryRunner(agent, app_name=tool_context.agent_name or "agent_tool")
+            runner = InMemoryRunner(agent, app_name=tool_context.agent_name or "agent_tool", plugins=plugins)
             session = runner.session_service.create_session(
                 runner.app_name, "tmp-user", state=tool_context.state.to_dict()
             ).run()
@@ -98,9 +132,10 @@ class AgentTool(BaseTool):
                 if not final or final[-1].content is None:
                     return {}
                 text = final[-1].text()
-                if isinstance(agent, LlmAgent) and agent.output_schema is not None:
+                output_schema = _output_schema_of(agent)
+                if output_schema is not None:
                     try:
-                        validated = validate_output(agent.output_schema, text)
+                        validated = validate_output(output_schema, text)
                     except ValueError as exc:
                         raise ToolError(
                             f"agent tool {self.name!r}: the reply does not match its output_schema: {exc}"
@@ -113,3 +148,23 @@ class AgentTool(BaseTool):
             )
 
         return reactivex.defer(start)
+
+
+def _input_schema_of(agent: BaseAgent) -> type[BaseModel] | None:
+    """The input schema of the first ``LlmAgent`` down the first sub-agents (ADK Java's ``getInputSchema``)."""
+    current = agent
+    while not isinstance(current, LlmAgent):
+        if not current.sub_agents:
+            return None
+        current = current.sub_agents[0]
+    return current.input_schema
+
+
+def _output_schema_of(agent: BaseAgent) -> type[BaseModel] | None:
+    """The output schema of the first ``LlmAgent`` down the last sub-agents (ADK Java's ``getOutputSchema``)."""
+    current = agent
+    while not isinstance(current, LlmAgent):
+        if not current.sub_agents:
+            return None
+        current = current.sub_agents[-1]
+    return current.output_schema

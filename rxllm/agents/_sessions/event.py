@@ -58,6 +58,9 @@ class EventActions(_Model):
             :class:`ParallelAgent` stops every branch.
         rewind_before_invocation_id: the history before this event no longer holds that
             invocation nor anything after it (ADK Python's rewind; see ``_contents``).
+        end_invocation: the flow of the agent that produced this event makes no further model
+            call (ADK Java's ``endInvocation``, also named ``endOfAgent``): set on a
+            function-response event when a tool set ``tool_context.actions.end_invocation``.
         requested_tool_confirmations: function-call id to the confirmation a tool asked for it
             (ADK's ``requestedToolConfirmations``; see ``rxllm._tools._confirmation``).
         compaction: set on a compaction event: the summary that stands for older events in
@@ -70,6 +73,7 @@ class EventActions(_Model):
     transfer_to_agent: str | None = None
     escalate: bool | None = None
     rewind_before_invocation_id: str | None = None
+    end_invocation: bool | None = None
     requested_tool_confirmations: dict[str, ToolConfirmation] = Field(default_factory=dict)
     compaction: EventCompaction | None = None
 
