@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test typecheck bench bench-concurrency docs clean
+.PHONY: demo test typecheck bench bench-kept bench-concurrency docs clean
 
 # editable_mode=compat installs a plain path .pth, which mypy and pyright follow: with setuptools'
 # default editable mode (an import hook) both report `import-not-found` for rxllm from a project
@@ -36,6 +36,11 @@ typecheck: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_stream.py
+
+# Partials kept on an application-sized heap (fastapi, uvicorn, openai, google-genai, OpenTelemetry,
+# rxllm.agents imported first): CPU per chunk against the floor, the collector's full passes.
+bench-kept: $(STAMP)
+	$(BIN)/python benchmarks/bench_kept.py
 
 bench-concurrency: $(STAMP)
 	$(BIN)/python benchmarks/bench_concurrency.py

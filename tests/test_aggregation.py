@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
 import sys
 from typing import Any
 
@@ -569,3 +571,67 @@ def test_changing_a_copy_of_a_partial_leaves_the_other_partials_alone() -> None:
         "content": {"role": "model", "parts": ({"text": "b"},)},
         "partial": True,
     }
+
+
+# --- kept partials are one GC-tracked object --------------------------------------------------------
+
+
+def test_once_the_subscriber_keeps_partials_they_are_built_off_the_collectors_lists() -> None:
+    import gc
+
+    from rxllm import LlmResponse
+    from rxllm._models.aggregation import _gc_untrack
+
+    if _gc_untrack() is None:
+        pytest.skip("not CPython: partials are built as usual")
+    aggregator = StreamAggregator()
+    kept = [aggregator.accept(Chunk(text_delta=f"t{i}", thought_delta="hmm" if i % 2 else None))[0] for i in range(6)]
+    for partial in kept[1:]:  # the first one tells the aggregator that partials are kept
+        assert partial.content is not None
+        assert gc.is_tracked(partial)
+        assert not gc.is_tracked(partial.__dict__)
+        assert not gc.is_tracked(partial.content) and not gc.is_tracked(partial.content.__dict__)
+        assert not gc.is_tracked(partial.content.parts)
+        assert not any(gc.is_tracked(part) for part in partial.content.parts)
+    for i, partial in enumerate(kept):  # and every one is what validation builds
+        raw: list[dict[str, object]] = [{"text": "hmm", "thought": True}] if i % 2 else []
+        raw.append({"text": f"t{i}"})
+        validated = LlmResponse.model_validate({"content": {"role": "model", "parts": raw}, "partial": True})
+        assert partial == validated and hash(partial) == hash(validated) and repr(partial) == repr(validated)
+        assert partial.model_dump_json() == validated.model_dump_json()
+        assert partial.to_json() == validated.to_json()
+        assert pickle.loads(pickle.dumps(partial)) == validated
+        assert copy.deepcopy(partial) == validated and copy.copy(partial) == validated
+        assert LlmResponse.model_validate(partial.model_dump()) == partial
+        assert partial.model_fields_set == validated.model_fields_set
+    assert aggregator.finish().text() == "".join(f"t{i}" for i in range(6))
+
+
+def test_partials_a_subscriber_drops_are_built_as_usual() -> None:
+    import gc
+
+    aggregator = StreamAggregator()
+    for i in range(5):
+        assert aggregator.accept(Chunk(text_delta=f"t{i}"))[0].text() == f"t{i}"
+    last = aggregator.accept(Chunk(text_delta="end"))[0]
+    assert last.content is not None and gc.is_tracked(last.content)
+
+
+def test_a_kept_partial_is_freed_by_reference_counting() -> None:
+    import gc
+    import weakref
+
+    from rxllm import Content
+
+    aggregator = StreamAggregator()
+    kept = [aggregator.accept(Chunk(text_delta=f"t{i}"))[0] for i in range(3)]
+    partial = aggregator.accept(Chunk(text_delta="watched"))[0]
+    assert partial.content is not None and not gc.is_tracked(partial.content)
+    content: weakref.ref[Content] = weakref.ref(partial.content)
+    gc.disable()
+    try:
+        del partial
+        assert content() is None
+    finally:
+        gc.enable()
+    assert [p.text() for p in kept] == ["t0", "t1", "t2"]

@@ -9,6 +9,7 @@ chunk is ``on_error`` with no retry; a 429 before any chunk is retried exactly o
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import threading
@@ -258,6 +259,33 @@ def test_stream_events_reports_a_tool_call_before_the_final(stub_server: StubSer
     assert isinstance(final, ResponseCompleteEvent)
     assert [c.call for c in completes] == final.response.function_calls()
     assert "".join(e.text for e in recorder.items if isinstance(e, TextDeltaEvent)) == final.response.text()
+
+
+def test_stream_events_and_a_whole_response_build_no_partial(
+    stub_server: StubServer, harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rxllm._models import aggregation
+
+    built: list[LlmResponse] = []
+    real = aggregation.build_partial
+
+    def counting(*args: Any) -> LlmResponse:
+        built.append(real(*args))
+        return built[-1]
+
+    monkeypatch.setattr(aggregation, "build_partial", counting)
+    model = harness.model(OPENAI, stub_server.url)
+    stub_server.enqueue(OPENAI.response("Hello", " world"))
+    events = run_to_list(model.stream_events(REQUEST))  # type: ignore[arg-type]
+    assert [e.text for e in events if isinstance(e, TextDeltaEvent)] == ["Hello", " world"]
+    assert isinstance(events[-1], ResponseCompleteEvent) and events[-1].response.text() == "Hello world"
+    whole = json.dumps(OPENAI.complete_body("Hello world")).encode()
+    stub_server.enqueue(StubResponse(headers={"content-type": "application/json"}, body=[whole], chunked=False))
+    assert [r.text() for r in run_to_list(model.generate_content(REQUEST, stream=False))] == ["Hello world"]
+    assert built == []
+    stub_server.enqueue(OPENAI.response("Hello", " world"))  # the counter does see partials where they are due
+    assert [r.text() for r in run_to_list(model.generate_content(REQUEST, stream=True))][:2] == ["Hello", " world"]
+    assert [p.text() for p in built] == ["Hello", " world"]
 
 
 # --- cancellation: dispose closes the socket at once ----------------------------------------------

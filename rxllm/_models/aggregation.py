@@ -40,8 +40,11 @@ never inherits a half-filled buffer.
 
 from __future__ import annotations
 
+import functools
 import json
+import sys
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -82,9 +85,8 @@ def _direct_defaults(cls: type[BaseModel], fields: frozenset[str]) -> dict[str, 
     :func:`build_partial` does what ``model_construct`` does, minus its per-field loop: a copy of
     the defaults with the values set, no extra, no private attributes, and every instance of one
     shape shares one ``model_fields_set`` (pydantic copies it before changing it, as in
-    ``model_copy(update=...)``), so a kept partial is 6 objects for the garbage collector to walk
-    instead of 9 (a subscriber that keeps every partial makes the collector walk them all: the
-    "partials kept" rows of ``docs/benchmarks.md``). Safe only when no default is mutable or made
+    ``model_copy(update=...)``), so a partial is 6 GC-tracked objects instead of 9 (and 1 once
+    the subscriber keeps partials: see :func:`_gc_untrack`). Safe only when no default is mutable or made
     by a factory and the model has no validators or post-init hook to skip; otherwise ``None`` (and
     the aggregator validates). ``tests/test_aggregation.py`` checks the result is equal to
     a validated one in every observable way.
@@ -144,12 +146,18 @@ _TEXT_FIELDS = {"text"}
 _THOUGHT_FIELDS = {"text", "thought"}
 
 
-def build_partial(text: str | None, thought: str | None) -> LlmResponse:
+def build_partial(text: str | None, thought: str | None, untrack: _Untrack | None = None) -> LlmResponse:
     """The partial of a chunk with new answer ``text`` and/or ``thought`` text (at least one non-empty).
 
     Exactly what ``LlmResponse.model_validate`` makes of ``{"content": {"role": "model", "parts":
     [thought part, text part]}, "partial": True}``, built without validating when that is safe
     (see :func:`_direct_defaults`): written out in full, as this runs once per network event.
+
+    With ``untrack`` (the aggregator passes it once its subscriber keeps partials, see
+    :func:`_gc_untrack`), the ``Part``, the parts tuple, the ``Content`` and the response's dict are
+    taken off the garbage collector's lists as they are built (the other two dicts hold only
+    untracked values, so CPython leaves them untracked): a kept partial is one GC-tracked object,
+    the ``LlmResponse`` itself, instead of six.
     """
     if not _DIRECT:
         raw: list[dict[str, object]] = [{"text": thought, "thought": True}] if thought else []
@@ -167,6 +175,8 @@ def build_partial(text: str | None, thought: str | None) -> LlmResponse:
         _set_fields_set(thought_part, _THOUGHT_FIELDS)
         _set_extra(thought_part, None)
         _set_private(thought_part, None)
+        if untrack is not None:
+            untrack(thought_part)
         parts: tuple[Part, ...] = (thought_part,)
     else:
         parts = ()
@@ -178,8 +188,13 @@ def build_partial(text: str | None, thought: str | None) -> LlmResponse:
         _set_fields_set(part, _TEXT_FIELDS)
         _set_extra(part, None)
         _set_private(part, None)
+        if untrack is not None:
+            untrack(part)
         parts = (*parts, part) if parts else (part,)
     content = _new(Content)
+    if untrack is not None:
+        untrack(parts)  # before it goes into the dict: a dict holding only untracked values stays untracked
+        untrack(content)
     state = _content_copy()
     state["role"] = "model"
     state["parts"] = parts
@@ -191,11 +206,61 @@ def build_partial(text: str | None, thought: str | None) -> LlmResponse:
     state = _response_copy()
     state["content"] = content
     state["partial"] = True
+    if untrack is not None:
+        untrack(state)  # a dict holding any model instance is tracked by CPython, tracked or not
     _set_dict(response, state)
     _set_fields_set(response, _RESPONSE_FIELDS)
     _set_extra(response, None)
     _set_private(response, None)
     return response
+
+
+_Untrack = Callable[[object], None]
+
+
+@functools.cache
+def _gc_untrack() -> _Untrack | None:
+    """CPython's ``PyObject_GC_UnTrack`` (through ``ctypes``, loaded on first use), or ``None`` elsewhere.
+
+    Why: a subscriber that keeps every partial (``ops.to_list()``, a recorder, a test) keeps
+    six GC-tracked objects alive per partial, so a long stream crosses the collector's
+    full-collection threshold often, and each full pass walks the application's whole heap
+    (half a second with a web framework, two SDKs and OpenTelemetry imported: the "partials kept"
+    rows of ``docs/benchmarks.md``). A partial's graph cannot hold a reference cycle -- its models
+    are frozen and it holds only strings, ``True``, ``None`` and its own models, built here and
+    referenced by nothing else -- so the collector has nothing to find in it, and reference counting
+    frees it as before. CPython's collector untracks tuples and dicts of such atomic values by
+    itself; this does the same for the partial's ``Part`` and ``Content`` instances, which it
+    cannot judge. (A dict that is later given a tracked value is tracked again by CPython.)
+    """
+    if sys.implementation.name != "cpython":
+        return None
+    try:
+        import ctypes
+
+        untrack: _Untrack = ctypes.PYFUNCTYPE(None, ctypes.py_object)(("PyObject_GC_UnTrack", ctypes.pythonapi))
+    except (ImportError, AttributeError, OSError):  # pragma: no cover - CPython always has it
+        return None
+    return untrack
+
+
+class _Slot:
+    __slots__ = ("value",)
+
+    value: object
+
+
+def _held_by_a_slot_and_a_local() -> int:
+    """What ``sys.getrefcount`` says of an object only a slot and a local refer to (3 on CPython 3.11)."""
+    holder = _Slot()
+    holder.value = object()
+    value = holder.value
+    return sys.getrefcount(value)
+
+
+_UNSHARED = _held_by_a_slot_and_a_local()
+_PROBES = 8
+_getrefcount = sys.getrefcount
 
 
 def generate_function_call_id() -> str:
@@ -271,9 +336,12 @@ class StreamAggregator:
         "_error",
         "_finish_reason",
         "_has_emitted",
+        "_last",
         "_model_version",
         "_open_calls",
+        "_probes",
         "_provider",
+        "_quiet",
         "_raw_finish_reason",
         "_refusal",
         "_response_id",
@@ -282,6 +350,7 @@ class StreamAggregator:
         "_text_signature",
         "_thoughts",
         "_to_report",
+        "_untrack",
         "_usage",
     )
 
@@ -302,6 +371,13 @@ class StreamAggregator:
         self._response_id: str | None = None
         self._has_emitted = False
         self._saw_end = False
+        self._quiet = False  # in absorb(): no partial is built
+        # Each of the first ``_PROBES`` partials is held here until the next one is built, which
+        # looks whether anybody else still holds it: if so the subscriber keeps partials, and the
+        # rest are built off the collector's lists (``_untrack``, see build_partial).
+        self._last: LlmResponse | None = None
+        self._probes = _PROBES
+        self._untrack: _Untrack | None = None
 
     @property
     def has_emitted(self) -> bool:
@@ -328,6 +404,20 @@ class StreamAggregator:
         """Take one chunk; return the partial it yields (zero or one)."""
         partial = self.accept_one(chunk)
         return [] if partial is None else [partial]
+
+    def absorb(self, chunk: Chunk) -> None:
+        """:meth:`accept` without building the partial, for a consumer that reads the chunk's deltas
+        itself (:meth:`~rxllm.BaseLlm.stream_events` emits them as text and thought events)."""
+        self._quiet = True
+        try:
+            self.accept_one(chunk)
+        finally:
+            self._quiet = False
+
+    @property
+    def has_completed_calls(self) -> bool:
+        """Whether :meth:`take_completed_calls` (without ``all_remaining``) has a call to return."""
+        return bool(self._to_report)
 
     def accept_one(self, chunk: Chunk) -> LlmResponse | None:
         """:meth:`accept`, returning the partial itself or ``None`` (no list per chunk: the streams' hot path)."""
@@ -394,7 +484,25 @@ class StreamAggregator:
         elif not thought:
             return None
         self._has_emitted = True
-        return build_partial(text, thought)
+        if self._quiet:
+            return None
+        untrack = self._untrack
+        if untrack is None:
+            probes = self._probes
+            if not probes:
+                return build_partial(text, thought)
+            # One of the first partials: is the one before still held by anybody but this aggregator?
+            last = self._last
+            if last is not None and _getrefcount(last) > _UNSHARED:
+                untrack = self._untrack = _gc_untrack()  # the subscriber keeps partials (None: not CPython)
+                self._probes = 0
+                self._last = None
+            else:
+                partial = build_partial(text, thought)
+                self._probes = probes - 1
+                self._last = partial if probes > 1 else None
+                return partial
+        return build_partial(text, thought, untrack)
 
     def take_completed_calls(self, *, all_remaining: bool = False) -> list[tuple[int, FunctionCall]]:
         """The tool calls that became complete since the last call, as ``(index, call)``, in index order.
@@ -419,6 +527,7 @@ class StreamAggregator:
 
     def finish(self) -> LlmResponse:
         """Build the one final response: the whole turn, ``partial`` unset."""
+        self._last = None
         parts: list[Part] = [block.to_part() for block in self._thoughts]
         if self._text or self._text_signature is not None:
             parts.append(Part(text="".join(self._text), thought_signature=self._text_signature))

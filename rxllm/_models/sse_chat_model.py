@@ -325,15 +325,16 @@ def _emit_partials(chunk: Chunk, aggregator: StreamAggregator, on_next: Callable
 
 
 def _emit_events(chunk: Chunk, aggregator: StreamAggregator, on_next: Callable[[Any], None]) -> None:
-    aggregator.accept(chunk)
+    aggregator.absorb(chunk)  # no partial: the events carry the chunk's own delta strings
     if chunk.thought_delta:
         on_next(ThoughtDeltaEvent(chunk.thought_delta))
     if chunk.text_delta:
         on_next(TextDeltaEvent(chunk.text_delta))
     for fragment in chunk.tool_call_fragments:
         on_next(ToolCallDeltaEvent(fragment.index, fragment.id, fragment.name, fragment.arguments_delta))
-    for index, call in aggregator.take_completed_calls():
-        on_next(ToolCallCompleteEvent(index, call))
+    if aggregator.has_completed_calls:
+        for index, call in aggregator.take_completed_calls():
+            on_next(ToolCallCompleteEvent(index, call))
 
 
 _EMITTERS = {_Emit.PARTIALS: _emit_partials, _Emit.EVENTS: _emit_events}
@@ -399,7 +400,7 @@ def _on_chunk(
 
 def _single_of(body: bytes, parser: ChunkParser, aggregator: StreamAggregator) -> LlmResponse:
     for chunk in parser.parse_response(body):
-        aggregator.accept(chunk)
+        aggregator.absorb(chunk)
     return aggregator.finish()
 
 
