@@ -136,10 +136,17 @@ def test_sqlite_busy_wait_is_bounded_by_busy_timeout_against_another_process(tmp
 
 _READER = textwrap.dedent(
     """
-    import os, sys
+    import os, shutil, sys, tempfile
     from rxllm import StoreError
     from rxllm.agents import Event, SqliteSessionService
     if sys.argv[2] != "-":  # root writes any file: drop to another user once everything is imported
+        # one read and one write on a copy first, so every module they load is loaded while this
+        # process may still read the installed packages (a checkout may sit in a root-only folder)
+        with tempfile.TemporaryDirectory() as warm:
+            shutil.copy(sys.argv[1], os.path.join(warm, "warm.db"))
+            with SqliteSessionService(os.path.join(warm, "warm.db")) as service:
+                session = service.get_session("app", "u", "s").run()
+                service.append_event(session, Event(author="user")).run()
         os.setgid(int(sys.argv[3]))
         os.setuid(int(sys.argv[2]))
     with SqliteSessionService(sys.argv[1]) as service:
