@@ -201,6 +201,7 @@ class WebSocketServer:
         url: ``ws://127.0.0.1:PORT`` (``wss://`` with an ``ssl_context``).
         requests: every upgrade request, as it arrived.
         peers: every accepted :class:`ServerPeer`, as it was accepted (:meth:`peer` takes the next).
+        bad_requests: connections that sent something other than an HTTP upgrade request (closed).
         errors: exceptions a handler raised (other than the client closing).
     """
 
@@ -222,6 +223,7 @@ class WebSocketServer:
         self.requests: queue.Queue[wsproto.events.Request] = queue.Queue()
         self.peers: queue.Queue[ServerPeer] = queue.Queue()
         self.errors: list[BaseException] = []
+        self.bad_requests = 0  # connections whose first bytes were not an HTTP upgrade request
         self._threads: list[threading.Thread] = []
         self._socks: list[socket.socket] = []
         self._lock = threading.Lock()
@@ -280,8 +282,12 @@ class WebSocketServer:
                     data = sock.recv(65536)
                     if not data:
                         return
-                    ws.receive_data(data)
-                    request = next((e for e in ws.events() if isinstance(e, wsproto.events.Request)), None)
+                    try:
+                        ws.receive_data(data)
+                        request = next((e for e in ws.events() if isinstance(e, wsproto.events.Request)), None)
+                    except wsproto.utilities.RemoteProtocolError:  # not an HTTP upgrade (e.g. a TLS hello)
+                        self.bad_requests += 1
+                        return
                 self.requests.put(request)
                 refusal = self._refuse(request) if self._refuse is not None else None
                 if refusal is not None:
