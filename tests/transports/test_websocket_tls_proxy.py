@@ -217,7 +217,7 @@ def test_wss_async_with_the_users_client_trusting_a_private_ca(server_tls: ssl.S
 
 def test_wss_to_a_server_whose_ca_the_client_does_not_trust_is_a_clear_error(server_tls: ssl.SSLContext) -> None:
     with WsServer(echo, ssl_context=server_tls) as server, httpx2.Client(trust_env=False) as client:
-        with pytest.raises(TransportError, match="(?i)certificate"):
+        with pytest.raises(TransportError, match=r"(?i)certificate"):
             connect_websocket(client, f"wss://localhost:{server.port}/ws", limits=NO_PINGS)
         assert server.peers.empty()  # the handshake never got to the upgrade
 
