@@ -16,7 +16,7 @@ import socket
 import ssl
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from urllib.parse import parse_qsl, urlsplit
@@ -94,15 +94,15 @@ class ServerPeer:
         """One binary message."""
         self._send(wsproto.events.BytesMessage(data=data))
 
-    def send_fragments(self, pieces: list[str] | list[bytes]) -> None:
-        """One message in several frames."""
+    def send_fragments(self, pieces: Sequence[str | bytes]) -> None:
+        """One message in several frames (all ``str``: a text message; all ``bytes``: binary)."""
         for i, piece in enumerate(pieces):
             last = i == len(pieces) - 1
-            event: wsproto.events.Event = (
-                wsproto.events.TextMessage(data=piece, message_finished=last)
-                if isinstance(piece, str)
-                else wsproto.events.BytesMessage(data=piece, message_finished=last)
-            )
+            event: wsproto.events.Event
+            if isinstance(piece, str):
+                event = wsproto.events.TextMessage(data=piece, message_finished=last)
+            else:
+                event = wsproto.events.BytesMessage(data=piece, message_finished=last)
             self._send(event)
 
     def send_raw(self, data: bytes) -> None:
