@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from ..._core.types import GenerateContentConfig, LlmRequest, LlmResponse
 from ..._models.base_llm import BaseLlm
 from ..._tools import BaseTool, CallbackContext, ToolContext
+from ..._tools._toolset import ToolGroup
 from .._invocation.base import BaseAgent
 from .contents import IncludeContents
 from .instructions import InstructionProvider
@@ -115,6 +116,8 @@ class FlowAgent(TreeLlmAgent, Protocol):
     def tools_by_name(self) -> Mapping[str, BaseTool]: ...
 
     def canonical_tools(self, readonly_context: Any = None) -> reactivex.Observable[tuple[BaseTool, ...]]: ...
+
+    def canonical_tool_groups(self, readonly_context: Any = None) -> reactivex.Observable[tuple[ToolGroup, ...]]: ...
 
     @property
     def generate_content_config(self) -> GenerateContentConfig: ...
