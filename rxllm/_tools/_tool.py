@@ -42,7 +42,7 @@ from reactivex import abc as rx_abc
 from reactivex import operators as ops
 
 from .._core.errors import ConfigurationError, ToolError
-from .._core.types import FunctionDeclaration, LlmRequest, Tool
+from .._core.types import FunctionDeclaration, LlmRequest
 from .._rx.direct import defer_now, emit_now
 from ._context import ToolContext
 from ._loops import check_timeout, coroutine_observable
@@ -54,7 +54,6 @@ __all__ = [
     "ToolLike",
     "as_tool",
     "describe_validation_error",
-    "tool_declarations",
     "tools_by_name",
 ]
 
@@ -402,9 +401,3 @@ def tools_by_name(tools: Iterable[ToolLike], owner: str) -> dict[str, BaseTool]:
             raise ConfigurationError(f"{owner} has two tools named {tool.name!r}")
         by_name[tool.name] = tool
     return by_name
-
-
-def tool_declarations(tools: Iterable[BaseTool]) -> tuple[Tool, ...]:
-    """What a request declares for ``tools``: one :class:`~rxllm.Tool` with every declaration, or nothing."""
-    declarations = tuple(d for d in (tool.declaration() for tool in tools) if d is not None)
-    return (Tool(function_declarations=declarations),) if declarations else ()

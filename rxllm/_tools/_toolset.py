@@ -144,4 +144,5 @@ def expand_tools(
     union: Sequence[BaseTool | BaseToolset], owner: str, readonly_context: Any = None
 ) -> reactivex.Observable[tuple[BaseTool, ...]]:
     """The tools of :func:`expand_tool_groups`, as one tuple, in the order of ``union``."""
-    return collect_then(expand_tool_groups(union, owner, readonly_context), lambda found: emit_now(group_tools(found[-1])))
+    groups = expand_tool_groups(union, owner, readonly_context)
+    return collect_then(groups, lambda found: emit_now(group_tools(found[-1])))

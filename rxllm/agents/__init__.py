@@ -41,13 +41,17 @@ support 'It shipped Tuesday.' [] []
 from .._core.public import publish as _publish
 from .._tools import (
     BaseTool,
+    BuiltInCodeExecutionTool,
+    BuiltInTool,
     CallbackContext,
     FunctionTool,
+    GoogleSearchTool,
     ReadonlyContext,
     ToolActions,
     ToolConfirmation,
     ToolContext,
     ToolLike,
+    UrlContextTool,
 )
 from .._tools._examples import BaseExampleProvider, Example, ExampleTool, build_example_si
 from .._tools._exit_loop import exit_loop
@@ -104,6 +108,8 @@ __all__ = [
     "BaseToolset",
     "BeforeModelCallback",
     "BeforeToolCallback",
+    "BuiltInCodeExecutionTool",
+    "BuiltInTool",
     "CallbackContext",
     "Event",
     "EventActions",
@@ -114,6 +120,7 @@ __all__ = [
     "FileArtifactService",
     "FunctionTool",
     "GetSessionConfig",
+    "GoogleSearchTool",
     "InMemoryArtifactService",
     "InMemoryMemoryService",
     "InMemoryRunner",
@@ -154,6 +161,7 @@ __all__ = [
     "ToolConfirmation",
     "ToolContext",
     "ToolLike",
+    "UrlContextTool",
     "build_example_si",
     "exit_loop",
     "load_memory",

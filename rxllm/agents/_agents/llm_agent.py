@@ -139,7 +139,10 @@ class LlmAgent(BaseAgent):
                 f"LlmAgent {name!r}: set the system instruction with instruction=, not in generate_content_config"
             )
         if config.tools:
-            raise ConfigurationError(f"LlmAgent {name!r}: pass tools with tools=, not in generate_content_config")
+            raise ConfigurationError(
+                f"LlmAgent {name!r}: pass tools with tools=, not in generate_content_config (a provider's built-in "
+                "tool as an entry: GoogleSearchTool(), BuiltInTool(Tool(...)))"
+            )
         if output_schema is not None and not (isinstance(output_schema, type) and issubclass(output_schema, BaseModel)):
             raise ConfigurationError(f"LlmAgent {name!r}: output_schema must be a pydantic model class")
         if input_schema is not None and not (isinstance(input_schema, type) and issubclass(input_schema, BaseModel)):

@@ -271,7 +271,9 @@ class InvocationContext:
         """Store ``event`` in this run's session (partials are passed through unstored); emit the stored event.
 
         The event's ``temp:`` state keys are kept in the invocation (see the class docstring) and
-        left out of the stored event and state."""
+        left out of the stored event and state; the emitted event keeps them in its
+        ``state_delta``, as ADK Java's does (its session service never trims the event it emits;
+        ADK Python's does)."""
         self._keep_temp_state(event)
         if event.partial:
             return awaitable(self.session_service.append_event(self.session, event))
@@ -282,7 +284,19 @@ class InvocationContext:
 
         with self._shared.lock:
             self._shared.stored_ids.add(event.id)
-        return awaitable(tap_next(self.session_service.append_event(self.session, event), note))
+        stored = tap_next(self.session_service.append_event(self.session, event), note)
+        delta = event.actions.state_delta
+        if not any(key.startswith(TEMP_PREFIX) for key in delta):
+            return awaitable(stored)
+
+        def with_temp_keys(stored: Event) -> Event:
+            kept = stored.actions.state_delta
+            merged = {k: (v if k.startswith(TEMP_PREFIX) else kept[k]) for k, v in delta.items() if k in kept
+                      or k.startswith(TEMP_PREFIX)}
+            merged.update({k: v for k, v in kept.items() if k not in merged})
+            return stored.model_copy(update={"actions": stored.actions.model_copy(update={"state_delta": merged})})
+
+        return awaitable(concat_map_now(stored, lambda e: emit_now(with_temp_keys(e))))
 
     def is_stored(self, event: Event) -> bool:
         """Whether ``event`` (by its id) was stored by :meth:`append_event` in this invocation."""
