@@ -84,6 +84,7 @@ from ._runners.compaction import (
     EventsCompactionConfig,
     LlmEventSummarizer,
     SlidingWindowEventCompactor,
+    TailRetentionEventCompactor,
 )
 from ._runners.runner import InMemoryRunner, Runner
 from ._sessions.base import BaseSessionService, GetSessionConfig, InMemorySessionService, Session
@@ -157,6 +158,7 @@ __all__ = [
     "StdioServerParameters",
     "StreamableHttpServerParameters",
     "StreamingMode",
+    "TailRetentionEventCompactor",
     "ToolActions",
     "ToolConfirmation",
     "ToolContext",

@@ -247,12 +247,26 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
         owner, loop = _owner(agent), ctx.tool_runtime.loop
         return collect_then(process_request_by_tools(groups, request, tool_ctx, owner, loop), call)
 
+    def compact_then_model_step(session: Session, groups: tuple[ToolGroup, ...]) -> reactivex.Observable[Event]:
+        # ADK Java's Compaction request processor, before the contents are built: the summary it
+        # stores is part of this request's history
+        compactor = ctx.request_compactor
+        if compactor is None:
+            return model_step(session, groups)
+
+        def with_summary(stored: list[Event]) -> reactivex.Observable[Event]:
+            if not stored:
+                return model_step(session, groups)
+            return model_step(session.model_copy(update={"events": (*session.events, *stored)}), groups)
+
+        return collect_then(compactor.compact(session, ctx.session_service), with_summary)
+
     def resume_then_model_step(session: Session, groups: tuple[ToolGroup, ...]) -> reactivex.Observable[Event]:
         # ADK's RequestConfirmationLlmRequestProcessor: calls the client confirmed (or refused) run
         # again first, their responses stored before the request is built
         pending = calls_to_resume(session.events, agent.name)
         if pending is None:
-            return model_step(session, groups)
+            return compact_then_model_step(session, groups)
         tools = group_tools(groups)
         step.tools = {tool.name: tool for tool in _request_tools(agent, transfer_targets(agent), tools)}
         calls = Event(
@@ -261,7 +275,8 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
             content=Content(role="model", parts=tuple(Part(function_call=c) for c in pending.calls)),
         )
         resumed = _run_tools(agent, ctx, step, calls, pending.confirmations)
-        return then_now(resumed, lambda: collect_then(ctx.session_now(), lambda now: model_step(now[0], groups)))
+        fetched = partial(collect_then, ctx.session_now())
+        return then_now(resumed, lambda: fetched(lambda now: compact_then_model_step(now[0], groups)))
 
     def with_session(session: Session) -> reactivex.Observable[Event]:
         step.state = State(session.state)  # toolsets are expanded before every model call (ADK's canonicalTools)
