@@ -31,7 +31,8 @@ from typing import Any
 import reactivex
 
 from .._core.errors import ConfigurationError, ToolError
-from .._core.types import BUILT_IN_TOOLS, GoogleSearch, Tool, ToolCodeExecution, UrlContext
+from .._core.genai_types import GoogleSearch, ToolCodeExecution, UrlContext
+from .._core.types import BUILT_IN_TOOLS, Tool
 from .._rx.direct import fail_now
 from ._context import ToolContext
 from ._tool import BaseTool, ToolResult

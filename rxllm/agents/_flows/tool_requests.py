@@ -26,7 +26,7 @@ __all__ = ["process_request_by_tools"]
 
 def _edits_requests(entry: BaseTool | BaseToolset) -> bool:
     base = BaseToolset if isinstance(entry, BaseToolset) else BaseTool
-    return type(entry).process_llm_request is not base.process_llm_request  # type: ignore[comparison-overlap]
+    return type(entry).process_llm_request is not base.process_llm_request
 
 
 def _editors(groups: tuple[ToolGroup, ...]) -> list[BaseTool | BaseToolset]:
