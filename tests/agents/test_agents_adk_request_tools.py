@@ -289,3 +289,17 @@ def test_temp_keys_are_in_the_emitted_events_state_delta_and_never_in_the_stored
     same = next(e for e in stored.events if e.id == emitted.id)
     assert same.actions.state_delta == {"kept": "yes"}
     assert stored.state == {"kept": "yes"}
+
+
+# ---- load_memory tells the model it has memory (ADK Java's LoadMemoryTool.processLlmRequest) -------------
+
+
+def test_an_agent_with_load_memory_is_told_it_has_memory_after_its_instructions() -> None:
+    from rxllm.agents import load_memory
+    from rxllm.agents._memory.tools import MEMORY_INSTRUCTION
+
+    model = ScriptedLlm([text_turn("ok")])
+    send(LlmAgent("a", model, instruction="Be brief.", tools=[load_memory]))
+    system = model.requests[0][0].config.system_instruction.text()
+    assert system.startswith("Be brief.\n\n") and system.endswith("\n\n" + MEMORY_INSTRUCTION)
+    assert "you should call load_memory function with a query." in system
