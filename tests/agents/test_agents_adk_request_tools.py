@@ -303,3 +303,15 @@ def test_an_agent_with_load_memory_is_told_it_has_memory_after_its_instructions(
     system = model.requests[0][0].config.system_instruction.text()
     assert system.startswith("Be brief.\n\n") and system.endswith("\n\n" + MEMORY_INSTRUCTION)
     assert "you should call load_memory function with a query." in system
+
+
+def test_an_output_schema_agent_whose_toolset_lists_nothing_still_answers_through_set_model_response() -> None:
+    class Empty(BaseToolset):
+        def get_tools(self, readonly_context: Any = None) -> reactivex.Observable[list[BaseTool]]:
+            return reactivex.just([])
+
+    model = ScriptedLlm([text_turn("ok")])
+    send(LlmAgent("a", model, tools=[Empty()], output_schema=Forecast))
+    request = model.requests[0][0]
+    assert layout(request) == [["set_model_response"]]  # ADK Java's OutputSchema asks toolsUnion()
+    assert request.config.response_schema is None

@@ -118,8 +118,10 @@ def _set_model_response_tool(schema: type[BaseModel]) -> SetModelResponseTool:
 
 
 def _answers_through_tool(agent: FlowAgent, tools: tuple[BaseTool, ...]) -> bool:
-    """Whether the agent gives its structured answer with ``set_model_response`` (``output_schema`` and tools)."""
-    return agent.output_schema is not None and bool(tools)
+    """Whether the agent gives its structured answer with ``set_model_response``: it has an
+    ``output_schema`` and tools (ADK Java's ``OutputSchema`` asks ``toolsUnion()``, so a toolset
+    that lists nothing counts)."""
+    return agent.output_schema is not None and (bool(tools) or bool(agent.tools_union))
 
 
 def _request_tools(agent: FlowAgent, targets: list[BaseAgent], tools: tuple[BaseTool, ...]) -> tuple[BaseTool, ...]:
@@ -132,7 +134,7 @@ def _request_tools(agent: FlowAgent, targets: list[BaseAgent], tools: tuple[Base
         ConfigurationError: one of the step's tools has the name of a tool the flow adds.
     """
     added: list[BaseTool] = []
-    if agent.output_schema is not None and tools:
+    if _answers_through_tool(agent, tools):
         added.append(_set_model_response_tool(agent.output_schema))
     if targets:
         added.append(TRANSFER_TOOL)
@@ -448,7 +450,7 @@ def build_request(
     )
     contents = tuple(map(safe_content, contents))  # a stored value JSON cannot carry must not break the session
     config = request_config(agent.generate_content_config, text or None, tool_declarations(request_tools))
-    if agent.output_schema is not None and not own_tools:
+    if agent.output_schema is not None and not _answers_through_tool(agent, own_tools):
         config = config.model_copy(update=output_schema_config(agent.output_schema))
     return LlmRequest(contents=contents, config=config)
 
