@@ -16,7 +16,6 @@ from reactivex import operators as ops
 
 from rxllm import (
     AnthropicServerTool,
-    Chunk,
     ConfigurationError,
     FunctionDeclaration,
     GenerateContentConfig,
@@ -25,7 +24,6 @@ from rxllm import (
     OpenAiWebSearch,
     RequestMapper,
     Tool,
-    ToolCallFragment,
 )
 from rxllm.agents import (
     BaseTool,
@@ -45,17 +43,10 @@ from rxllm.providers._anthropic import AnthropicRequestMapper
 from rxllm.providers._gemini import GeminiRequestMapper
 from rxllm.providers._openai_chat import OpenAiChatRequestMapper
 from rxllm.providers._openai_responses import OpenAiResponsesRequestMapper
-from rxllm.testing import ScriptedLlm, scripted_turn
+from rxllm.testing import ScriptedLlm
 
 from .support import user_message
-
-
-def text_turn(text: str) -> list[Any]:
-    return scripted_turn(Chunk(text_delta=text))
-
-
-def call_turn(name: str, arguments: str, call_id: str = "call_1") -> list[Any]:
-    return scripted_turn(Chunk(tool_call_fragments=(ToolCallFragment(0, call_id, name, arguments),)))
+from .test_agents_adk_tool_surface import call_turn, text_turn
 
 
 def send(agent: Any, text: str = "hi") -> tuple[InMemoryRunner, list[Event]]:
