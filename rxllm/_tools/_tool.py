@@ -102,7 +102,7 @@ class BaseTool(Named, abc.ABC):
         """Edit the request the agent is about to send (ADK Java's ``BaseTool.processLlmRequest``).
 
         Called before every model call of an agent that has the tool, tool by tool in the agent's
-        order (toolsets' tools included), after the request is built and before the
+        order (a toolset's tools after the toolset's own hook), after the request is built and before the
         before-model callbacks; each tool sees the request as the tools before it left it. Return
         None to leave it as it is, or a new :class:`~rxllm.LlmRequest` to send instead (requests
         are immutable: ``llm_request.append_instructions(...)``, ``llm_request.model_copy(...)``);

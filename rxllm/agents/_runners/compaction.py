@@ -1,10 +1,14 @@
 """Events compaction for long sessions: old invocations summarised into one compaction event.
 
 ADK Java's ``summarizer`` package: :class:`EventsCompactionConfig` (``compaction_interval``,
-``overlap_size``, ``summarizer``), :class:`BaseEventSummarizer`, :class:`LlmEventSummarizer` and
-:class:`SlidingWindowEventCompactor`. The :class:`~rxllm.agents.Runner` given a config runs the
-compactor after every invocation (after the plugins' ``after_run_callback``), inside the session's
-run lane, so the next run's requests already use the summary.
+``overlap_size``, ``summarizer``, ``token_threshold``, ``event_retention_size``),
+:class:`BaseEventSummarizer`, :class:`LlmEventSummarizer`, :class:`SlidingWindowEventCompactor`
+and :class:`TailRetentionEventCompactor`. The :class:`~rxllm.agents.Runner` given a sliding-window
+config runs that compactor after every invocation (after the plugins' ``after_run_callback``),
+inside the session's run lane, so the next run's requests already use the summary; given a
+tail-retention config it hands the tail compactor to every invocation, and the LLM flow runs it
+before each model call (ADK Java's ``Compaction`` request processor), so the summary it stores is
+already in that call's request.
 
 A compaction event is authored ``"user"``, has no content and carries
 ``actions.compaction`` (:class:`~rxllm.agents.EventCompaction`: the first and last summarised
