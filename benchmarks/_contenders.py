@@ -207,16 +207,15 @@ def openai_sdk_runner(helper: bool) -> Runner | None:
 
 
 def _raw_events(url: str, path: str) -> Iterator[bytes]:
-    """The raw-socket limit's reader: one socket, one ``recv`` loop, chunked framing undone, events split on blank lines.
+    """The raw-socket limit's reader: one socket, one ``recv`` loop, chunked framing undone, split on blank lines.
 
     Yields each event's ``data:`` payload (the bench server sends one ``data:`` line per event, with
     ``event:`` lines before it for Anthropic and CRLF line ends for Gemini).
     """
     host, _, port = url.removeprefix("http://").partition(":")
     with socket.create_connection((host, int(port))) as sock:
-        sock.sendall(
-            f"POST {path} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{{}}".encode()
-        )
+        head = f"POST {path} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n"
+        sock.sendall(head.encode() + b"{}")
         recv = sock.recv
         buffer = b""
         while b"\r\n\r\n" not in buffer:
@@ -226,7 +225,7 @@ def _raw_events(url: str, path: str) -> Iterator[bytes]:
         position = 0
         while True:  # chunked framing: size line, data, CRLF
             end = buffer.find(b"\r\n", position)
-            if end < 0 or (size := int(buffer[position:end], 16)) and len(buffer) < end + 4 + size:
+            if end < 0 or ((size := int(buffer[position:end], 16)) and len(buffer) < end + 4 + size):
                 more = recv(65536)
                 if not more:
                     return

@@ -131,7 +131,8 @@ async def _hold(name: str, url: str, count: int) -> tuple[int, Any]:
 
 
 async def _child(name: str, url: str, count: int, traced: bool) -> dict[str, Any]:
-    await _hold(name, url, 10)  # warm-up: imports, the loop's machinery, first-use caches
+    _, warm = await _hold(name, url, 10)  # warm-up: imports, the loop's machinery, first-use caches
+    await warm()
     gc.collect()
     if traced:
         tracemalloc.start()
