@@ -53,7 +53,16 @@ def without_lone_surrogates(value: T) -> T:
     return cast(T, _scrub(value))
 
 
+_ATOMIC = frozenset((bool, int, float, bytes))  # never a str, dict, list, tuple or model: nothing to walk
+_MISSING = object()
+
+
 def _scrub(value: Any) -> Any:
+    kind = type(value)
+    if kind is str:
+        return _clean(value)
+    if value is None or kind in _ATOMIC:  # the usual field value: no isinstance chain
+        return value
     if isinstance(value, str):
         return _clean(value)
     if isinstance(value, dict):
@@ -64,15 +73,20 @@ def _scrub(value: Any) -> Any:
             changed = changed or new_key is not key or new_item is not item
             items.append((new_key, new_item))
         return dict(items) if changed else value
-    if type(value) is list or type(value) is tuple:
+    if kind is list or kind is tuple:
         scrubbed = [_scrub(item) for item in value]
         if all(new is old for new, old in zip(scrubbed, value, strict=True)):
             return value
-        return scrubbed if type(value) is list else tuple(scrubbed)
+        return scrubbed if kind is list else tuple(scrubbed)
     if isinstance(value, BaseModel):
         update = {}
-        for name in type(value).model_fields:
-            old = getattr(value, name, None)
+        state = value.__dict__.get  # a model's field values (read as getattr would, minus its lookup)
+        for name in kind.model_fields:
+            old = state(name, _MISSING)
+            if old is _MISSING:
+                old = getattr(value, name, None)
+            if old is None:  # most fields of a part or an event
+                continue
             new = _scrub(old)
             if new is not old:
                 update[name] = new
