@@ -54,7 +54,6 @@ def without_lone_surrogates(value: T) -> T:
 
 
 _ATOMIC = frozenset((bool, int, float, bytes))  # never a str, dict, list, tuple or model: nothing to walk
-_MISSING = object()
 
 
 def _scrub(value: Any) -> Any:
@@ -80,12 +79,12 @@ def _scrub(value: Any) -> Any:
         return scrubbed if kind is list else tuple(scrubbed)
     if isinstance(value, BaseModel):
         update = {}
-        state = value.__dict__.get  # a model's field values (read as getattr would, minus its lookup)
-        for name in kind.model_fields:
-            old = state(name, _MISSING)
-            if old is _MISSING:
-                old = getattr(value, name, None)
-            if old is None:  # most fields of a part or an event
+        fields = kind.model_fields
+        for name, old in value.__dict__.items():  # a model's field values, in its own dict (getattr's source)
+            known = type(old)
+            if old is None or known in _ATOMIC or (known is str and old.isascii()):  # most fields: nothing to walk
+                continue
+            if name not in fields:
                 continue
             new = _scrub(old)
             if new is not old:
