@@ -80,7 +80,7 @@ from .._sessions.event import Event, EventActions
 from .._sessions.state import State
 from .confirmation import calls_to_resume, request_confirmation_event
 from .contents import request_contents
-from .flow_agent import FlowAgent, TreeLlmAgent
+from .flow_agent import FlowAgent, is_tree_llm_agent
 from .instructions import ArtifactLoader, artifact_loader, identity_instruction, inject_session_state
 from .output_schema import (
     SET_MODEL_RESPONSE,
@@ -436,7 +436,7 @@ def build_request(
     texts = []
     if _answers_through_tool(agent, own_tools):
         texts.append(SET_MODEL_RESPONSE_INSTRUCTION)
-    if isinstance(root, TreeLlmAgent) and root.global_instruction:
+    if is_tree_llm_agent(root) and root.global_instruction:
         texts.append(_instruction_text(agent, root.global_instruction, readonly, artifacts))
     texts.append(_instruction_text(agent, agent.instruction, readonly, artifacts))
     texts.append(identity_instruction(agent.name, agent.description))
