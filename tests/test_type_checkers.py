@@ -100,10 +100,12 @@ from pydantic import BaseModel
 from reactivex import operators as ops
 
 import rxllm
-from rxllm import GenerateContentConfig, LlmRequest, LlmResponse
+from rxllm import (BaseLlm, Content, GenerateContentConfig, LlmRequest, LlmResponse, ModelStreamEvent, Part,
+                   ResponseStream)
 from rxllm.aio import AwaitableObservable
 from rxllm.providers.openai import OpenAiChatModel
 from rxllm.service import AiService, AiServiceStreamingEvent, FinalResponseEvent
+from rxllm.testing import ScriptedLlm
 
 
 class City(BaseModel):
@@ -114,7 +116,9 @@ def text_of(response: LlmResponse) -> str:
     return response.text()
 
 
-async def main(model: OpenAiChatModel, request: LlmRequest, service: AiService) -> City:
+async def main(
+    model: OpenAiChatModel, request: LlmRequest, service: AiService, scripted: ScriptedLlm, any_model: BaseLlm
+) -> City:
     final = await model.generate_content(request, stream=True)
     city = final.parsed_as(City)
     assert_type(city, City)
@@ -133,6 +137,15 @@ async def main(model: OpenAiChatModel, request: LlmRequest, service: AiService) 
         assert_type(partial, LlmResponse)
     for item in rxllm.iterate(texts):
         assert_type(item, str)
+    # short prompts where a request is taken: a str, a conversation (a list of Content)
+    hi = await model.generate_content("Hi")
+    assert_type(hi, LlmResponse)
+    assert_type(model.generate_content([Content(role="user", parts=[Part.from_text("Hi")])], stream=True),
+                AwaitableObservable[LlmResponse])
+    assert_type(model.stream_events("Hi"), AwaitableObservable[ModelStreamEvent])
+    assert_type(scripted.generate_content("Hi"), AwaitableObservable[LlmResponse])
+    assert_type(any_model.stream_events("Hi"), AwaitableObservable[ModelStreamEvent])
+    assert_type(any_model.stream("Hi"), ResponseStream)
     return city if stream.final is None else stream.final.parsed_as(City)
 '''
 

@@ -100,13 +100,22 @@ class BaseLlm(abc.ABC):
     ) -> reactivex.Observable[LlmResponse]:
         """Ask the model.
 
+        Your implementation receives an :class:`~rxllm.LlmRequest` whatever the caller passed (a
+        ``str`` or a sequence of ``Content`` is converted first). Its parameter stays typed
+        ``LlmRequest`` so that implementations type-check; the concrete models
+        (``SseChatModel``, ``ScriptedLlm``) declare the wider ``Prompt``, and ``model.stream(prompt)``
+        takes one on every model.
+
         Returns a cold Observable: subscribing sends the request; disposing cancels it.
         With ``stream=False`` it emits exactly one response (``partial`` unset); with
         ``stream=True`` it emits partials, then exactly one final.
         """
 
-    def stream_events(self, llm_request: LlmRequest) -> AwaitableObservable[ModelStreamEvent]:
+    def stream_events(self, llm_request: Prompt) -> AwaitableObservable[ModelStreamEvent]:
         """The fine-grained stream of one streaming call (for consumers that start tools early).
+
+        ``llm_request`` is an :class:`~rxllm.LlmRequest`, the user's text or a sequence of
+        ``Content`` (the conversation so far).
 
         Emits :class:`~rxllm.TextDeltaEvent` / :class:`~rxllm.ThoughtDeltaEvent` as text arrives,
         :class:`~rxllm.ToolCallDeltaEvent` and :class:`~rxllm.ToolCallCompleteEvent` for tool calls,

@@ -47,6 +47,7 @@ from .model_stream import (
     ToolCallCompleteEvent,
     ToolCallDeltaEvent,
 )
+from .prompt import Prompt, as_request
 from .provider import ChunkParser, RequestMapper
 from .retry import RetryPolicy, retry_before_first_item
 from .sse import DEFAULT_MAX_LINE_BYTES
@@ -164,8 +165,9 @@ class SseChatModel(BaseLlm):
         """The provider's short name (from the mapper)."""
         return self._mapper.provider
 
-    def generate_content(self, llm_request: LlmRequest, stream: bool = False) -> AwaitableObservable[LlmResponse]:
-        """Call the model.
+    def generate_content(self, llm_request: Prompt, stream: bool = False) -> AwaitableObservable[LlmResponse]:
+        """Call the model with ``llm_request``: an :class:`~rxllm.LlmRequest`, the user's text or the
+        conversation so far (a sequence of ``Content``).
 
         Returns a cold Observable. Subscribing sends the request on the I/O scheduler. With
         ``stream=True`` it emits each partial as its bytes arrive, then exactly one final;
@@ -176,19 +178,21 @@ class SseChatModel(BaseLlm):
         With ``config.response_schema`` set, every response carries ``parsed`` (the object so
         far on partials, the validated object on the final; see ``docs/structured-output.md``).
         """
-        responses = self._call(llm_request, stream, _Emit.PARTIALS if stream else _Emit.SINGLE)
-        if llm_request.config.response_schema is not None:  # the schema path is opt-in: no cost without it
-            responses = structured_responses(responses, llm_request.config.response_schema)
+        request = as_request(llm_request)  # the BaseLlm wrapper converted it already: an identity check
+        responses = self._call(request, stream, _Emit.PARTIALS if stream else _Emit.SINGLE)
+        if request.config.response_schema is not None:  # the schema path is opt-in: no cost without it
+            responses = structured_responses(responses, request.config.response_schema)
         return awaitable(responses)
 
-    def stream_events(self, llm_request: LlmRequest) -> AwaitableObservable[ModelStreamEvent]:
-        """The fine-grained stream, straight from the provider's chunks.
+    def stream_events(self, llm_request: Prompt) -> AwaitableObservable[ModelStreamEvent]:
+        """The fine-grained stream, straight from the provider's chunks (``llm_request`` as in
+        :meth:`generate_content`).
 
         Like ``generate_content(stream=True)`` (same request, cancellation and retry rules), but
         emits text/thought deltas, every tool-call fragment, each tool call as soon as it is
         complete (see the aggregator's merge rule 7), and last the final aggregate.
         """
-        return awaitable(self._call(llm_request, True, _Emit.EVENTS))
+        return awaitable(self._call(as_request(llm_request), True, _Emit.EVENTS))
 
     def _call(self, llm_request: LlmRequest, stream: bool, emit: _Emit) -> reactivex.Observable[Any]:
         def calls(_: Any) -> reactivex.Observable[Any]:  # on the subscribing thread: its span is the parent
