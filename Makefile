@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test typecheck bench bench-kept bench-concurrency docs clean
+.PHONY: demo test typecheck bench bench-kept bench-concurrency bench-open bench-peers docs clean
 
 # editable_mode=compat installs a plain path .pth, which mypy and pyright follow: with setuptools'
 # default editable mode (an import hook) both report `import-not-found` for rxllm from a project
@@ -44,6 +44,17 @@ bench-kept: $(STAMP)
 
 bench-concurrency: $(STAMP)
 	$(BIN)/python benchmarks/bench_concurrency.py
+
+# Memory per open stream (1,000 held open; --open 10000 for more), rxllm against plain httpx2.
+bench-open: $(STAMP)
+	$(BIN)/python benchmarks/bench_open_streams.py
+
+# The peers table: PEERS_PYTHON is a throwaway virtual environment's python with the peers installed
+# (see benchmarks/bench_peers.py); this project's packages come after its own on the path.
+PEERS_PYTHON ?= $(BIN)/python
+bench-peers: $(STAMP)
+	PYTHONPATH=$(CURDIR):$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
+		$(PEERS_PYTHON) benchmarks/bench_peers.py
 
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict

@@ -10,9 +10,10 @@ also runs on a legacy httpx 0.28 client (``lib=httpx``) while httpx is installed
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import ModuleType
 
 import httpx2
@@ -203,3 +204,98 @@ def openai_sdk_runner(helper: bool) -> Runner | None:
         return time.perf_counter() - started, first, len(text)
 
     return run
+
+
+def _raw_events(url: str, path: str) -> Iterator[bytes]:
+    """The raw-socket limit's reader: one socket, one ``recv`` loop, chunked framing undone, split on blank lines.
+
+    Yields each event's ``data:`` payload (the bench server sends one ``data:`` line per event, with
+    ``event:`` lines before it for Anthropic and CRLF line ends for Gemini).
+    """
+    host, _, port = url.removeprefix("http://").partition(":")
+    with socket.create_connection((host, int(port))) as sock:
+        head = f"POST {path} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n"
+        sock.sendall(head.encode() + b"{}")
+        recv = sock.recv
+        buffer = b""
+        while b"\r\n\r\n" not in buffer:
+            buffer += recv(65536)
+        buffer = buffer[buffer.index(b"\r\n\r\n") + 4:]
+        text = b""  # the decoded body not yet split into events
+        position = 0
+        while True:  # chunked framing: size line, data, CRLF
+            end = buffer.find(b"\r\n", position)
+            if end < 0 or ((size := int(buffer[position:end], 16)) and len(buffer) < end + 4 + size):
+                more = recv(65536)
+                if not more:
+                    return
+                buffer = buffer[position:] + more
+                position = 0
+                continue
+            if size == 0:
+                break
+            text += buffer[end + 2:end + 2 + size]
+            position = end + 4 + size
+            if b"\n\n" in text or b"\r\n\r\n" in text:
+                *events, text = text.replace(b"\r\n", b"\n").split(b"\n\n")
+                for event in events:
+                    for line in event.split(b"\n"):
+                        if line.startswith(b"data: "):
+                            yield line[6:]
+
+
+def limit_text(url: str, n: int) -> tuple[float, float, int]:
+    """OpenAI chat through the raw-socket limit: ``json.loads`` of each event, the text joined."""
+    started = time.perf_counter()
+    first = 0.0
+    pieces: list[str] = []
+    for data in _raw_events(url, f"/text/{n}/chat/completions"):
+        if data == b"[DONE]":
+            break
+        choices = json.loads(data)["choices"]
+        if choices:
+            content = choices[0]["delta"].get("content")
+            if content:
+                if not first:
+                    first = time.perf_counter() - started
+                pieces.append(content)
+    text = "".join(pieces)
+    return time.perf_counter() - started, first, len(text)
+
+
+def limit_anthropic(url: str, n: int) -> tuple[float, float, int]:
+    """Anthropic Messages through the raw-socket limit."""
+    started = time.perf_counter()
+    first = 0.0
+    pieces: list[str] = []
+    for data in _raw_events(url, f"/anthropic/{n}/v1/messages"):
+        event = json.loads(data)
+        kind = event["type"]
+        if kind == "content_block_delta":
+            delta = event["delta"]
+            if delta["type"] == "text_delta":
+                if not first:
+                    first = time.perf_counter() - started
+                pieces.append(delta["text"])
+        elif kind == "message_stop":
+            break
+    text = "".join(pieces)
+    return time.perf_counter() - started, first, len(text)
+
+
+def limit_gemini(url: str, n: int) -> tuple[float, float, int]:
+    """Gemini ``alt=sse`` through the raw-socket limit."""
+    started = time.perf_counter()
+    first = 0.0
+    pieces: list[str] = []
+    for data in _raw_events(url, f"/gemini/{n}/v1beta/models/bench:streamGenerateContent?alt=sse"):
+        candidates = json.loads(data).get("candidates")
+        if candidates:
+            for part in candidates[0].get("content", {}).get("parts", ()):
+                text = part.get("text")
+                if text:
+                    if not first:
+                        first = time.perf_counter() - started
+                    pieces.append(text)
+    text = "".join(pieces)
+    return time.perf_counter() - started, first, len(text)

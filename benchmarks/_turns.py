@@ -4,6 +4,7 @@ a small stream, and the runtime's own cost (an agent turn and a service turn ove
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import time
@@ -164,6 +165,77 @@ def first_partial(chunks: int, reps: int) -> dict[str, Any]:
     }
 
 
+# --- short calls: CPU per call ----------------------------------------------------------------------
+
+
+def short_calls(chunks: int, reps: int) -> dict[str, Any]:
+    """CPU per call of a ``chunks``-chunk stream (``time.process_time``: this process, every thread),
+    sequential calls on a reused client, interleaved ``reps`` times; medians, and rxllm minus the floor.
+
+    The floor reuses one ``httpx2.Client`` (``iter_lines`` + ``json.loads`` + join); rxllm reuses one
+    ``OpenAiChatModel`` (``generate_content(stream=True)``, partials collected by ``ops.to_list()``),
+    on its I/O thread as by default, and with ``scheduler=ImmediateScheduler()`` (the attempt runs on
+    the subscribing thread: the same code without the hand-off to the I/O thread and back).
+    """
+    from reactivex.scheduler import ImmediateScheduler
+
+    with BenchServer() as server, httpx2.Client(timeout=60) as client:
+        url = f"{server.url}/text/{chunks}"
+
+        def floor() -> str:
+            pieces = []
+            with client.stream("POST", f"{url}/chat/completions", json={"model": "bench", "stream": True}) as r:
+                for line in r.iter_lines():
+                    if not line.startswith("data: "):
+                        continue
+                    data = line[6:]
+                    if data == "[DONE]":
+                        break
+                    choices = json.loads(data)["choices"]
+                    if choices:
+                        content = choices[0]["delta"].get("content")
+                        if content:
+                            pieces.append(content)
+            return "".join(pieces)
+
+        def rxllm_call(model: OpenAiChatModel) -> Callable[[], str]:
+            def call() -> str:
+                items: list[LlmResponse] = model.generate_content(REQUEST, stream=True).pipe(ops.to_list()).run()
+                return items[-1].text()
+
+            return call
+
+        never = RetryPolicy.never()
+        contenders: dict[str, Callable[[], str]] = {
+            "floor (httpx2.Client, reused)": floor,
+            "rxllm (I/O thread, the default)": rxllm_call(
+                OpenAiChatModel("bench", base_url=url, api_key="bench", retry_policy=never)),
+            "rxllm (scheduler=ImmediateScheduler())": rxllm_call(
+                OpenAiChatModel("bench", base_url=url, api_key="bench", retry_policy=never,
+                                scheduler=ImmediateScheduler())),
+        }
+        texts = {run() for run in contenders.values()}
+        assert len(texts) == 1, texts
+        cpu: dict[str, list[float]] = {name: [] for name in contenders}
+        wall: dict[str, list[float]] = {name: [] for name in contenders}
+        for _ in range(20):  # warm-up
+            for run in contenders.values():
+                run()
+        for _ in range(reps):
+            for name, run in contenders.items():
+                started, cpu_started = time.perf_counter(), time.process_time()
+                run()
+                cpu[name].append(time.process_time() - cpu_started)
+                wall[name].append(time.perf_counter() - started)
+    floor_ms = statistics.median(cpu["floor (httpx2.Client, reused)"]) * 1e3
+    rows = []
+    for name in contenders:
+        ms = statistics.median(cpu[name]) * 1e3
+        rows.append({"contender": name, "cpu_ms_per_call": round(ms, 3), "cpu_over_floor_ms": round(ms - floor_ms, 3),
+                     "wall_ms_per_call": round(statistics.median(wall[name]) * 1e3, 3)})
+    return {"chunks": chunks, "reps": reps, "rows": rows}
+
+
 # --- the runtime's own cost ------------------------------------------------------------------------
 
 
@@ -204,7 +276,9 @@ def runtime_cost(reps: int) -> dict[str, Any]:
 
         def agent() -> None:
             session_id = f"s{next(sessions)}"
+            cpu_started = time.process_time()
             runner.session_service.create_session("shop", "u", session_id=session_id).run()
+            elapsed_cpu[0] = time.process_time() - cpu_started
             started = time.perf_counter()
             events = runner.run_async("u", session_id, question, sse).pipe(ops.to_list()).run()
             elapsed[0] = time.perf_counter() - started
@@ -215,27 +289,35 @@ def runtime_cost(reps: int) -> dict[str, Any]:
             assert events[-1].kind == "final_response", events[-1]
 
         elapsed = [0.0]
+        elapsed_cpu = [0.0]  # the CPU time of the agent's session creation, taken off its turn's
         contenders: dict[str, Callable[[], None]] = {
             "2 bare model calls": bare,
             "agent turn (LlmAgent + InMemoryRunner)": agent,
             "service turn (AiService)": service_turn,
         }
         times: dict[str, list[float]] = {name: [] for name in contenders}
+        cpu: dict[str, list[float]] = {name: [] for name in contenders}
         for run in contenders.values():
             run()
         for _ in range(reps):
             for name, run in contenders.items():
-                started = time.perf_counter()
+                started, cpu_started = time.perf_counter(), time.process_time()
                 run()
                 took = time.perf_counter() - started
+                cpu_took = time.process_time() - cpu_started
                 times[name].append(elapsed[0] if run is agent else took)  # the agent's session creation is not timed
+                cpu[name].append(cpu_took - elapsed_cpu[0] if run is agent else cpu_took)
     bare_ms = statistics.median(times["2 bare model calls"]) * 1e3
+    bare_cpu_ms = statistics.median(cpu["2 bare model calls"]) * 1e3
     rows = []
     for name in contenders:
         ms = statistics.median(times[name]) * 1e3
+        cpu_ms = statistics.median(cpu[name]) * 1e3
         rows.append({
             "contender": name,
             "median_ms": round(ms, 3),
             "overhead_ms_per_model_call": round((ms - bare_ms) / 2, 3),
+            "median_cpu_ms": round(cpu_ms, 3),
+            "cpu_overhead_ms_per_model_call": round((cpu_ms - bare_cpu_ms) / 2, 3),
         })
     return {"reps": reps, "rows": rows}

@@ -17,6 +17,11 @@ by the streams) and the time to first token (from the burst's start to each stre
 p50 and p95, with the ratio to the SDK of the same kind (asyncio to ``AsyncOpenAI``, threads to
 ``OpenAI``; lower is better). Goals: asyncio ≤ 0.8× the SDK's CPU per stream and no worse p95;
 threads ≤ 1.0×. With ``--reps``, contenders are interleaved rep by rep and medians shown.
+
+Every contender gets the same timeouts, ``CONNECT_TIMEOUT`` to connect (and to wait for a pooled
+connection) and ``READ_TIMEOUT`` between bytes: the SDK's own 5 s connect timeout fails a burst
+of 1,000 connections on a loaded 2-core machine (each connect waits behind the others' work on
+one loop), which would measure the timeout, not the client.
 """
 
 from __future__ import annotations
@@ -38,6 +43,14 @@ from _server import BenchServer
 CONTENDERS = ["rxllm asyncio", "openai AsyncOpenAI", "rxllm threads", "openai OpenAI"]
 PEER = {"rxllm asyncio": "openai AsyncOpenAI", "rxllm threads": "openai OpenAI"}
 MESSAGES = [{"role": "user", "content": "go"}]
+CONNECT_TIMEOUT = 60.0
+READ_TIMEOUT = 300.0
+
+
+def _sdk_timeout() -> Any:
+    import httpx2  # the openai SDK 3.x's HTTP stack
+
+    return httpx2.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT, pool=CONNECT_TIMEOUT)
 
 
 def _cpu() -> float:
@@ -97,7 +110,8 @@ def rxllm_burst(base: str, streams: int, transport: Any) -> list[float]:
 def run_rxllm_threads(base: str, streams: int) -> tuple[list[float], float]:
     from rxllm import HttpTransport
 
-    transport = HttpTransport(max_concurrent_streams=streams)
+    transport = HttpTransport(max_concurrent_streams=streams, connect_timeout=CONNECT_TIMEOUT,
+                              read_timeout=READ_TIMEOUT)
     rxllm_burst(base, 1, transport)  # warm-up
     cpu = _cpu()
     firsts = rxllm_burst(base, streams, transport)
@@ -110,7 +124,8 @@ def run_rxllm_asyncio(base: str, streams: int) -> tuple[list[float], float]:
     from rxllm import AsyncHttpTransport
 
     async def main() -> tuple[list[float], float]:
-        transport = AsyncHttpTransport(max_concurrent_streams=streams, loop=asyncio.get_running_loop())
+        transport = AsyncHttpTransport(max_concurrent_streams=streams, loop=asyncio.get_running_loop(),
+                                       connect_timeout=CONNECT_TIMEOUT, read_timeout=READ_TIMEOUT)
         burst = asyncio.to_thread  # the burst waits on an event: off the loop, which runs the streams
         await burst(rxllm_burst, base, 1, transport)
         cpu = _cpu()
@@ -134,7 +149,7 @@ def run_openai_async(base: str, streams: int) -> tuple[list[float], float]:
         return first
 
     async def main() -> tuple[list[float], float]:
-        client = openai.AsyncOpenAI(api_key="sk-bench", base_url=base, max_retries=0)
+        client = openai.AsyncOpenAI(api_key="sk-bench", base_url=base, max_retries=0, timeout=_sdk_timeout())
         await one(client, time.perf_counter())
         cpu = _cpu()
         started = time.perf_counter()
@@ -149,7 +164,7 @@ def run_openai_async(base: str, streams: int) -> tuple[list[float], float]:
 def run_openai_threads(base: str, streams: int) -> tuple[list[float], float]:
     import openai
 
-    client = openai.OpenAI(api_key="sk-bench", base_url=base, max_retries=0)
+    client = openai.OpenAI(api_key="sk-bench", base_url=base, max_retries=0, timeout=_sdk_timeout())
     firsts: list[float] = []
     lock = threading.Lock()
 

@@ -31,12 +31,24 @@ FLOOR_OF = {
     "rxllm, tool call": "floor, tool call",
     "rxllm Anthropic, partials dropped": "floor, Anthropic",
     "rxllm Gemini, partials dropped": "floor, Gemini",
+    "limit (raw socket + json.loads)": "floor (httpx iter_lines + json.loads)",
+    "limit, Anthropic (raw socket)": "floor, Anthropic",
+    "limit, Gemini (raw socket)": "floor, Gemini",
 }
 BASE = 50
 
 
 def _runners() -> dict[str, object]:
-    from _contenders import floor_anthropic, floor_gemini, floor_text, floor_tools, rxllm_runner
+    from _contenders import (
+        floor_anthropic,
+        floor_gemini,
+        floor_text,
+        floor_tools,
+        limit_anthropic,
+        limit_gemini,
+        limit_text,
+        rxllm_runner,
+    )
 
     return {
         "floor (httpx iter_lines + json.loads)": floor_text,
@@ -48,6 +60,9 @@ def _runners() -> dict[str, object]:
         "rxllm Anthropic, partials dropped": rxllm_runner("anthropic"),
         "floor, Gemini": floor_gemini,
         "rxllm Gemini, partials dropped": rxllm_runner("gemini"),
+        "limit (raw socket + json.loads)": limit_text,
+        "limit, Anthropic (raw socket)": limit_anthropic,
+        "limit, Gemini (raw socket)": limit_gemini,
     }
 
 

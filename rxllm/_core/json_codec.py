@@ -53,7 +53,15 @@ def without_lone_surrogates(value: T) -> T:
     return cast(T, _scrub(value))
 
 
+_ATOMIC = frozenset((bool, int, float, bytes))  # never a str, dict, list, tuple or model: nothing to walk
+
+
 def _scrub(value: Any) -> Any:
+    kind = type(value)
+    if kind is str:
+        return _clean(value)
+    if value is None or kind in _ATOMIC:  # the usual field value: no isinstance chain
+        return value
     if isinstance(value, str):
         return _clean(value)
     if isinstance(value, dict):
@@ -64,15 +72,20 @@ def _scrub(value: Any) -> Any:
             changed = changed or new_key is not key or new_item is not item
             items.append((new_key, new_item))
         return dict(items) if changed else value
-    if type(value) is list or type(value) is tuple:
+    if kind is list or kind is tuple:
         scrubbed = [_scrub(item) for item in value]
         if all(new is old for new, old in zip(scrubbed, value, strict=True)):
             return value
-        return scrubbed if type(value) is list else tuple(scrubbed)
+        return scrubbed if kind is list else tuple(scrubbed)
     if isinstance(value, BaseModel):
         update = {}
-        for name in type(value).model_fields:
-            old = getattr(value, name, None)
+        fields = kind.model_fields
+        for name, old in value.__dict__.items():  # a model's field values, in its own dict (getattr's source)
+            known = type(old)
+            if old is None or known in _ATOMIC or (known is str and old.isascii()):  # most fields: nothing to walk
+                continue
+            if name not in fields:
+                continue
             new = _scrub(old)
             if new is not old:
                 update[name] = new

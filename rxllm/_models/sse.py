@@ -35,6 +35,7 @@ __all__ = ["DEFAULT_MAX_LINE_BYTES", "SseDecoder", "SseEvent"]
 
 DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
+_BLANK = [b""]  # the blank line that ends a block
 
 
 class SseEvent(NamedTuple):
@@ -151,10 +152,13 @@ class SseDecoder:
         if data.find(b"\r") >= 0:
             if data.endswith(b"\r"):
                 self._skip_lf = True
-            lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
-        else:
-            lines = data.split(b"\n")
-        tail = lines.pop()
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        # Split at the blank lines first: each block but the last is the lines of one event (a blank
+        # line follows it); the last holds the lines not yet followed by a blank line, then the
+        # unterminated line. A block of one of the usual shapes is dispatched without a line split.
+        blocks = data.split(b"\n\n")
+        rest = blocks.pop().split(b"\n")
+        tail = rest.pop()
         if len(tail) > self._max:
             raise LineTooLongError(f"SSE line longer than {self._max} bytes without a line end")
         if tail:
@@ -166,6 +170,33 @@ class SseDecoder:
             self._pending = []
             self._pending_len = 0
         events: list[SseEvent] = []
+        if blocks:
+            lines = self._lines
+            largest = self._max_fast
+            clean = not (self._has_data or self._event)  # no event begun in an earlier read
+            for block in blocks:
+                if clean and len(block) <= largest:
+                    if block.startswith(b"data: "):
+                        if block.find(b"\n") < 0:  # ``data: ...`` (OpenAI, Gemini)
+                            events.append(_event(SseEvent, ("message", block[6:].decode("utf-8", "replace"),
+                                                            self._last_id, self._retry)))
+                            continue
+                    elif block.startswith(b"event: "):
+                        end = block.find(b"\n")  # ``event: name\ndata: ...`` (Anthropic)
+                        if end > 0 and block.startswith(b"data: ", end + 1) and block.find(b"\n", end + 1) < 0:
+                            name = block[7:end].decode("utf-8", "replace") or "message"
+                            events.append(_event(SseEvent, (name, block[end + 7:].decode("utf-8", "replace"),
+                                                            self._last_id, self._retry)))
+                            continue
+                lines(block.split(b"\n"), events)
+                lines(_BLANK, events)
+                clean = True
+        if rest:
+            self._lines(rest, events)
+        return events
+
+    def _lines(self, lines: list[bytes], events: list[SseEvent]) -> None:
+        """Take complete ``lines`` (no line ends) in order; the events they dispatch go to ``events``."""
         for line in lines:
             if not line:
                 if self._has_data:
@@ -181,7 +212,6 @@ class SseDecoder:
                 self._add_data(line[6:] if line.startswith(b"data: ") else line[5:])
             elif not line.startswith(b":"):
                 self._field(line)
-        return events
 
     @property
     def has_pending(self) -> bool:

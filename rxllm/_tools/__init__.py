@@ -5,7 +5,7 @@ names are re-exported where users import them (``rxllm.agents.FunctionTool``, ``
 ``State``...).
 
 - :mod:`._tool`: ``BaseTool``, ``FunctionTool`` (a declaration from a plain function), ``as_tool``,
-  ``tools_by_name``, ``tool_declarations``.
+  ``tools_by_name``.
 - :mod:`._execution`: ``execute_tool``, the one function that runs a tool (worker pool, loop,
   timeout), and ``ToolRuntime``; :mod:`._loops` the pool and loop machinery.
 - :mod:`._calls`: ``call_tool``, one function call of the model to its ``ToolCallOutcome``.
@@ -17,11 +17,14 @@ names are re-exported where users import them (``rxllm.agents.FunctionTool``, ``
   runtime's services, as protocols) and the memory search's answer.
 - :mod:`._long_running`: ``LongRunningFunctionTool``; :mod:`._named`: ``Named``.
 - :mod:`._request`: ``request_config``.
+- :mod:`._built_in`: ``BuiltInTool`` (a provider's own tool as a tool entry: ``GoogleSearchTool``...)
+  and ``tool_declarations``, the tools of a request.
 
 Imports ``_core``, ``_rx`` and ``_telemetry``; never a runtime (``rxllm.agents`` types reach it
 only as protocols), a model or a provider.
 """
 
+from ._built_in import BuiltInCodeExecutionTool, BuiltInTool, GoogleSearchTool, UrlContextTool, tool_declarations
 from ._calls import ExecuteTool, ToolCallOutcome, call_tool
 from ._confirmation import REQUEST_CONFIRMATION_FUNCTION_CALL_NAME, ToolConfirmation, confirmation_from_response
 from ._context import (
@@ -54,7 +57,6 @@ from ._tool import (
     ToolResult,
     as_tool,
     describe_validation_error,
-    tool_declarations,
     tools_by_name,
 )
 
@@ -66,9 +68,12 @@ __all__ = [
     "TEMP_PREFIX",
     "USER_PREFIX",
     "BaseTool",
+    "BuiltInCodeExecutionTool",
+    "BuiltInTool",
     "CallbackContext",
     "ExecuteTool",
     "FunctionTool",
+    "GoogleSearchTool",
     "InvocationView",
     "Named",
     "ReadonlyContext",
@@ -81,6 +86,7 @@ __all__ = [
     "ToolLike",
     "ToolResult",
     "ToolRuntime",
+    "UrlContextTool",
     "as_tool",
     "call_tool",
     "check_timeout",

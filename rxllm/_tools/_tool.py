@@ -42,7 +42,7 @@ from reactivex import abc as rx_abc
 from reactivex import operators as ops
 
 from .._core.errors import ConfigurationError, ToolError
-from .._core.types import FunctionDeclaration, LlmRequest, Tool
+from .._core.types import FunctionDeclaration, LlmRequest
 from .._rx.direct import defer_now, emit_now
 from ._context import ToolContext
 from ._loops import check_timeout, coroutine_observable
@@ -54,7 +54,6 @@ __all__ = [
     "ToolLike",
     "as_tool",
     "describe_validation_error",
-    "tool_declarations",
     "tools_by_name",
 ]
 
@@ -103,7 +102,7 @@ class BaseTool(Named, abc.ABC):
         """Edit the request the agent is about to send (ADK Java's ``BaseTool.processLlmRequest``).
 
         Called before every model call of an agent that has the tool, tool by tool in the agent's
-        order (toolsets' tools included), after the request is built and before the
+        order (a toolset's tools after the toolset's own hook), after the request is built and before the
         before-model callbacks; each tool sees the request as the tools before it left it. Return
         None to leave it as it is, or a new :class:`~rxllm.LlmRequest` to send instead (requests
         are immutable: ``llm_request.append_instructions(...)``, ``llm_request.model_copy(...)``);
@@ -402,9 +401,3 @@ def tools_by_name(tools: Iterable[ToolLike], owner: str) -> dict[str, BaseTool]:
             raise ConfigurationError(f"{owner} has two tools named {tool.name!r}")
         by_name[tool.name] = tool
     return by_name
-
-
-def tool_declarations(tools: Iterable[BaseTool]) -> tuple[Tool, ...]:
-    """What a request declares for ``tools``: one :class:`~rxllm.Tool` with every declaration, or nothing."""
-    declarations = tuple(d for d in (tool.declaration() for tool in tools) if d is not None)
-    return (Tool(function_declarations=declarations),) if declarations else ()

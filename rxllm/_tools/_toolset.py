@@ -17,10 +17,12 @@ from typing import Any
 import reactivex
 
 from .._core.errors import ConfigurationError
+from .._core.types import LlmRequest
 from .._rx.direct import Direct, collect_then, emit_now
+from ._context import ToolContext
 from ._tool import BaseTool
 
-__all__ = ["BaseToolset", "ToolFilter", "expand_tools"]
+__all__ = ["BaseToolset", "ToolFilter", "ToolGroup", "expand_tool_groups", "expand_tools", "group_tools"]
 
 _log = logging.getLogger("rxllm.agents")
 
@@ -62,6 +64,18 @@ class BaseToolset(abc.ABC):
         It can be awaited (``await toolset.get_tools()``) or run (``toolset.get_tools().run()``).
         """
 
+    def process_llm_request(self, *, tool_context: ToolContext, llm_request: LlmRequest) -> object:
+        """Edit the request the agent is about to send (ADK Java's ``BaseToolset.processLlmRequest``).
+
+        Called before every model call of an agent that has the toolset, in the agent's order of
+        tools and toolsets: the toolset's own hook first, then its tools' (ADK Java's
+        ``BaseLlmFlow.getRequestProcessorFromTools``). Answers as
+        :meth:`BaseTool.process_llm_request` does: None to leave the request as it is, a new
+        :class:`~rxllm.LlmRequest`, an Observable of zero or one request, or an ``async def``'s.
+        The default changes nothing.
+        """
+        return None
+
     def close(self) -> None:  # noqa: B027 (a toolset that holds nothing needs no close)
         """Release what the toolset holds (a session, a process). The default holds nothing."""
 
@@ -72,17 +86,22 @@ class BaseToolset(abc.ABC):
         self.close()
 
 
-def expand_tools(
-    tools: Sequence[BaseTool], toolsets: Sequence[BaseToolset], owner: str, readonly_context: Any = None
-) -> reactivex.Observable[tuple[BaseTool, ...]]:
-    """``tools`` followed by every toolset's tools: one tuple, then completion.
+ToolGroup = tuple[BaseTool | BaseToolset, tuple[BaseTool, ...]]
+"""One entry of an agent's ``tools``, expanded: a tool and ``(tool,)``, or a toolset and the tools it listed."""
+
+
+def expand_tool_groups(
+    union: Sequence[BaseTool | BaseToolset], owner: str, readonly_context: Any = None
+) -> reactivex.Observable[tuple[ToolGroup, ...]]:
+    """Every entry of ``union`` (an agent's tools and toolsets, in its order) with its tools: one
+    tuple, then completion (ADK Java's ``LlmAgent.canonicalTools`` keeps that order).
 
     Without toolsets the tuple is emitted during subscribe. A toolset whose listing fails is
-    skipped with a warning; a listed tool whose name another tool already has fails the
-    Observable with :class:`~rxllm.ConfigurationError`.
+    skipped with a warning (its group has no tools); a listed tool whose name another tool
+    already has fails the Observable with :class:`~rxllm.ConfigurationError`.
     """
-    if not toolsets:
-        return emit_now(tuple(tools))
+    if not any(isinstance(entry, BaseToolset) for entry in union):
+        return emit_now(tuple((entry, (entry,)) for entry in union if isinstance(entry, BaseTool)))
 
     def listed(toolset: BaseToolset) -> reactivex.Observable[list[BaseTool]]:
         def subscribe(observer: Any, scheduler: Any = None) -> Any:
@@ -95,18 +114,35 @@ def expand_tools(
 
         return Direct(subscribe)
 
-    def gather(index: int, found: tuple[BaseTool, ...]) -> reactivex.Observable[tuple[BaseTool, ...]]:
-        if index == len(toolsets):
+    def gather(index: int, found: tuple[ToolGroup, ...]) -> reactivex.Observable[tuple[ToolGroup, ...]]:
+        if index == len(union):
             names: set[str] = set()
-            for tool in found:
-                if tool.name in names:
-                    raise ConfigurationError(f"{owner} has two tools named {tool.name!r} (one from a toolset)")
-                names.add(tool.name)
+            for _, tools in found:
+                for tool in tools:
+                    if tool.name in names:
+                        raise ConfigurationError(f"{owner} has two tools named {tool.name!r} (one from a toolset)")
+                    names.add(tool.name)
             return emit_now(found)
+        entry = union[index]
+        if isinstance(entry, BaseTool):
+            return gather(index + 1, (*found, (entry, (entry,))))
 
-        def then(lists: list[list[BaseTool]]) -> reactivex.Observable[tuple[BaseTool, ...]]:
-            return gather(index + 1, found + tuple(lists[-1] if lists else ()))
+        def then(lists: list[list[BaseTool]]) -> reactivex.Observable[tuple[ToolGroup, ...]]:
+            return gather(index + 1, (*found, (entry, tuple(lists[-1] if lists else ()))))
 
-        return collect_then(listed(toolsets[index]), then)
+        return collect_then(listed(entry), then)
 
-    return gather(0, tuple(tools))
+    return gather(0, ())
+
+
+def group_tools(groups: Sequence[ToolGroup]) -> tuple[BaseTool, ...]:
+    """The tools of ``groups``, in order."""
+    return tuple(tool for _, tools in groups for tool in tools)
+
+
+def expand_tools(
+    union: Sequence[BaseTool | BaseToolset], owner: str, readonly_context: Any = None
+) -> reactivex.Observable[tuple[BaseTool, ...]]:
+    """The tools of :func:`expand_tool_groups`, as one tuple, in the order of ``union``."""
+    groups = expand_tool_groups(union, owner, readonly_context)
+    return collect_then(groups, lambda found: emit_now(group_tools(found[-1])))

@@ -377,7 +377,7 @@ class AsyncHttpTransport:
         self.limits: TransportLimits = TransportLimits(
             max_concurrent_streams,
             connect_timeout=connect_timeout,
-            first_byte_timeout=read_timeout if first_byte_timeout is None else first_byte_timeout,
+            first_byte_timeout=first_byte_timeout,
             read_timeout=read_timeout,
             total_timeout=total_timeout,
             max_response_bytes=max_response_bytes,

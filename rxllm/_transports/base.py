@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
-    "DEFAULT_FIRST_BYTE_TIMEOUT",
     "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_MAX_STREAM_BYTES",
     "DEFAULT_READ_TIMEOUT",
@@ -89,7 +88,6 @@ _log = logging.getLogger("rxllm.http")
 thread_scope = threading.local()  # .scope: the CancelScope the current thread works in (CancelScope.entered)
 MAX_ERROR_BODY = 64 * 1024
 DEFAULT_CONNECT_TIMEOUT = 10.0
-DEFAULT_FIRST_BYTE_TIMEOUT = 300.0  # a transport's first_byte_timeout defaults to its read_timeout
 DEFAULT_READ_TIMEOUT = 300.0
 DEFAULT_TOTAL_TIMEOUT = 900.0
 DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
@@ -358,13 +356,16 @@ def _shutdown(sock: Any) -> None:
 class TransportLimits:
     """Both transports' timeouts and size caps, checked once (see ``docs/limits.md``).
 
+    ``first_byte_timeout`` left ``None`` becomes ``read_timeout`` (the one place that rule lives:
+    both transports pass their argument through as given).
+
     Raises:
         ConfigurationError: for fewer than one stream, a timeout or a cap that is not positive.
     """
 
     max_concurrent_streams: int
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
-    first_byte_timeout: float = DEFAULT_FIRST_BYTE_TIMEOUT
+    first_byte_timeout: float | None = None  # None: read_timeout (set by __post_init__)
     read_timeout: float = DEFAULT_READ_TIMEOUT
     total_timeout: float | None = DEFAULT_TOTAL_TIMEOUT
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
@@ -373,7 +374,9 @@ class TransportLimits:
     def __post_init__(self) -> None:
         if self.max_concurrent_streams < 1:
             raise ConfigurationError("max_concurrent_streams must be at least 1")
-        timeouts = (self.connect_timeout, self.first_byte_timeout, self.read_timeout)
+        first_byte = self.read_timeout if self.first_byte_timeout is None else self.first_byte_timeout
+        object.__setattr__(self, "first_byte_timeout", first_byte)  # frozen: the default resolved once
+        timeouts = (self.connect_timeout, first_byte, self.read_timeout)
         if any(t <= 0 for t in timeouts) or (self.total_timeout is not None and self.total_timeout <= 0):
             raise ConfigurationError(
                 "connect_timeout, first_byte_timeout, read_timeout and total_timeout must be positive"

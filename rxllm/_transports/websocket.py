@@ -247,9 +247,14 @@ _TIMEOUT_LIMITS: tuple[tuple[type[Exception], str], ...] = (
 )
 
 
-def _handshake_error(error: Exception, redactor: Redactor, provider: str | None) -> RxLlmError:
+def _handshake_error(error: Exception, redactor: Redactor, provider: str | None, scheme: str = "") -> RxLlmError:
     """An httpx2 error of the upgrade request in rxllm's tree, secrets cut out."""
     text = redactor.redact(str(error) or type(error).__name__)
+    if scheme == "ws" and "SSL" in text:
+        # httpcore2 (2.16) tunnels every non-http origin through an HTTP proxy with CONNECT, then
+        # starts TLS inside the tunnel, plain ws:// included: the server answers TLS with nothing.
+        text += (" (a plain ws:// URL through an HTTP proxy: httpx2 starts TLS inside the tunnel; use wss://, "
+                 "or leave the host out of the proxy, e.g. with NO_PROXY)")
     if isinstance(error, httpx2.TimeoutException):
         limit = next((name for kind, name in _TIMEOUT_LIMITS if isinstance(error, kind)), "connect")
         return StreamTimeoutError(f"WebSocket upgrade: {limit} timeout ({text})", limit=limit, provider=provider)
@@ -794,7 +799,7 @@ def connect_websocket(
     try:
         response = client.send(request, stream=True)
     except httpx2.HTTPError as exc:
-        raise _handshake_error(exc, redactor, provider) from exc
+        raise _handshake_error(exc, redactor, provider, request.url.scheme) from exc
     _log.debug("WebSocket %s -> %s", shown, response.status_code)
     try:
         if response.status_code != 101:
@@ -1096,7 +1101,7 @@ async def aconnect_websocket(
     try:
         response = await client.send(request, stream=True)
     except httpx2.HTTPError as exc:
-        raise _handshake_error(exc, redactor, provider) from exc
+        raise _handshake_error(exc, redactor, provider, request.url.scheme) from exc
     _log.debug("WebSocket %s -> %s", shown, response.status_code)
     try:
         if response.status_code != 101:

@@ -1,24 +1,40 @@
 """The server side of a WebSocket on 127.0.0.1, for rxllm's live test kit (``rxllm.testing``).
 
-wsproto over plain sockets, one daemon thread per connection, so a test sees exactly what reached
-the server (messages, the client's close code, the end of the connection) and can misbehave on
-purpose (drop the connection, send a frame larger than the client accepts). Only this room
-imports wsproto; the kit scripts sessions on top of :class:`ServerPeer`.
+wsproto over plain sockets (or TLS, given a server ``ssl_context``), one daemon thread per
+connection, so a test sees exactly what reached the server (messages, pings, the client's close
+code, the end of the connection) and can misbehave on purpose (refuse the upgrade, leave pings
+unanswered, drop the connection, send raw or oversized frames). Only this room imports wsproto;
+the kit scripts sessions on top of :class:`ServerPeer`, and rxllm's own WebSocket tests use the
+same server.
 """
 
 from __future__ import annotations
 
 import contextlib
+import queue
 import socket
+import ssl
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
 from urllib.parse import parse_qsl, urlsplit
 
 import wsproto
 import wsproto.events
+import wsproto.utilities
 
-__all__ = ["PeerClosedError", "ServerPeer", "WebSocketServer"]
+__all__ = ["PeerClosedError", "Refusal", "ServerPeer", "WebSocketServer"]
+
+
+@dataclass
+class Refusal:
+    """An HTTP answer the server gives instead of accepting the upgrade."""
+
+    status: int
+    body: bytes = b""
+    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
 
 
 class PeerClosedError(Exception):
@@ -34,30 +50,41 @@ class ServerPeer:
     """The server side of one accepted WebSocket connection.
 
     Attributes:
+        sock: the accepted socket.
+        ws: the server's wsproto connection.
+        request: the upgrade request as wsproto parsed it.
         target: the upgrade request's path and query (``/ws/...?key=...``).
         path: the path alone.
         query: the query's parameters.
         headers: the upgrade request's headers, names lower-cased.
+        answer_pings: whether :meth:`recv` answers the client's pings (a test turns it off).
+        pings: how many pings :meth:`recv` saw; ``ping_seen`` is set at the first.
         closed: set when the client's close frame or the end of the connection reached the server.
         close_code: the client's close code (``None``: the connection ended without one).
+        saw_eof: set when the connection ended (the client's socket shut or closed).
     """
 
     def __init__(self, sock: socket.socket, ws: wsproto.WSConnection, request: wsproto.events.Request) -> None:
-        self._sock = sock
-        self._ws = ws
+        self.sock = sock
+        self.ws = ws
+        self.request = request
         self.target = request.target
         parts = urlsplit(request.target)
         self.path = parts.path
         self.query = dict(parse_qsl(parts.query))
         self.headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in request.extra_headers}
+        self.answer_pings = True
+        self.pings = 0
+        self.ping_seen = threading.Event()
         self.closed = threading.Event()
         self.close_code: int | None = None
+        self.saw_eof = threading.Event()
         self._pending: list[wsproto.events.Event] = []
         self._lock = threading.Lock()
 
     def _send(self, event: wsproto.events.Event) -> None:
         with self._lock:
-            self._sock.sendall(self._ws.send(event))
+            self.sock.sendall(self.ws.send(event))
 
     def send_text(self, text: str) -> None:
         """One text message."""
@@ -67,16 +94,36 @@ class ServerPeer:
         """One binary message."""
         self._send(wsproto.events.BytesMessage(data=data))
 
+    def send_fragments(self, pieces: Sequence[str | bytes]) -> None:
+        """One message in several frames (all ``str``: a text message; all ``bytes``: binary)."""
+        for i, piece in enumerate(pieces):
+            last = i == len(pieces) - 1
+            event: wsproto.events.Event
+            if isinstance(piece, str):
+                event = wsproto.events.TextMessage(data=piece, message_finished=last)
+            else:
+                event = wsproto.events.BytesMessage(data=piece, message_finished=last)
+            self._send(event)
+
+    def send_raw(self, data: bytes) -> None:
+        """Bytes as they are (a hand-made frame)."""
+        with self._lock:
+            self.sock.sendall(data)
+
+    def send_frame_header(self, opcode: int, length: int) -> None:
+        """A frame header announcing ``length`` bytes (the payload follows with :meth:`send_raw`)."""
+        self.send_raw(bytes([0x80 | opcode, 127]) + struct.pack("!Q", length))
+
     def send_oversized(self, length: int) -> None:
         """A text frame header announcing ``length`` bytes, then that many bytes of ``x``."""
         header = bytes([0x81, 127]) + struct.pack("!Q", length)
         with self._lock, contextlib.suppress(OSError):
-            self._sock.sendall(header)
+            self.sock.sendall(header)
             chunk = b"x" * 65536
             sent = 0
             while sent < length:
                 piece = chunk[: min(len(chunk), length - sent)]
-                self._sock.sendall(piece)
+                self.sock.sendall(piece)
                 sent += len(piece)
 
     def close(self, code: int = 1000, reason: str = "") -> None:
@@ -87,10 +134,20 @@ class ServerPeer:
     def drop(self) -> None:
         """End the TCP connection without a close frame."""
         with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_RDWR)
+            self.sock.shutdown(socket.SHUT_RDWR)
+
+    abort = drop
+
+    def until_closed(self) -> PeerClosedError:
+        """Read (answering pings, discarding messages) until the client closes."""
+        while True:
+            try:
+                self.recv()
+            except PeerClosedError as closed:
+                return closed
 
     def recv(self) -> str | bytes:
-        """The next message (pings are answered).
+        """The next message; pings are counted (and answered unless ``answer_pings`` is off).
 
         Raises:
             PeerClosedError: the client's close frame or the connection's end came instead.
@@ -101,8 +158,11 @@ class ServerPeer:
                 if isinstance(event, wsproto.events.Message):
                     return event.data if isinstance(event.data, str) else bytes(event.data)
                 if isinstance(event, wsproto.events.Ping):
-                    with contextlib.suppress(OSError):
-                        self._send(event.response())
+                    self.pings += 1
+                    self.ping_seen.set()
+                    if self.answer_pings:
+                        with contextlib.suppress(OSError):  # the client may have closed meanwhile
+                            self._send(event.response())
                 elif isinstance(event, wsproto.events.CloseConnection):
                     self.close_code = event.code
                     with contextlib.suppress(OSError, wsproto.utilities.LocalProtocolError):
@@ -110,41 +170,79 @@ class ServerPeer:
                     self.closed.set()
                     raise PeerClosedError(event.code, event.reason)
             try:
-                data = self._sock.recv(65536)
+                data = self.sock.recv(65536)
             except OSError:
                 data = b""
             if not data:
+                self.saw_eof.set()
                 self.closed.set()
                 raise PeerClosedError(None, None)
             try:
-                self._ws.receive_data(data)
+                self.ws.receive_data(data)
             except wsproto.utilities.RemoteProtocolError as exc:
                 self.closed.set()
                 raise PeerClosedError(None, str(exc)) from exc
-            self._pending.extend(self._ws.events())
+            self._pending.extend(self.ws.events())
 
 
 class WebSocketServer:
     """Listens on 127.0.0.1 (the OS picks the port); runs ``handler`` on each accepted
-    connection's own thread. ``close()`` ends every connection and joins the threads (bounded).
+    connection's own thread. ``close()`` (or leaving the ``with`` block, which then raises the
+    first handler error) ends every connection and joins the threads (bounded).
+
+    Args:
+        handler: runs on each accepted connection's thread.
+        refuse: given the upgrade request, a :class:`Refusal` to answer instead (``None``: accept).
+        ssl_context: a server-side TLS context: the server speaks ``wss://`` (its certificate must
+            name ``127.0.0.1`` or ``localhost``).
+        join_timeout: seconds ``close()`` waits for each thread.
 
     Attributes:
-        url: ``ws://127.0.0.1:PORT``.
+        url: ``ws://127.0.0.1:PORT`` (``wss://`` with an ``ssl_context``).
+        requests: every upgrade request, as it arrived.
+        peers: every accepted :class:`ServerPeer`, as it was accepted (:meth:`peer` takes the next).
+        bad_requests: connections that sent something other than an HTTP upgrade request (closed).
         errors: exceptions a handler raised (other than the client closing).
     """
 
-    def __init__(self, handler: Callable[[ServerPeer], None], *, join_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        handler: Callable[[ServerPeer], None],
+        *,
+        refuse: Callable[[wsproto.events.Request], Refusal | None] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        join_timeout: float = 5.0,
+    ) -> None:
         self._handler = handler
+        self._refuse = refuse
+        self._ssl_context = ssl_context
         self._join_timeout = join_timeout
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
-        self.url = f"ws://127.0.0.1:{self.port}"
+        self.url = f"{'wss' if ssl_context is not None else 'ws'}://127.0.0.1:{self.port}"
+        self.requests: queue.Queue[wsproto.events.Request] = queue.Queue()
+        self.peers: queue.Queue[ServerPeer] = queue.Queue()
         self.errors: list[BaseException] = []
+        self.bad_requests = 0  # connections whose first bytes were not an HTTP upgrade request
         self._threads: list[threading.Thread] = []
         self._socks: list[socket.socket] = []
         self._lock = threading.Lock()
         self._accepting = threading.Thread(target=self._accept, name="rxllm-ws-stub-accept", daemon=True)
         self._accepting.start()
+
+    def __enter__(self) -> WebSocketServer:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
+        if self.errors and kind is None:
+            raise self.errors[0]
+
+    def peer(self, timeout: float = 10.0) -> ServerPeer:
+        """The next accepted connection (waits for it)."""
+        return self.peers.get(timeout=timeout)
 
     def close(self) -> None:
         """Stop accepting, end every connection, join the threads."""
@@ -175,6 +273,8 @@ class WebSocketServer:
 
     def _serve(self, sock: socket.socket) -> None:
         try:
+            if self._ssl_context is not None:
+                sock = self._ssl_context.wrap_socket(sock, server_side=True)
             with sock:
                 ws = wsproto.WSConnection(wsproto.ConnectionType.SERVER)
                 request = None
@@ -182,10 +282,23 @@ class WebSocketServer:
                     data = sock.recv(65536)
                     if not data:
                         return
-                    ws.receive_data(data)
-                    request = next((e for e in ws.events() if isinstance(e, wsproto.events.Request)), None)
+                    try:
+                        ws.receive_data(data)
+                        request = next((e for e in ws.events() if isinstance(e, wsproto.events.Request)), None)
+                    except wsproto.utilities.RemoteProtocolError:  # not an HTTP upgrade (e.g. a TLS hello)
+                        self.bad_requests += 1
+                        return
+                self.requests.put(request)
+                refusal = self._refuse(request) if self._refuse is not None else None
+                if refusal is not None:
+                    headers = [*refusal.headers, (b"content-length", str(len(refusal.body)).encode())]
+                    sock.sendall(ws.send(wsproto.events.RejectConnection(refusal.status, headers, has_body=True)))
+                    sock.sendall(ws.send(wsproto.events.RejectData(refusal.body)))
+                    return
                 sock.sendall(ws.send(wsproto.events.AcceptConnection()))
-                self._handler(ServerPeer(sock, ws, request))
+                peer = ServerPeer(sock, ws, request)
+                self.peers.put(peer)
+                self._handler(peer)
         except (PeerClosedError, OSError):
             pass
         except BaseException as exc:  # surfaced through ``errors``

@@ -41,13 +41,17 @@ support 'It shipped Tuesday.' [] []
 from .._core.public import publish as _publish
 from .._tools import (
     BaseTool,
+    BuiltInCodeExecutionTool,
+    BuiltInTool,
     CallbackContext,
     FunctionTool,
+    GoogleSearchTool,
     ReadonlyContext,
     ToolActions,
     ToolConfirmation,
     ToolContext,
     ToolLike,
+    UrlContextTool,
 )
 from .._tools._examples import BaseExampleProvider, Example, ExampleTool, build_example_si
 from .._tools._exit_loop import exit_loop
@@ -80,6 +84,7 @@ from ._runners.compaction import (
     EventsCompactionConfig,
     LlmEventSummarizer,
     SlidingWindowEventCompactor,
+    TailRetentionEventCompactor,
 )
 from ._runners.runner import InMemoryRunner, Runner
 from ._sessions.base import BaseSessionService, GetSessionConfig, InMemorySessionService, Session
@@ -104,6 +109,8 @@ __all__ = [
     "BaseToolset",
     "BeforeModelCallback",
     "BeforeToolCallback",
+    "BuiltInCodeExecutionTool",
+    "BuiltInTool",
     "CallbackContext",
     "Event",
     "EventActions",
@@ -114,6 +121,7 @@ __all__ = [
     "FileArtifactService",
     "FunctionTool",
     "GetSessionConfig",
+    "GoogleSearchTool",
     "InMemoryArtifactService",
     "InMemoryMemoryService",
     "InMemoryRunner",
@@ -150,10 +158,12 @@ __all__ = [
     "StdioServerParameters",
     "StreamableHttpServerParameters",
     "StreamingMode",
+    "TailRetentionEventCompactor",
     "ToolActions",
     "ToolConfirmation",
     "ToolContext",
     "ToolLike",
+    "UrlContextTool",
     "build_example_si",
     "exit_loop",
     "load_memory",

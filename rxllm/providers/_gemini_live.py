@@ -9,8 +9,11 @@ speak it):
   (reprs, logs, errors) has it replaced by ``***``.
 * Its first message is ``{"setup": {...}}``: the model, ``generationConfig`` (with
   ``responseModalities`` and ``speechConfig``), ``systemInstruction``, ``tools``,
-  ``inputAudioTranscription`` / ``outputAudioTranscription``, ``sessionResumption``,
-  ``realtimeInputConfig``. The server answers ``{"setupComplete": {}}``; nothing else is sent
+  ``safetySettings``, ``inputAudioTranscription`` / ``outputAudioTranscription``,
+  ``sessionResumption``, ``realtimeInputConfig``. The setup has no ``toolConfig``: the request's
+  ``tool_config`` is applied to the declarations sent (allowed names with ``AUTO`` keep only those;
+  ``NONE`` sends none), and what the setup cannot carry (``ANY``/``VALIDATED``, a retrieval
+  config...) is refused by ``connect``. The server answers ``{"setupComplete": {}}``; nothing else is sent
   before.
 * Then ``clientContent`` (turns; ``turnComplete``), ``realtimeInput`` (``audio`` / ``video`` /
   ``text``) and ``toolResponse`` (``functionResponses``) from the client; ``serverContent``
@@ -30,8 +33,8 @@ from typing import Any, Final
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from .._core.errors import ConfigurationError, ProtocolError
-from .._core.genai_types import LiveServerSessionResumptionUpdate
-from .._core.types import Blob, Content, FunctionCall, LlmRequest, UsageMetadata
+from .._core.genai_types import FunctionCallingConfigMode, LiveServerSessionResumptionUpdate
+from .._core.types import Blob, Content, FunctionCall, GenerateContentConfig, LlmRequest, UsageMetadata
 from .._models.live import (
     LiveAudio,
     LiveEvent,
@@ -49,8 +52,8 @@ from .._models.live import (
 from .._models.live_connection import LiveLimits, WebSocketLlmConnection
 from .._transports.live_socket import check_live_client, check_live_destination, open_live_socket
 from .._transports.websocket import WebSocketConnection, WebSocketLimits
-from ._gemini import _MODEL_ROLES, _generation_config, _parts, _tools
-from ._wire import tool_choice
+from ._gemini import _MODEL_ROLES, _generation_config, _parts, _safety_settings, _tools
+from ._wire import ToolChoice, tool_choice
 
 __all__ = ["GeminiLiveProtocol", "camel_keys", "connect_gemini_live", "gemini_live_url"]
 
@@ -126,6 +129,7 @@ class GeminiLiveProtocol:
     def __init__(self, llm_request: LlmRequest, *, model: str) -> None:
         self._request = llm_request
         self._model = _model_name(llm_request.model or model)
+        self._opening = [_dumps({"setup": self._setup()})]  # built here: a config it cannot carry fails connect()
 
     @property
     def model(self) -> str:
@@ -135,6 +139,9 @@ class GeminiLiveProtocol:
     # -- frames out
 
     def opening(self) -> list[str]:
+        return list(self._opening)
+
+    def _setup(self) -> dict[str, Any]:
         request = self._request
         config = request.config
         live = request.live_connect_config
@@ -152,9 +159,12 @@ class GeminiLiveProtocol:
                 system_parts.extend(_parts(content.parts))
         if system_parts:
             setup["systemInstruction"] = {"parts": system_parts}
-        tools = _tools(config, tool_choice(config, provider=_PROVIDER))
+        choice = tool_choice(config, provider=_PROVIDER)
+        tools = _live_tools(_tools(config, choice), choice, config)
         if tools:
             setup["tools"] = tools
+        if config.safety_settings:
+            setup["safetySettings"] = _safety_settings(config)
         if live is not None:
             for field, wire in (
                 ("input_audio_transcription", "inputAudioTranscription"),
@@ -165,7 +175,7 @@ class GeminiLiveProtocol:
                 value = getattr(live, field)
                 if value is not None:
                     setup[wire] = camel_keys(value)
-        return [_dumps({"setup": setup})]
+        return setup
 
     def history(self, contents: Sequence[Content]) -> list[str]:
         turns = [_content(c) for c in contents if c.role != "system" and _parts(c.parts)]
@@ -267,6 +277,42 @@ class GeminiLiveProtocol:
         if content.get("interrupted"):
             events.append(LiveInterrupted())
         return events
+
+
+def _live_tools(tools: list[Any], choice: ToolChoice, config: GenerateContentConfig) -> list[Any]:
+    """The setup's ``tools`` under the request's ``tool_config``, which BidiGenerateContentSetup has
+    no field for (neither has google-genai's ``LiveConnectConfig``): ``AUTO`` with allowed names
+    already sent only those (``_tools``); ``NONE`` sends no function declarations, so none can be
+    called. Anything else would be dropped without a word, so it is refused.
+
+    Raises:
+        ConfigurationError: ``tool_config`` asks for what a live session cannot carry.
+    """
+    tool_config = config.tool_config
+    if tool_config is None:
+        return tools
+    unsupported = [
+        name
+        for name, present in (
+            (f"function_calling_config.mode={choice.mode.value if choice.mode else ''}",
+             choice.mode in (FunctionCallingConfigMode.ANY, FunctionCallingConfigMode.VALIDATED)),
+            ("parallel_tool_calls", choice.parallel is not None),
+            ("stream_function_call_arguments", choice.stream_arguments is not None),
+            ("retrieval_config", tool_config.retrieval_config is not None),
+            ("include_server_side_tool_invocations", tool_config.include_server_side_tool_invocations is not None),
+        )
+        if present
+    ]
+    if unsupported:
+        raise ConfigurationError(
+            f"tool_config.{unsupported[0]} cannot be sent to Gemini Live (its setup message has no toolConfig; "
+            "only mode AUTO, with or without allowed_function_names, and NONE are applied, to the declarations sent)",
+            provider=_PROVIDER,
+        )
+    if choice.mode is FunctionCallingConfigMode.NONE:
+        stripped = [{k: v for k, v in tool.items() if k != "functionDeclarations"} for tool in tools]
+        return [tool for tool in stripped if tool]
+    return tools
 
 
 def _content(content: Content) -> dict[str, Any]:

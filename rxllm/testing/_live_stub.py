@@ -35,6 +35,7 @@ import base64
 import json
 import re
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace, TracebackType
@@ -109,6 +110,8 @@ class LiveConnectionRecord:
         headers: its headers, names lower-cased.
         messages: every client message in order, parsed JSON (a non-JSON message as it came).
         close_code: the client's close code; ``None`` while open or when it ended without one.
+        closed_at: ``time.monotonic()`` when the client's close (or the connection's end) reached
+            the server; ``None`` while open.
     """
 
     path: str
@@ -116,6 +119,7 @@ class LiveConnectionRecord:
     headers: dict[str, str]
     messages: list[Any] = field(default_factory=list)
     close_code: int | None = None
+    closed_at: float | None = None
     _closed: threading.Event = field(default_factory=threading.Event, repr=False)
     _changed: threading.Condition = field(default_factory=threading.Condition, repr=False)
 
@@ -151,6 +155,8 @@ class LiveConnectionRecord:
 
     def _end(self, code: int | None) -> None:
         with self._changed:
+            if self.closed_at is None:
+                self.closed_at = time.monotonic()
             self.close_code = code
             self._closed.set()
             self._changed.notify_all()

@@ -13,19 +13,20 @@ runs.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import json
 import threading
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import reactivex
-from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi import FastAPI, HTTPException, Query, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from pydantic.alias_generators import to_camel
 
 from .._core.errors import ConfigurationError, RxLlmError
@@ -41,6 +42,8 @@ from ..agents import (
     Event,
     EventActions,
     InMemoryMemoryService,
+    LiveRequest,
+    LiveRequestQueue,
     RunConfig,
     Runner,
     Session,
@@ -396,10 +399,13 @@ def create_app(
         await aio.last(server.artifact_service.delete_artifact(app_name, user_id, session_id, artifact_name), None)
         return _json(None)
 
-    async def checked_run(req: AgentRunRequest) -> None:
-        server.check(req.app_name, req.user_id, req.session_id)
-        if await server.session(req.app_name, req.user_id, req.session_id) is None:
+    async def checked_session(app_name: str, user_id: str, session_id: str) -> None:
+        server.check(app_name, user_id, session_id)
+        if await server.session(app_name, user_id, session_id) is None:
             raise HTTPException(status_code=404, detail="Session not found")
+
+    async def checked_run(req: AgentRunRequest) -> None:
+        await checked_session(req.app_name, req.user_id, req.session_id)
 
     @app.post("/run")
     async def agent_run(req: AgentRunRequest) -> Response:
@@ -431,6 +437,26 @@ def create_app(
 
         return StreamingResponse(frames(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    @app.websocket("/run_live")
+    async def agent_live_run(
+        websocket: WebSocket,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        modalities: list[Literal["TEXT", "AUDIO"]] = Query(default=["TEXT", "AUDIO"]),  # noqa: B008
+    ) -> None:
+        await websocket.accept()
+        try:
+            await checked_session(app_name, user_id, session_id)
+            runner = server.runner(app_name)
+        except HTTPException as exc:  # ADK accepts, then closes with 1002 and the reason
+            await websocket.close(code=1002, reason=str(exc.detail)[:_MAX_CLOSE_REASON])
+            return
+        queue = LiveRequestQueue()
+        run = runner.run_live(user_id=user_id, session_id=session_id, live_request_queue=queue,
+                              run_config=RunConfig(response_modalities=tuple(modalities)))
+        await _serve_live(websocket, server, run, queue)
 
     def eval_folder(app_name: str) -> Path:
         server.check(app_name)
@@ -474,6 +500,60 @@ def create_app(
 
         app.mount("/dev-ui/", StaticFiles(directory=ui, html=True), name="dev-ui")
     return app
+
+
+_MAX_CLOSE_REASON = 123  # a close frame's reason fits 123 bytes
+
+
+async def _serve_live(websocket: WebSocket, server: _Server, run: reactivex.Observable[Event],
+                      queue: LiveRequestQueue) -> None:
+    """ADK's ``/run_live`` loop: each text frame is a ``LiveRequest`` put on the queue; each event of
+    the run goes out as one text frame of ``Event`` JSON.
+
+    The run ends the socket: completed (the client sent ``{"close": true}``) with 1000, failed with
+    1011 and the error. A frame that is no ``LiveRequest`` closes it with 1007 and the reason. A
+    client that goes away cancels the forwarding, which disposes the run (the model's connection
+    closes, no tool starts).
+    """
+
+    async def forward() -> tuple[int, str]:
+        try:
+            async with aio.iterate(run) as stream:
+                async for event in stream:
+                    server.remember(event)
+                    await websocket.send_text(event.model_dump_json(by_alias=True, exclude_none=True))
+        except RxLlmError as exc:
+            return 1011, str(exc)
+        return 1000, ""
+
+    async def receive() -> tuple[int, str]:
+        while True:
+            try:
+                frame = await websocket.receive_text()
+            except (KeyError, RuntimeError):  # a binary frame, or a client that went away
+                return 1003, "a /run_live frame is a LiveRequest's JSON text"
+            try:
+                queue.send(LiveRequest.model_validate_json(frame))
+            except (ValidationError, RxLlmError) as exc:
+                return 1007, f"not a LiveRequest: {exc}"
+
+    tasks = [asyncio.ensure_future(forward()), asyncio.ensure_future(receive())]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        first = done.pop()
+        if first.exception() is not None and isinstance(first.exception(), WebSocketDisconnect):
+            return
+        code, reason = first.result()
+        with suppress(RuntimeError, WebSocketDisconnect):
+            await websocket.close(code=code, reason=reason.encode()[:_MAX_CLOSE_REASON].decode(errors="ignore"))
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with suppress(asyncio.CancelledError, WebSocketDisconnect, RuntimeError):
+                await task
+        if not queue.closed:
+            queue.close()
 
 
 def _start_tracing() -> SpanStore:

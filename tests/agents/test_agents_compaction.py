@@ -1,6 +1,7 @@
 """Events compaction, as ADK Java's ``EventsCompactionConfig`` / ``SlidingWindowEventCompactor`` /
-``LlmEventSummarizer`` and ``Contents.processCompactionEvent``: old invocations summarised into one
-compaction event that requests show instead of them, the stored events kept."""
+``TailRetentionEventCompactor`` / ``LlmEventSummarizer`` and ``Contents.processCompactionEvent``:
+old events summarised into one compaction event that requests show instead of them, the stored
+events kept."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import reactivex
 from reactivex import operators as ops
 from reactivex.scheduler import ImmediateScheduler
 
-from rxllm import Chunk, ConfigurationError, Content, FunctionCall, FunctionResponse, Part
+from rxllm import Chunk, ConfigurationError, Content, FunctionCall, FunctionResponse, Part, UsageMetadata
 from rxllm.agents import (
     Event,
     EventActions,
@@ -22,6 +23,7 @@ from rxllm.agents import (
     LlmEventSummarizer,
     SequentialAgent,
     SlidingWindowEventCompactor,
+    TailRetentionEventCompactor,
 )
 from rxllm.agents._flows.contents import request_contents
 from rxllm.testing import ScriptedLlm, scripted_turn
@@ -174,3 +176,86 @@ def test_compaction_configuration_errors() -> None:
     workflow = SequentialAgent("steps", sub_agents=[LlmAgent("bot", ScriptedLlm([]))])
     with pytest.raises(ConfigurationError, match="summarizer"):
         InMemoryRunner(workflow, events_compaction_config=EventsCompactionConfig(2, 1))
+
+
+# ---- tail retention (ADK Java's Compaction request processor): a rolling summary and a tail ------
+
+
+class Numbered(Recorder):
+    """Summarises into ``"summary <n>"`` (a summary of constant size) and records what it was given."""
+
+    def summarize_events(self, events: Any) -> Any:
+        self.given.append(list(events))
+        content = Content(role="model", parts=(Part.from_text(f"summary {len(self.given)}"),))
+        return reactivex.just(Event(author="user", invocation_id=Event.new_id(), actions=EventActions(
+            compaction=EventCompaction(start_timestamp=events[0].timestamp, end_timestamp=events[-1].timestamp,
+                                       compacted_content=content))))
+
+
+def test_tail_retention_summarises_all_but_the_tail_with_the_latest_summary_in_front() -> None:
+    recorder = Recorder()
+    compactor = TailRetentionEventCompactor(recorder, retention_size=2, token_threshold=3)
+    events = [said("user", "q1 long enough", 1), said("bot", "a1 long enough", 2),
+              compaction(1, 2, "S12", 3), said("user", "q2 long enough", 4), said("bot", "a2 long enough", 5),
+              said("user", "q3 long enough", 6)]
+    picked = compactor.events_to_compact(events)
+    # the latest summary, as an event at its start time, then the events after its end, less the tail
+    assert [(e.text(), e.timestamp) for e in picked] == [("S12", 1), ("q2 long enough", 4)]
+    # within the threshold (a quarter of the text's length), or no more events than the tail: nothing
+    assert TailRetentionEventCompactor(recorder, retention_size=2, token_threshold=1000).events_to_compact(events) == []
+    assert TailRetentionEventCompactor(recorder, retention_size=4, token_threshold=3).events_to_compact(events) == []
+
+
+def test_tail_retention_trusts_the_latest_prompt_token_count_over_the_estimate() -> None:
+    recorder = Recorder()
+    compactor = TailRetentionEventCompactor(recorder, retention_size=1, token_threshold=100)
+    short = [said("user", "hi", 1), said("bot", "hello", 2), said("user", "again", 3)]
+    counted = short[1].model_copy(update={"usage_metadata": UsageMetadata(prompt_token_count=101)})
+    assert compactor.events_to_compact(short) == []  # estimated: a few tokens
+    assert [e.text() for e in compactor.events_to_compact([short[0], counted, short[2]])] == ["hi", "hello"]
+
+
+def test_a_500_turn_sessions_requests_stay_constant_size_with_tail_retention() -> None:
+    turns, retention, threshold = 500, 4, 40
+    model = ScriptedLlm([scripted_turn(Chunk(text_delta=f"answer {n}")) for n in range(turns)],
+                        scheduler=ImmediateScheduler())
+    recorder = Numbered()
+    config = EventsCompactionConfig(summarizer=recorder, token_threshold=threshold, event_retention_size=retention)
+    runner = InMemoryRunner(LlmAgent("bot", model), events_compaction_config=config)
+    runner.session_service.create_session(runner.app_name, "u1", session_id="s1").run()
+
+    for n in range(turns):
+        runner.run_async("u1", "s1", f"question {n}").pipe(ops.to_list()).run()
+
+    sizes = [len(request.contents) for request, _ in model.requests]
+    # bounded by a constant: one summary, the tail, and what fits under the threshold after it
+    # (each turn adds at least 18 characters, a quarter of them counted as tokens)
+    bound = 1 + retention + 2 * (threshold * 4 // 18 + 1)
+    assert max(sizes[100:]) <= bound
+    assert max(sizes[400:]) <= max(sizes[100:200])  # not growing
+    assert sizes[-1] <= bound < 2 * turns - 1  # without compaction: 999
+    # each summary rolls the one before into it: a request shows one summary, first
+    for request, _ in model.requests[100:]:
+        shown = [c.text() for c in request.contents if c.text().startswith("summary ")]
+        assert len(shown) == 1 and request.contents[0].text() == shown[0]
+    assert [given[0].text() for given in recorder.given[1:]] == [f"summary {n}" for n in range(1, len(recorder.given))]
+    assert request.contents[-1].text() == f"question {turns - 1}"
+    # every event stays stored, the summaries with them
+    stored = runner.session_service.get_session(runner.app_name, "u1", "s1").run().events
+    assert len(stored) == 2 * turns + len(recorder.given)
+    assert len(recorder.given) > turns // 20
+
+
+def test_tail_retention_and_sliding_window_configuration() -> None:
+    both = EventsCompactionConfig(2, 1, token_threshold=10, event_retention_size=3)
+    assert both.has_sliding_window and both.has_tail_retention
+    tail = EventsCompactionConfig(token_threshold=10, event_retention_size=3)
+    assert tail.has_tail_retention and not tail.has_sliding_window
+    with pytest.raises(ConfigurationError, match="compacts nothing"):
+        EventsCompactionConfig()
+    with pytest.raises(ConfigurationError, match="token_threshold and event_retention_size together"):
+        EventsCompactionConfig(token_threshold=10)
+    with pytest.raises(ConfigurationError, match="compaction_interval and overlap_size together"):
+        EventsCompactionConfig(compaction_interval=3)
+    with pytest.raises(ConfigurationError, match="event_retention_size must be an int of at least 0"):
+        EventsCompactionConfig(token_threshold=10, event_retention_size=-1)

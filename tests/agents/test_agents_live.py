@@ -3,8 +3,11 @@ what the server observed."""
 
 from __future__ import annotations
 
+import json
+import sys
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,8 +20,10 @@ from rxllm.agents import (
     InMemoryRunner,
     LiveRequestQueue,
     LlmAgent,
+    McpToolset,
     RunConfig,
     Runner,
+    StdioServerParameters,
     ToolContext,
 )
 from rxllm.providers.gemini import GeminiModel
@@ -231,3 +236,24 @@ def test_run_live_refuses_what_is_not_a_live_request_queue(bad: Any) -> None:
     runner = InMemoryRunner(LlmAgent("support", GeminiModel("m", api_key=KEY)), app_name=APP)
     with pytest.raises(Exception, match="LiveRequestQueue"):
         runner.run_live(user_id=USER, session_id=SESSION, live_request_queue=bad)
+
+
+def test_an_mcp_toolsets_tools_are_declared_and_run_in_a_live_session() -> None:
+    server_script = Path(__file__).resolve().parent.parent / "mcp_fixture_server.py"
+    script = [*OPEN, Expect("clientContent"), Reply(gemini.tool_call(("c1", "add", {"a": 2, "b": 3}))),
+              Expect("toolResponse"), Reply(gemini.text("Five.")), Reply(gemini.turn_complete())]
+    mcp = McpToolset(StdioServerParameters(sys.executable, [str(server_script), "stdio"]), tool_filter=["add"])
+    with mcp as tools, LiveStubServer("gemini", [script]) as server:
+        runner = gemini_runner(server, [tools])
+        queue = LiveRequestQueue()
+        queue.content(HELLO)
+        run = start_live(runner, queue)
+        assert run.turn_complete.wait(TIMEOUT), run.errors
+        queue.close()
+        record = server.connection(0)
+        assert record.wait_closed()
+        run.wait()
+    assert run.errors == []
+    assert [d["name"] for d in record.messages[0]["setup"]["tools"][0]["functionDeclarations"]] == ["add"]
+    response = record.of_kind("toolResponse")[0]["toolResponse"]["functionResponses"][0]
+    assert (response["name"], response["id"]) == ("add", "c1") and "5" in json.dumps(response["response"])

@@ -13,6 +13,7 @@ from rxllm import (
     BufferOverflowError,
     ConfigurationError,
     Content,
+    FunctionCallingConfig,
     FunctionDeclaration,
     GenerateContentConfig,
     LiveConnectConfig,
@@ -21,9 +22,11 @@ from rxllm import (
     Part,
     ProtocolError,
     ResponseTooLargeError,
+    SafetySetting,
     StreamInterruptedError,
     StreamTimeoutError,
     Tool,
+    ToolConfig,
     TransportError,
 )
 from rxllm.providers.gemini import GeminiModel
@@ -252,3 +255,51 @@ def test_a_key_is_never_sent_over_plain_ws_to_a_remote_host() -> None:
     with pytest.raises(ConfigurationError, match="refusing to send a credential over plain ws://") as info:
         OpenAiRealtimeModel("gpt-realtime", base_url="ws://live.example.com/v1", api_key=KEY).connect(LlmRequest())
     assert KEY not in str(info.value)
+
+
+def _two_tools() -> list[Tool]:
+    return [Tool(function_declarations=[FunctionDeclaration(name="get_order"), FunctionDeclaration(name="refund")])]
+
+
+def test_safety_settings_and_tool_config_reach_the_setup_frame() -> None:
+    config = GenerateContentConfig(
+        tools=_two_tools(),
+        tool_config=ToolConfig(function_calling_config=FunctionCallingConfig(
+            mode="AUTO", allowed_function_names=["get_order"])),
+        safety_settings=[SafetySetting(category="HARM_CATEGORY_HARASSMENT", threshold="BLOCK_ONLY_HIGH")],
+    )
+    with LiveStubServer("gemini", [[*OPEN, Expect("clientContent"), Reply(gemini.turn_complete())]]) as server:
+        connection = model_for(server).connect(LlmRequest(config=config))
+        connection.send_content(HELLO)
+        collect(connection.receive(), until_turn_complete=True).wait()
+        record = server.connection(0)
+        assert record.wait_closed()
+    setup = record.messages[0]["setup"]
+    assert setup["safetySettings"] == [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_ONLY_HIGH"}]
+    # BidiGenerateContentSetup has no toolConfig: AUTO with allowed names sends only those declarations
+    assert "toolConfig" not in setup
+    assert setup["tools"] == [{"functionDeclarations": [{"name": "get_order"}]}]
+
+
+def test_tool_config_mode_none_sends_no_function_declarations() -> None:
+    config = GenerateContentConfig(tools=_two_tools(),
+                                   tool_config=ToolConfig(function_calling_config=FunctionCallingConfig(mode="NONE")))
+    with LiveStubServer("gemini", [[*OPEN, Expect("clientContent"), Reply(gemini.turn_complete())]]) as server:
+        connection = model_for(server).connect(LlmRequest(config=config))
+        connection.send_content(HELLO)
+        collect(connection.receive(), until_turn_complete=True).wait()
+        record = server.connection(0)
+        assert record.wait_closed()
+    assert "tools" not in record.messages[0]["setup"]
+
+
+@pytest.mark.parametrize("tool_config", [
+    ToolConfig(function_calling_config=FunctionCallingConfig(mode="ANY")),
+    ToolConfig(retrieval_config={"latLng": {"latitude": 1.0, "longitude": 2.0}}),
+], ids=["mode-any", "retrieval-config"])
+def test_a_tool_config_the_live_setup_cannot_carry_is_refused_by_connect(tool_config: ToolConfig) -> None:
+    with LiveStubServer("gemini", [OPEN]) as server:
+        with pytest.raises(ConfigurationError, match="cannot be sent to Gemini Live"):
+            model_for(server).connect(LlmRequest(config=GenerateContentConfig(tools=_two_tools(),
+                                                                              tool_config=tool_config)))
+        assert server.connections == []  # nothing was opened

@@ -362,7 +362,7 @@ def check_401(error: HttpStatusError) -> None:
 
 def test_a_refused_upgrade_is_an_http_status_error_with_the_redacted_body() -> None:
     handler = refuse(401, SECRET_BODY, [(b"x-request-id", b"req-7")])
-    with WsServer(echo, handler) as server:
+    with WsServer(echo, refuse=handler) as server:
         client = client_of(base_url=server.url, headers={"Authorization": f"Bearer {KEY}"})
         with pytest.raises(HttpStatusError) as caught:
             connect_websocket(client, f"/ws?key={URL_KEY}", limits=NO_PINGS, provider="gemini")
@@ -371,7 +371,7 @@ def test_a_refused_upgrade_is_an_http_status_error_with_the_redacted_body() -> N
 
 
 def test_a_500_upgrade_is_retryable_and_carries_the_text_body() -> None:
-    with WsServer(echo, refuse(500, b"upstream broke", [(b"retry-after", b"3")])) as server:
+    with WsServer(echo, refuse=refuse(500, b"upstream broke", [(b"retry-after", b"3")])) as server:
         client = client_of(base_url=server.url)
         with pytest.raises(HttpStatusError) as caught:
             connect_websocket(client, "/ws", limits=NO_PINGS)
@@ -630,7 +630,7 @@ def test_async_overflow_missed_pong_and_oversize() -> None:
 
 
 def test_async_refused_upgrade_and_abnormal_end() -> None:
-    with WsServer(echo, refuse(401, SECRET_BODY, [(b"x-request-id", b"req-7")])) as server:
+    with WsServer(echo, refuse=refuse(401, SECRET_BODY, [(b"x-request-id", b"req-7")])) as server:
 
         async def body(http: httpx2.AsyncClient) -> None:
             with pytest.raises(HttpStatusError) as caught:

@@ -17,7 +17,7 @@ from ..._core.errors import ConfigurationError
 from ..._core.types import GenerateContentConfig
 from ..._models.base_llm import BaseLlm
 from ..._tools import BaseTool, ToolLike, tools_by_name
-from ..._tools._toolset import BaseToolset, expand_tools
+from ..._tools._toolset import BaseToolset, ToolGroup, expand_tool_groups, expand_tools
 from .._flows.contents import IncludeContents
 from .._flows.flow import run_llm_flow
 from .._flows.flow_agent import (
@@ -29,6 +29,7 @@ from .._flows.flow_agent import (
     OnToolErrorCallback,
 )
 from .._flows.instructions import InstructionProvider
+from .._flows.output_schema import SET_MODEL_RESPONSE
 from .._invocation.base import AgentCallback, BaseAgent, InvocationContext
 from .._invocation.callbacks import as_callbacks
 from .._sessions.event import Event
@@ -138,7 +139,10 @@ class LlmAgent(BaseAgent):
                 f"LlmAgent {name!r}: set the system instruction with instruction=, not in generate_content_config"
             )
         if config.tools:
-            raise ConfigurationError(f"LlmAgent {name!r}: pass tools with tools=, not in generate_content_config")
+            raise ConfigurationError(
+                f"LlmAgent {name!r}: pass tools with tools=, not in generate_content_config (a provider's built-in "
+                "tool as an entry: GoogleSearchTool(), BuiltInTool(Tool(...)))"
+            )
         if output_schema is not None and not (isinstance(output_schema, type) and issubclass(output_schema, BaseModel)):
             raise ConfigurationError(f"LlmAgent {name!r}: output_schema must be a pydantic model class")
         if input_schema is not None and not (isinstance(input_schema, type) and issubclass(input_schema, BaseModel)):
@@ -150,6 +154,15 @@ class LlmAgent(BaseAgent):
         self._toolsets = tuple(t for t in tools if isinstance(t, BaseToolset))
         self._tools_by_name = tools_by_name([t for t in tools if not isinstance(t, BaseToolset)], f"LlmAgent {name!r}")
         self._tools = tuple(self._tools_by_name.values())
+        wrapped = iter(self._tools)  # ADK Java's toolsUnion: tools and toolsets in the order given
+        self._tools_union: tuple[BaseTool | BaseToolset, ...] = tuple(
+            t if isinstance(t, BaseToolset) else next(wrapped) for t in tools
+        )
+        if output_schema is not None and SET_MODEL_RESPONSE in self._tools_by_name:
+            raise ConfigurationError(
+                f"LlmAgent {name!r} has an output_schema and a tool named {SET_MODEL_RESPONSE!r}, the name of the "
+                "tool ADK adds for the structured answer of an agent with tools: rename the tool"
+            )
         self._config = config
         self._disallow_transfer_to_parent = disallow_transfer_to_parent
         self._disallow_transfer_to_peers = disallow_transfer_to_peers
@@ -213,15 +226,25 @@ class LlmAgent(BaseAgent):
         """The toolsets given in ``tools``."""
         return self._toolsets
 
+    @property
+    def tools_union(self) -> tuple[BaseTool | BaseToolset, ...]:
+        """The tools and toolsets in the order given (ADK Java's ``toolsUnion``), callables wrapped."""
+        return self._tools_union
+
     def canonical_tools(
         self, readonly_context: Any = None
     ) -> reactivex.Observable[tuple[BaseTool, ...]]:
-        """The agent's tools followed by its toolsets' tools, as one tuple (ADK Java's ``canonicalTools``).
+        """The agent's tools with each toolset's tools in its place, as one tuple (ADK Java's ``canonicalTools``).
 
         Emitted during subscribe when the agent has no toolsets; a toolset whose listing fails is
         left out with a warning (see ``rxllm._tools._toolset``).
         """
-        return expand_tools(self._tools, self._toolsets, f"LlmAgent {self.name!r}", readonly_context)
+        return expand_tools(self._tools_union, f"LlmAgent {self.name!r}", readonly_context)
+
+    def canonical_tool_groups(self, readonly_context: Any = None) -> reactivex.Observable[tuple[ToolGroup, ...]]:
+        """:meth:`canonical_tools` with where each came from: ``(tool, (tool,))`` or ``(toolset, its tools)``
+        for each entry of :attr:`tools_union`, in order (the flow calls ``process_llm_request`` so)."""
+        return expand_tool_groups(self._tools_union, f"LlmAgent {self.name!r}", readonly_context)
 
     @property
     def generate_content_config(self) -> GenerateContentConfig:

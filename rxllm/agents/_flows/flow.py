@@ -70,6 +70,7 @@ from ..._tools import (
     safe_content,
     tool_declarations,
 )
+from ..._tools._toolset import ToolGroup, group_tools
 from .._invocation.base import BaseAgent, InvocationContext
 from .._invocation.callbacks import Call, callback_chain
 from .._invocation.live_request_queue import LiveRequest, LiveRequestQueue
@@ -79,7 +80,7 @@ from .._sessions.event import Event, EventActions
 from .._sessions.state import State
 from .confirmation import calls_to_resume, request_confirmation_event
 from .contents import request_contents
-from .flow_agent import FlowAgent, TreeLlmAgent
+from .flow_agent import FlowAgent, is_tree_llm_agent
 from .instructions import ArtifactLoader, artifact_loader, identity_instruction, inject_session_state
 from .output_schema import (
     SET_MODEL_RESPONSE,
@@ -117,18 +118,37 @@ def _set_model_response_tool(schema: type[BaseModel]) -> SetModelResponseTool:
 
 
 def _answers_through_tool(agent: FlowAgent, tools: tuple[BaseTool, ...]) -> bool:
-    """Whether the agent gives its structured answer with ``set_model_response`` (``output_schema`` and tools)."""
-    return agent.output_schema is not None and bool(tools)
+    """Whether the agent gives its structured answer with ``set_model_response``: it has an
+    ``output_schema`` and tools (ADK Java's ``OutputSchema`` asks ``toolsUnion()``, so a toolset
+    that lists nothing counts)."""
+    return agent.output_schema is not None and (bool(tools) or bool(agent.tools_union))
 
 
 def _request_tools(agent: FlowAgent, targets: list[BaseAgent], tools: tuple[BaseTool, ...]) -> tuple[BaseTool, ...]:
-    """The tools of a request: ``set_model_response`` (first, as ADK Java's ``OutputSchema`` adds
-    it), the step's own (``tools``), then ``transfer_to_agent`` when the agent has transfer targets."""
-    if agent.output_schema is not None and tools:
-        tools = (_set_model_response_tool(agent.output_schema), *tools)
+    """The tools of a request, in ADK Java's order: ``set_model_response`` (its ``OutputSchema``
+    request processor adds it first), ``transfer_to_agent`` when the agent has transfer targets
+    (``AgentTransfer``, the last request processor), then the step's own (``tools``, whose
+    ``processLlmRequest`` runs after every request processor).
+
+    Raises:
+        ConfigurationError: one of the step's tools has the name of a tool the flow adds.
+    """
+    added: list[BaseTool] = []
+    if _answers_through_tool(agent, tools):
+        added.append(_set_model_response_tool(agent.output_schema))
     if targets:
-        tools = (*tools, TRANSFER_TOOL)
-    return tools
+        added.append(TRANSFER_TOOL)
+    if not added:
+        return tools
+    names = {tool.name for tool in tools}
+    for tool in added:
+        if tool.name in names:
+            why = "it has an output_schema and tools" if tool.name == SET_MODEL_RESPONSE else "it can transfer"
+            raise ConfigurationError(
+                f"LlmAgent {agent.name!r} has a tool named {tool.name!r}, the name of the tool ADK adds because "
+                f"{why}: rename the tool"
+            )
+    return (*added, *tools)
 
 
 def run_llm_flow(agent: FlowAgent, ctx: InvocationContext) -> reactivex.Observable[Event]:
@@ -211,7 +231,8 @@ def _should_continue(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> b
 
 
 def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactivex.Observable[Event]:
-    def model_step(session: Session, tools: tuple[BaseTool, ...]) -> reactivex.Observable[Event]:
+    def model_step(session: Session, groups: tuple[ToolGroup, ...]) -> reactivex.Observable[Event]:
+        tools = group_tools(groups)
         callback_ctx = CallbackContext(ctx, step.state)
         targets = transfer_targets(agent)
         step.tools = {tool.name: tool for tool in _request_tools(agent, targets, tools)}
@@ -226,14 +247,29 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
 
         tool_ctx = ToolContext(ctx, step.state, None)  # the tools edit the request (ADK's processLlmRequest)
         owner, loop = _owner(agent), ctx.tool_runtime.loop
-        return collect_then(process_request_by_tools(tools, request, tool_ctx, owner, loop), call)
+        return collect_then(process_request_by_tools(groups, request, tool_ctx, owner, loop), call)
 
-    def resume_then_model_step(session: Session, tools: tuple[BaseTool, ...]) -> reactivex.Observable[Event]:
+    def compact_then_model_step(session: Session, groups: tuple[ToolGroup, ...]) -> reactivex.Observable[Event]:
+        # ADK Java's Compaction request processor, before the contents are built: the summary it
+        # stores is part of this request's history
+        compactor = ctx.request_compactor
+        if compactor is None:
+            return model_step(session, groups)
+
+        def with_summary(stored: list[Event]) -> reactivex.Observable[Event]:
+            if not stored:
+                return model_step(session, groups)
+            return model_step(session.model_copy(update={"events": (*session.events, *stored)}), groups)
+
+        return collect_then(compactor.compact(session, ctx.session_service), with_summary)
+
+    def resume_then_model_step(session: Session, groups: tuple[ToolGroup, ...]) -> reactivex.Observable[Event]:
         # ADK's RequestConfirmationLlmRequestProcessor: calls the client confirmed (or refused) run
         # again first, their responses stored before the request is built
         pending = calls_to_resume(session.events, agent.name)
         if pending is None:
-            return model_step(session, tools)
+            return compact_then_model_step(session, groups)
+        tools = group_tools(groups)
         step.tools = {tool.name: tool for tool in _request_tools(agent, transfer_targets(agent), tools)}
         calls = Event(
             invocation_id=ctx.invocation_id,
@@ -241,12 +277,13 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
             content=Content(role="model", parts=tuple(Part(function_call=c) for c in pending.calls)),
         )
         resumed = _run_tools(agent, ctx, step, calls, pending.confirmations)
-        return then_now(resumed, lambda: collect_then(ctx.session_now(), lambda now: model_step(now[0], tools)))
+        fetched = partial(collect_then, ctx.session_now())
+        return then_now(resumed, lambda: fetched(lambda now: compact_then_model_step(now[0], groups)))
 
     def with_session(session: Session) -> reactivex.Observable[Event]:
         step.state = State(session.state)  # toolsets are expanded before every model call (ADK's canonicalTools)
-        tools = agent.canonical_tools(ReadonlyContext(ctx, step.state))
-        return collect_then(tools, lambda found: resume_then_model_step(session, found[-1]))
+        groups = agent.canonical_tool_groups(ReadonlyContext(ctx, step.state))
+        return collect_then(groups, lambda found: resume_then_model_step(session, found[-1]))
 
     return collect_then(ctx.session_now(), lambda sessions: with_session(sessions[0]))
 
@@ -399,7 +436,7 @@ def build_request(
     texts = []
     if _answers_through_tool(agent, own_tools):
         texts.append(SET_MODEL_RESPONSE_INSTRUCTION)
-    if isinstance(root, TreeLlmAgent) and root.global_instruction:
+    if is_tree_llm_agent(root) and root.global_instruction:
         texts.append(_instruction_text(agent, root.global_instruction, readonly, artifacts))
     texts.append(_instruction_text(agent, agent.instruction, readonly, artifacts))
     texts.append(identity_instruction(agent.name, agent.description))
@@ -413,7 +450,7 @@ def build_request(
     )
     contents = tuple(map(safe_content, contents))  # a stored value JSON cannot carry must not break the session
     config = request_config(agent.generate_content_config, text or None, tool_declarations(request_tools))
-    if agent.output_schema is not None and not own_tools:
+    if agent.output_schema is not None and not _answers_through_tool(agent, own_tools):
         config = config.model_copy(update=output_schema_config(agent.output_schema))
     return LlmRequest(contents=contents, config=config)
 
@@ -739,18 +776,19 @@ def _run_live(agent: FlowAgent, ctx: InvocationContext) -> reactivex.Observable[
             return reactivex.never()
         return reactivex.create(partial(_live_session, agent, ctx, step, queue, request))
 
-    def with_tools(session: Session, tools: tuple[BaseTool, ...]) -> reactivex.Observable[Event]:
+    def with_tools(session: Session, groups: tuple[ToolGroup, ...]) -> reactivex.Observable[Event]:
+        tools = group_tools(groups)
         step.tools = {tool.name: tool for tool in _request_tools(agent, transfer_targets(agent), tools)}
         request = build_request(agent, ctx, session, ReadonlyContext(ctx, step.state), tools)
         request = request.model_copy(update={"live_connect_config": ctx.run_config.live_connect_config()})
         tool_ctx = ToolContext(ctx, step.state, None)
-        processed = process_request_by_tools(tools, request, tool_ctx, _owner(agent), ctx.tool_runtime.loop)
+        processed = process_request_by_tools(groups, request, tool_ctx, _owner(agent), ctx.tool_runtime.loop)
         return collect_then(processed, lambda requests: connect_with(requests[-1]))
 
     def with_session(session: Session) -> reactivex.Observable[Event]:
         step.state = State(session.state)
-        tools = agent.canonical_tools(ReadonlyContext(ctx, step.state))
-        return collect_then(tools, lambda found: with_tools(session, found[-1]))
+        groups = agent.canonical_tool_groups(ReadonlyContext(ctx, step.state))
+        return collect_then(groups, lambda found: with_tools(session, found[-1]))
 
     return collect_then(ctx.session_now(), lambda sessions: with_session(sessions[0]))
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from ..._tools import FunctionTool, ToolContext
 from .._invocation.base import BaseAgent
-from .flow_agent import FlowAgent, TreeLlmAgent
+from .flow_agent import FlowAgent, is_tree_llm_agent
 
 __all__ = ["TRANSFER_TOOL", "transfer_instruction", "transfer_targets"]
 
@@ -41,8 +41,8 @@ def transfer_targets(agent: FlowAgent) -> list[BaseAgent]:
     """Whom ``agent`` may transfer to: sub-agents, then its parent, then peers (ADK's ``getTransferTargets``)."""
     targets: list[BaseAgent] = list(agent.sub_agents)
     parent = agent.parent_agent
-    if not isinstance(parent, TreeLlmAgent):  # no parent, or a workflow agent: it takes no part in transfer
-        return targets
+    if parent is None or not is_tree_llm_agent(agent.parent_agent):
+        return targets  # no parent, or a workflow agent: it takes no part in transfer
     if not agent.disallow_transfer_to_parent:
         targets.append(parent)
     if not agent.disallow_transfer_to_peers:

@@ -34,7 +34,7 @@ import inspect
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import reactivex
 from pydantic import JsonValue
@@ -71,8 +71,17 @@ __all__ = [
     "BaseAgent",
     "BasePlugin",
     "InvocationContext",
+    "RequestCompactor",
     "run_with_agent_callbacks",
 ]
+
+
+class RequestCompactor(Protocol):
+    """What compacts a session before a model call (``TailRetentionEventCompactor`` is one)."""
+
+    def compact(self, session: Session, session_service: BaseSessionService) -> reactivex.Observable[Event]:
+        """Append a compaction event to ``session`` when one is due; emit the stored event, or nothing."""
+        ...
 
 
 class _Shared:
@@ -111,6 +120,9 @@ class InvocationContext:
         live_request_queue: what the caller sends into a live (BIDI) run (``Runner.run_live``);
             None for other runs.
         end_invocation: set by a before-agent callback that answered: the agent's own run is skipped.
+        request_compactor: what compacts the session before each model call of an ``LlmAgent``
+            (ADK Java's ``Compaction`` request processor; the runner sets it from its
+            ``EventsCompactionConfig`` with tail retention); None: no compaction there.
 
     ``temp:`` state: a ``temp:`` key written during the invocation (by a tool, a callback, an
     agent's event) is kept in the invocation, never in the store: :meth:`session_now` shows it
@@ -139,8 +151,10 @@ class InvocationContext:
         memory_service: BaseMemoryService | None = None,
         plugins: Sequence[BasePlugin] = (),
         live_request_queue: LiveRequestQueue | None = None,
+        request_compactor: RequestCompactor | None = None,
     ) -> None:
         self.live_request_queue = live_request_queue
+        self.request_compactor = request_compactor
         self.invocation_id: str = invocation_id or new_invocation_id()
         self.artifact_service = artifact_service
         self.memory_service = memory_service
@@ -271,7 +285,9 @@ class InvocationContext:
         """Store ``event`` in this run's session (partials are passed through unstored); emit the stored event.
 
         The event's ``temp:`` state keys are kept in the invocation (see the class docstring) and
-        left out of the stored event and state."""
+        left out of the stored event and state; the emitted event keeps them in its
+        ``state_delta``, as ADK Java's does (its session service never trims the event it emits;
+        ADK Python's does)."""
         self._keep_temp_state(event)
         if event.partial:
             return awaitable(self.session_service.append_event(self.session, event))
@@ -282,7 +298,19 @@ class InvocationContext:
 
         with self._shared.lock:
             self._shared.stored_ids.add(event.id)
-        return awaitable(tap_next(self.session_service.append_event(self.session, event), note))
+        stored = tap_next(self.session_service.append_event(self.session, event), note)
+        delta = event.actions.state_delta
+        if not any(key.startswith(TEMP_PREFIX) for key in delta):
+            return awaitable(stored)
+
+        def with_temp_keys(stored: Event) -> Event:
+            kept = stored.actions.state_delta
+            merged = {k: (v if k.startswith(TEMP_PREFIX) else kept[k]) for k, v in delta.items() if k in kept
+                      or k.startswith(TEMP_PREFIX)}
+            merged.update({k: v for k, v in kept.items() if k not in merged})
+            return stored.model_copy(update={"actions": stored.actions.model_copy(update={"state_delta": merged})})
+
+        return awaitable(concat_map_now(stored, lambda e: emit_now(with_temp_keys(e))))
 
     def is_stored(self, event: Event) -> bool:
         """Whether ``event`` (by its id) was stored by :meth:`append_event` in this invocation."""

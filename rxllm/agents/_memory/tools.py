@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._core.types import LlmRequest
 from ..._tools import FunctionTool, ToolContext
 
-__all__ = ["LoadMemoryTool", "load_memory"]
+__all__ = ["MEMORY_INSTRUCTION", "LoadMemoryTool", "load_memory"]
+
+MEMORY_INSTRUCTION = (
+    "You have memory. You can use it to answer questions. If any questions need\n"
+    "you to look up the memory, you should call load_memory function with a query.\n"
+)
+"""What an agent with ``load_memory`` is told (ADK Java's ``LoadMemoryTool.processLlmRequest``, with
+the tool's name as rxllm and ADK Python spell it)."""
 
 _DESCRIPTION = (
     "Searches the memory of earlier conversations with this user for the query's words and returns what was "
@@ -31,6 +39,8 @@ class LoadMemoryTool(FunctionTool):
 
     The run needs a memory service (``Runner(..., memory_service=...)``); without one the call's
     response is an error the model sees. The response is ``{"memories": [MemoryEntry as JSON, ...]}``.
+    Before every model call it adds ADK's memory instruction (``MEMORY_INSTRUCTION``: "You have
+    memory. ...") to the system instruction, as ADK Java's ``processLlmRequest`` does.
 
     >>> from rxllm.agents import load_memory
     >>> load_memory.name, load_memory.declaration().parameters["required"]
@@ -39,6 +49,10 @@ class LoadMemoryTool(FunctionTool):
 
     def __init__(self) -> None:
         super().__init__(_load_memory, name="load_memory", description=_DESCRIPTION)
+
+    def process_llm_request(self, *, tool_context: ToolContext, llm_request: LlmRequest) -> LlmRequest:
+        """The request with :data:`MEMORY_INSTRUCTION` appended to its system instruction."""
+        return llm_request.append_instructions(MEMORY_INSTRUCTION)
 
 
 load_memory: LoadMemoryTool = LoadMemoryTool()

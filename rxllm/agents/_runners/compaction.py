@@ -1,10 +1,14 @@
 """Events compaction for long sessions: old invocations summarised into one compaction event.
 
 ADK Java's ``summarizer`` package: :class:`EventsCompactionConfig` (``compaction_interval``,
-``overlap_size``, ``summarizer``), :class:`BaseEventSummarizer`, :class:`LlmEventSummarizer` and
-:class:`SlidingWindowEventCompactor`. The :class:`~rxllm.agents.Runner` given a config runs the
-compactor after every invocation (after the plugins' ``after_run_callback``), inside the session's
-run lane, so the next run's requests already use the summary.
+``overlap_size``, ``summarizer``, ``token_threshold``, ``event_retention_size``),
+:class:`BaseEventSummarizer`, :class:`LlmEventSummarizer`, :class:`SlidingWindowEventCompactor`
+and :class:`TailRetentionEventCompactor`. The :class:`~rxllm.agents.Runner` given a sliding-window
+config runs that compactor after every invocation (after the plugins' ``after_run_callback``),
+inside the session's run lane, so the next run's requests already use the summary; given a
+tail-retention config it hands the tail compactor to every invocation, and the LLM flow runs it
+before each model call (ADK Java's ``Compaction`` request processor), so the summary it stores is
+already in that call's request.
 
 A compaction event is authored ``"user"``, has no content and carries
 ``actions.compaction`` (:class:`~rxllm.agents.EventCompaction`: the first and last summarised
@@ -49,6 +53,7 @@ __all__ = [
     "EventsCompactionConfig",
     "LlmEventSummarizer",
     "SlidingWindowEventCompactor",
+    "TailRetentionEventCompactor",
 ]
 
 logger = logging.getLogger("rxllm.agents")
@@ -63,35 +68,78 @@ class BaseEventSummarizer(abc.ABC):
         (no summary: nothing is compacted)."""
 
 
+def _check_count(name: str, value: int | None, minimum: int) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigurationError(f"{name} must be an int of at least {minimum}, got {value!r}")
+
+
 @dataclass(frozen=True)
 class EventsCompactionConfig:
-    """When and how a :class:`~rxllm.agents.Runner` compacts a session (ADK Java's ``EventsCompactionConfig``).
+    """When and how sessions are compacted (ADK Java's ``EventsCompactionConfig``).
+
+    Two ways, each on when its two settings are given (both may be):
+
+    - **Sliding window** (``compaction_interval`` and ``overlap_size``): after every invocation
+      the :class:`~rxllm.agents.Runner` runs a :class:`SlidingWindowEventCompactor`. Every
+      summary stays in the requests unless a later one covers it (ADK Java's contents rule), so a
+      request still grows by one summary per ``compaction_interval`` invocations.
+    - **Tail retention** (``token_threshold`` and ``event_retention_size``): before every model
+      call of an ``LlmAgent`` (ADK Java's ``Compaction`` request processor) a
+      :class:`TailRetentionEventCompactor` checks the session; once the prompt is over the
+      threshold, it summarises everything but the last ``event_retention_size`` events, the latest
+      summary included, so each summary covers the one before and a request holds one summary and
+      a bounded tail, however long the session.
 
     Attributes:
         compaction_interval: the number of new user-initiated invocations, fully stored, that
-            trigger a compaction.
-        overlap_size: how many invocations before the new ones a compaction summarises again,
-            so consecutive summaries overlap.
+            trigger a sliding-window compaction.
+        overlap_size: how many invocations before the new ones a sliding-window compaction
+            summarises again, so consecutive summaries overlap.
         summarizer: what writes the summary; None: an :class:`LlmEventSummarizer` on the root
             agent's model (the runner's agent must then be an ``LlmAgent``), as ADK's Runner does.
+        token_threshold: tail retention: the prompt size, in tokens, above which the session is
+            compacted: the latest event's ``usage_metadata.prompt_token_count``, or when no event
+            has one, the events' text length divided by four (ADK Java's estimate).
+        event_retention_size: tail retention: how many of the latest events stay out of the summary.
 
     Raises:
-        ConfigurationError: for an interval below 1 or a negative overlap.
+        ConfigurationError: neither way configured, only one setting of a way, an interval below 1,
+            or a negative overlap, threshold or retention size.
     """
 
-    compaction_interval: int
-    overlap_size: int
+    compaction_interval: int | None = None
+    overlap_size: int | None = None
     summarizer: BaseEventSummarizer | None = None
+    token_threshold: int | None = None
+    event_retention_size: int | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.compaction_interval, bool) or not isinstance(self.compaction_interval, int):
-            raise ConfigurationError(f"compaction_interval must be an int, got {self.compaction_interval!r}")
-        if self.compaction_interval < 1:
-            raise ConfigurationError(f"compaction_interval must be at least 1, got {self.compaction_interval}")
-        if isinstance(self.overlap_size, bool) or not isinstance(self.overlap_size, int) or self.overlap_size < 0:
-            raise ConfigurationError(f"overlap_size must be an int of at least 0, got {self.overlap_size!r}")
+        _check_count("compaction_interval", self.compaction_interval, 1)
+        _check_count("overlap_size", self.overlap_size, 0)
+        _check_count("token_threshold", self.token_threshold, 0)
+        _check_count("event_retention_size", self.event_retention_size, 0)
+        for first, second in (("compaction_interval", "overlap_size"), ("token_threshold", "event_retention_size")):
+            if (getattr(self, first) is None) != (getattr(self, second) is None):
+                raise ConfigurationError(f"EventsCompactionConfig: give {first} and {second} together")
+        if not (self.has_sliding_window or self.has_tail_retention):
+            raise ConfigurationError(
+                "EventsCompactionConfig compacts nothing: give compaction_interval and overlap_size (a sliding "
+                "window), token_threshold and event_retention_size (tail retention), or both"
+            )
         if self.summarizer is not None and not isinstance(self.summarizer, BaseEventSummarizer):
             raise ConfigurationError(f"summarizer must be a BaseEventSummarizer, got {type(self.summarizer).__name__}")
+
+    @property
+    def has_sliding_window(self) -> bool:
+        """Whether the runner compacts after invocations (ADK Java's ``hasSlidingWindowCompactionConfig``)."""
+        return self.compaction_interval is not None and self.overlap_size is not None
+
+    @property
+    def has_tail_retention(self) -> bool:
+        """Whether the flow compacts before model calls (``token_threshold`` and ``event_retention_size``)."""
+        return self.token_threshold is not None and self.event_retention_size is not None
 
 
 class LlmEventSummarizer(BaseEventSummarizer):
@@ -178,12 +226,15 @@ class SlidingWindowEventCompactor:
     def __init__(self, config: EventsCompactionConfig) -> None:
         if config.summarizer is None:
             raise ConfigurationError("SlidingWindowEventCompactor needs a config with a summarizer")
-        self._config = config
+        if config.compaction_interval is None or config.overlap_size is None:
+            raise ConfigurationError("SlidingWindowEventCompactor needs compaction_interval and overlap_size")
+        self._interval = config.compaction_interval
+        self._overlap = config.overlap_size
         self._summarizer = config.summarizer
 
     def events_to_compact(self, events: Sequence[Event]) -> list[Event]:
         """The events the next compaction summarises, oldest first; empty when none is due."""
-        interval, overlap = self._config.compaction_interval, self._config.overlap_size
+        interval, overlap = self._interval, self._overlap
         picked: list[Event] = []
         invocations: set[str] = set()
         last_compacted = float("-inf")
@@ -220,6 +271,97 @@ class SlidingWindowEventCompactor:
         if not events:
             return nothing_now()
         logger.debug("compacting %d events of session %s", len(events), session.id)
+
+        def append(summaries: list[Event]) -> reactivex.Observable[Event]:
+            return session_service.append_event(session, summaries[0]) if summaries else nothing_now()
+
+        return collect_then(self._summarizer.summarize_events(events), append)
+
+
+def _stringify(event: Event) -> str:
+    """The event's text, calls and responses as one string (ADK Java's ``Event.stringifyContent``)."""
+    pieces: list[str] = []
+    for part in event.content.parts if event.content is not None else ():
+        if part.text:
+            pieces.append(part.text)
+        if part.function_call is not None:
+            pieces.append(f"Function Call: {part.function_call.name}({_json(part.function_call.args)})")
+        if part.function_response is not None:
+            response = part.function_response
+            pieces.append(f"Function Response: {response.name} -> {_json(response.response)}")
+    return "".join(pieces)
+
+
+def _latest_prompt_tokens(events: Sequence[Event]) -> int | None:
+    for event in reversed(events):
+        usage = event.usage_metadata
+        if usage is not None and usage.prompt_token_count is not None:
+            return usage.prompt_token_count
+    return None
+
+
+class TailRetentionEventCompactor:
+    """Compacts a session once its prompt is too long, keeping a tail (ADK Java's ``TailRetentionEventCompactor``).
+
+    Run by the LLM flow before every model call (ADK Java's ``Compaction`` request processor) when
+    :class:`EventsCompactionConfig` has ``token_threshold`` and ``event_retention_size``. Nothing
+    is compacted while the prompt is within ``token_threshold`` tokens: the latest event's
+    ``usage_metadata.prompt_token_count`` when an event has one, else a quarter of the length of
+    the events' text since the latest summary (the summary included). Otherwise the events since
+    the latest summary's end, with that summary in front (as an event of its start time with the
+    summary as its content), are summarised, all but the last ``event_retention_size`` of them.
+    The new summary starts where the latest began, so it covers it and the contents builder
+    shows only the new one: a request holds one summary and the tail after it.
+
+    Args:
+        summarizer: what writes the summaries.
+        retention_size: how many of the latest events stay out of a summary (at least 0).
+        token_threshold: the prompt size above which the session is compacted (at least 0).
+    """
+
+    def __init__(self, summarizer: BaseEventSummarizer, retention_size: int, token_threshold: int) -> None:
+        if not isinstance(summarizer, BaseEventSummarizer):
+            raise ConfigurationError(f"summarizer must be a BaseEventSummarizer, got {type(summarizer).__name__}")
+        _check_count("retention_size", retention_size, 0)
+        _check_count("token_threshold", token_threshold, 0)
+        self._summarizer = summarizer
+        self._retention = retention_size
+        self._threshold = token_threshold
+
+    def events_to_compact(self, events: Sequence[Event]) -> list[Event]:
+        """The events the next compaction summarises, oldest first; empty when none is due."""
+        count = _latest_prompt_tokens(events)
+        if count is not None and count <= self._threshold:
+            return []
+        boundary = float("-inf")
+        latest: Event | None = None
+        picked: list[Event] = []
+        for event in reversed(events):
+            compaction = event.actions.compaction
+            if compaction is None:
+                if event.timestamp <= boundary:
+                    break  # the latest summary covers this one and all before it
+                picked.append(event)
+                continue
+            if latest is None:  # the latest summary sets the boundary; older ones are ignored
+                latest, boundary = event, compaction.end_timestamp
+        if latest is not None and latest.actions.compaction is not None:
+            span = latest.actions.compaction
+            update = {"content": span.compacted_content, "timestamp": span.start_timestamp}
+            picked.append(latest.model_copy(update=update))
+        picked.reverse()
+        if count is None and sum(len(_stringify(event)) for event in picked) // 4 <= self._threshold:
+            return []
+        if len(picked) <= self._retention:
+            return []
+        return picked[: len(picked) - self._retention]
+
+    def compact(self, session: Session, session_service: BaseSessionService) -> reactivex.Observable[Event]:
+        """Append a compaction event to ``session`` when one is due; emit the stored event, or nothing."""
+        events = self.events_to_compact(session.events)
+        if not events:
+            return nothing_now()
+        logger.debug("compacting %d events of session %s, keeping %d", len(events), session.id, self._retention)
 
         def append(summaries: list[Event]) -> reactivex.Observable[Event]:
             return session_service.append_event(session, summaries[0]) if summaries else nothing_now()

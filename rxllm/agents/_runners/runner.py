@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -26,7 +27,12 @@ from .._invocation.run_config import RunConfig, StreamingMode
 from .._memory.service import BaseMemoryService, InMemoryMemoryService
 from .._sessions.base import BaseSessionService, InMemorySessionService, Session
 from .._sessions.event import Event
-from .compaction import EventsCompactionConfig, LlmEventSummarizer, SlidingWindowEventCompactor
+from .compaction import (
+    EventsCompactionConfig,
+    LlmEventSummarizer,
+    SlidingWindowEventCompactor,
+    TailRetentionEventCompactor,
+)
 
 __all__ = ["InMemoryRunner", "Runner", "agent_to_run"]
 
@@ -86,10 +92,13 @@ class Runner:
             Never the thread that delivered the model's response.
         tool_timeout: seconds a tool call may take when its tool sets no ``timeout``; past it the
             model gets an error result for the call. None (the default): no limit.
-        events_compaction_config: compact long sessions (ADK's ``EventsCompactionConfig``): after
-            every invocation, inside the session's run lane, a :class:`SlidingWindowEventCompactor`
-            may summarise older invocations into one compaction event (``rxllm.agents._runners.compaction``).
-            A summarizer failure fails the run, after its events were delivered.
+        events_compaction_config: compact long sessions (ADK's ``EventsCompactionConfig``): with
+            a sliding window, after every invocation, inside the session's run lane, a
+            :class:`SlidingWindowEventCompactor` may summarise older invocations into one
+            compaction event (a summarizer failure then fails the run, after its events were
+            delivered); with tail retention, before every model call of an ``LlmAgent`` a
+            :class:`TailRetentionEventCompactor` may summarise all but the latest events (a
+            summarizer failure fails that step). See ``rxllm.agents._runners.compaction``.
 
     One writer per session: runs on one session never interleave. A run starts only after every
     earlier run on that session terminated or was disposed, whichever ``Runner`` (sharing this
@@ -126,7 +135,9 @@ class Runner:
         check_timeout(tool_timeout, "tool_timeout")
         self._tool_scheduler = tool_scheduler
         self._tool_timeout = tool_timeout
-        self._compactor = _compactor(agent, events_compaction_config)
+        compaction = _compaction_config(agent, events_compaction_config)
+        self._compactor = _compactor(compaction)
+        self._request_compactor = _request_compactor(compaction)
 
     @property
     def agent(self) -> BaseAgent:
@@ -276,6 +287,7 @@ class Runner:
                 plugins=plugins,
                 tool_runtime=runtime,
                 live_request_queue=live_request_queue,
+                request_compactor=self._request_compactor,
             )
             contexts.append(ctx)
             # the agent's span is a child of the span current when the user subscribed, whichever
@@ -313,8 +325,8 @@ class Runner:
         return awaitable(reactivex.create(subscribe))
 
 
-def _compactor(agent: BaseAgent, config: EventsCompactionConfig | None) -> SlidingWindowEventCompactor | None:
-    """The runner's compactor; without a summarizer, one on the root agent's model (ADK Java's Runner)."""
+def _compaction_config(agent: BaseAgent, config: EventsCompactionConfig | None) -> EventsCompactionConfig | None:
+    """The runner's config; without a summarizer, one on the root agent's model (ADK Java's Runner)."""
     if config is None:
         return None
     if not isinstance(config, EventsCompactionConfig):
@@ -327,10 +339,22 @@ def _compactor(agent: BaseAgent, config: EventsCompactionConfig | None) -> Slidi
                 f"events compaction without a summarizer needs an LlmAgent root (its model summarises); "
                 f"{agent.name!r} is a {type(agent).__name__}: give EventsCompactionConfig(summarizer=...)"
             )
-        config = EventsCompactionConfig(
-            config.compaction_interval, config.overlap_size, summarizer=LlmEventSummarizer(agent.model)
-        )
-    return SlidingWindowEventCompactor(config)
+        config = dataclasses.replace(config, summarizer=LlmEventSummarizer(agent.model))
+    return config
+
+
+def _compactor(config: EventsCompactionConfig | None) -> SlidingWindowEventCompactor | None:
+    """What compacts after every invocation: the sliding window, when configured."""
+    return SlidingWindowEventCompactor(config) if config is not None and config.has_sliding_window else None
+
+
+def _request_compactor(config: EventsCompactionConfig | None) -> TailRetentionEventCompactor | None:
+    """What compacts before every model call: tail retention, when configured (ADK Java's ``Compaction``)."""
+    if config is None or config.summarizer is None or config.token_threshold is None:
+        return None
+    if config.event_retention_size is None:
+        return None
+    return TailRetentionEventCompactor(config.summarizer, config.event_retention_size, config.token_threshold)
 
 
 def _compact(ctx: InvocationContext, compactor: SlidingWindowEventCompactor) -> reactivex.Observable[Event]:
