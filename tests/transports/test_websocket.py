@@ -274,7 +274,10 @@ def test_close_is_idempotent_and_a_send_after_it_fails_clearly() -> None:
 def test_close_from_inside_the_sink_drops_the_rest() -> None:
     def send(peer: Peer) -> None:
         for i in range(5):
-            peer.send_text(str(i))
+            # the client may close its socket (messages still unread) before the last sends: the
+            # kernel then resets the connection, and the server observes that end in until_closed
+            with contextlib.suppress(OSError):
+                peer.send_text(str(i))
 
     class Closing(Recorder):
         def on_message(self, message: WebSocketMessage) -> None:
