@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -33,11 +35,24 @@ def _tool(name: str) -> str:
     return str(path)
 
 
-def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def _start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
     # pyright --verifytypes resolves packages through the `python` on PATH (it ignores --pythonpath):
     # put this interpreter's directory first, or reactivex's classes read as "unknown" bases.
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    return subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT, check=False, cwd=cwd, env=env)
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env)
+
+
+def _finish(process: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
+    try:
+        stdout, stderr = process.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        stdout, stderr = process.communicate()
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return _finish(_start(args, cwd))
 
 
 def user_code(into: Path) -> list[Path]:
@@ -58,11 +73,49 @@ def _examples() -> list[Path]:
     return sorted((ROOT / "examples").glob("*.py"))
 
 
+@dataclass(frozen=True)
+class Checked:
+    """One ``mypy --strict`` run and one ``pyright --strict`` run (side by side) over the docs' code,
+    ``examples/`` and the two typing probes below; each test reads its files' diagnostics."""
+
+    directory: Path
+    mypy: subprocess.CompletedProcess[str]
+    pyright: subprocess.CompletedProcess[str]
+
+    def mypy_lines(self, name: str) -> list[str]:
+        return [line for line in self.mypy.stdout.splitlines() if line.startswith(f"{name}:")]
+
+    def pyright_lines(self, name: str) -> list[str]:
+        return [line for line in self.pyright.stdout.splitlines() if f"{os.sep}{name}:" in line]
+
+
+PROBES = {"typed_ok.py", "typed_bad.py"}
+
+
+ERROR_LINE = re.compile(r"^\s*(?P<file>\S+?):\d+(:\d+)?(: | - )error")  # mypy's and pyright's error lines
+
+
+def _errors_outside_probes(output: str) -> list[str]:
+    return [line for line in output.splitlines()
+            if (match := ERROR_LINE.match(line)) and Path(match["file"]).name not in PROBES]
+
+
 @pytest.fixture(scope="module")
-def checked_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def checked(tmp_path_factory: pytest.TempPathFactory) -> Checked:
     directory = tmp_path_factory.mktemp("user_code")
     assert user_code(directory), "no python blocks found in the docs"
-    return directory
+    (directory / "typed_ok.py").write_text(TYPED_OK, encoding="utf-8")
+    (directory / "typed_bad.py").write_text(TYPED_BAD, encoding="utf-8")
+    config = directory / "mypy.ini"
+    config.write_text("[mypy]\nstrict = True\npython_version = 3.11\n", encoding="utf-8")
+    settings = {"typeCheckingMode": "strict", "pythonVersion": "3.11", "extraPaths": [str(ROOT)],
+                "include": [".", *map(str, _examples())]}
+    (directory / "pyrightconfig.json").write_text(json.dumps(settings), encoding="utf-8")
+    # the two checkers run at once (one core each); the docs' modules share one mypy process and cache
+    mypy = _start([_tool("mypy"), "--config-file", str(config), "--cache-dir", str(directory / ".mypy_cache"),
+                   "--python-executable", sys.executable, ".", *map(str, _examples())], cwd=directory)
+    pyright = _start([_tool("pyright"), "--pythonpath", sys.executable, "--project", str(directory)], cwd=directory)
+    return Checked(directory, _finish(mypy), _finish(pyright))
 
 
 def test_verifytypes_score(tmp_path: Path) -> None:
@@ -75,20 +128,16 @@ def test_verifytypes_score(tmp_path: Path) -> None:
     assert score >= SCORE_GATE, f"verifytypes: {score:.1%} < {SCORE_GATE:.0%}; first problems: {problems}"
 
 
-def test_docs_and_examples_pass_mypy_strict_without_the_pydantic_plugin(checked_dir: Path) -> None:
-    config = checked_dir / "mypy.ini"
-    config.write_text("[mypy]\nstrict = True\npython_version = 3.11\n", encoding="utf-8")
-    result = _run([_tool("mypy"), "--config-file", str(config), "--cache-dir", str(checked_dir / ".mypy_cache"),
-                   "--python-executable", sys.executable, ".", *map(str, _examples())], cwd=checked_dir)
-    assert result.returncode == 0, f"mypy --strict (no plugin) on the docs' code and examples/:\n{result.stdout}"
+def test_docs_and_examples_pass_mypy_strict_without_the_pydantic_plugin(checked: Checked) -> None:
+    errors = _errors_outside_probes(checked.mypy.stdout)
+    assert not errors, "mypy --strict (no plugin) on the docs' code and examples/:\n" + "\n".join(errors)
+    assert checked.mypy.returncode in (0, 1), checked.mypy.stdout + checked.mypy.stderr  # 2: mypy itself failed
 
 
-def test_docs_and_examples_pass_pyright_strict(checked_dir: Path) -> None:
-    config = {"typeCheckingMode": "strict", "pythonVersion": "3.11", "extraPaths": [str(ROOT)],
-              "include": [".", *map(str, _examples())]}
-    (checked_dir / "pyrightconfig.json").write_text(json.dumps(config), encoding="utf-8")
-    result = _run([_tool("pyright"), "--pythonpath", sys.executable, "--project", str(checked_dir)], cwd=checked_dir)
-    assert result.returncode == 0, f"pyright --strict on the docs' code and examples/:\n{result.stdout}"
+def test_docs_and_examples_pass_pyright_strict(checked: Checked) -> None:
+    errors = _errors_outside_probes(checked.pyright.stdout)
+    assert not errors, "pyright --strict on the docs' code and examples/:\n" + "\n".join(errors)
+    assert checked.pyright.returncode in (0, 1), checked.pyright.stdout + checked.pyright.stderr
 
 
 # -- what a checker infers: typed structured output, pipe, short prompts ----------------------------
@@ -165,28 +214,15 @@ def wrong(final: LlmResponse) -> None:
 '''
 
 
-def _check_both(directory: Path, name: str, code: str) -> tuple[subprocess.CompletedProcess[str], ...]:
-    directory.mkdir()
-    (directory / f"{name}.py").write_text(code, encoding="utf-8")
-    config = directory / "mypy.ini"
-    config.write_text("[mypy]\nstrict = True\npython_version = 3.11\n", encoding="utf-8")
-    mypy = _run([_tool("mypy"), "--config-file", str(config), "--cache-dir", str(directory / ".mypy_cache"),
-                 "--python-executable", sys.executable, f"{name}.py"], cwd=directory)
-    settings = {"typeCheckingMode": "strict", "pythonVersion": "3.11", "extraPaths": [str(ROOT)], "include": ["."]}
-    (directory / "pyrightconfig.json").write_text(json.dumps(settings), encoding="utf-8")
-    pyright = _run([_tool("pyright"), "--pythonpath", sys.executable, "--project", str(directory)], cwd=directory)
-    return mypy, pyright
+def test_checkers_see_the_parsed_type_the_pipe_result_and_short_prompts(checked: Checked) -> None:
+    assert not checked.mypy_lines("typed_ok.py"), "mypy --strict:\n" + "\n".join(checked.mypy_lines("typed_ok.py"))
+    assert not checked.pyright_lines("typed_ok.py"), "pyright --strict:\n" + "\n".join(
+        checked.pyright_lines("typed_ok.py"))
 
 
-def test_checkers_see_the_parsed_type_the_pipe_result_and_short_prompts(tmp_path: Path) -> None:
-    mypy, pyright = _check_both(tmp_path / "ok", "typed_ok", TYPED_OK)
-    assert mypy.returncode == 0, f"mypy --strict:\n{mypy.stdout}"
-    assert pyright.returncode == 0, f"pyright --strict:\n{pyright.stdout}"
-
-
-def test_checkers_reject_a_parsed_object_assigned_to_the_wrong_type(tmp_path: Path) -> None:
-    mypy, pyright = _check_both(tmp_path / "bad", "typed_bad", TYPED_BAD)
-    assert mypy.returncode != 0 and 'Incompatible types in assignment (expression has type "City"' in mypy.stdout, (
-        mypy.stdout
-    )
-    assert pyright.returncode != 0 and '"City" is not assignable to "int"' in pyright.stdout, pyright.stdout
+def test_checkers_reject_a_parsed_object_assigned_to_the_wrong_type(checked: Checked) -> None:
+    mypy = "\n".join(checked.mypy_lines("typed_bad.py"))
+    pyright = "\n".join(checked.pyright_lines("typed_bad.py"))
+    assert 'Incompatible types in assignment (expression has type "City"' in mypy, checked.mypy.stdout
+    assert 'Type "City" is not assignable to declared type "int"' in pyright, checked.pyright.stdout
+    assert checked.mypy.returncode == 1 and checked.pyright.returncode == 1  # the probe's error fails each run
