@@ -14,7 +14,7 @@ import random
 
 from rxllm.agents import LlmAgent, ToolContext
 from rxllm.providers.openai import OpenAiChatModel
-from rxllm.testing import RecordedRequest, StubResponse, StubServer, ToolCallScript, sse_turn
+from rxllm.testing import Delay, RecordedRequest, StubResponse, StubServer, ToolCallScript, complete_json, sse_turn
 
 
 def roll_die(sides: int, tool_context: ToolContext) -> dict[str, int]:
@@ -29,13 +29,33 @@ def roll_die(sides: int, tool_context: ToolContext) -> dict[str, int]:
     return {"sides": sides, "result": result}
 
 
+PACE = 0.03  # seconds between the answer's streamed words, so a browser shows it arrive
+
+
+def _paced(events: list[bytes]) -> list[bytes | Delay]:
+    paced: list[bytes | Delay] = []
+    for event in events:
+        paced += [Delay(PACE), event]
+    return paced
+
+
 def _stub_turn(request: RecordedRequest) -> StubResponse:
-    """The stub model: a ``roll_die`` call for a new question, the answer once the result is in."""
-    messages = request.json().get("messages", [])
+    """The stub model: a ``roll_die`` call for a new question, the answer once the result is in
+    (streamed for a streaming request, one JSON body otherwise)."""
+    body = request.json()
+    messages = body.get("messages", [])
     if messages and messages[-1].get("role") == "tool":
         result = json.loads(messages[-1]["content"]).get("result")
         words = ["You", " rolled", f" a {result}."]
-        return StubResponse.sse(sse_turn("openai-chat", text=words, usage=(40, 6)))
+        if not body.get("stream"):
+            return StubResponse.json(200, complete_json("openai-chat", "".join(words), usage=(40, 6)))
+        return StubResponse(body=_paced(sse_turn("openai-chat", text=words, usage=(40, 6))))
+    if not body.get("stream"):
+        answer = complete_json("openai-chat", "Rolling.", usage=(30, 8))
+        answer["choices"][0]["message"]["tool_calls"] = [
+            {"id": "call_roll", "type": "function", "function": {"name": "roll_die", "arguments": '{"sides": 6}'}}]
+        answer["choices"][0]["finish_reason"] = "tool_calls"
+        return StubResponse.json(200, answer)
     call = ToolCallScript("call_roll", "roll_die", ['{"sid', 'es": 6}'])
     return StubResponse.sse(sse_turn("openai-chat", text=["Rolling."], tool_calls=[call], usage=(30, 8)))
 

@@ -10,7 +10,7 @@ import os
 
 from rxllm.agents import LlmAgent, ToolContext
 from rxllm.providers.openai import OpenAiChatModel
-from rxllm.testing import RecordedRequest, StubResponse, StubServer, ToolCallScript, sse_turn
+from rxllm.testing import Delay, RecordedRequest, StubResponse, StubServer, ToolCallScript, complete_json, sse_turn
 
 from .orders import ORDERS
 
@@ -27,11 +27,33 @@ def get_order(order_id: str, tool_context: ToolContext) -> dict[str, str]:
     return ORDERS.get(order_id, {"order_id": order_id, "status": "unknown"})
 
 
+PACE = 0.03  # seconds between the answer's streamed words, so a browser shows it arrive
+
+
+def _paced(events: list[bytes]) -> list[bytes | Delay]:
+    paced: list[bytes | Delay] = []
+    for event in events:
+        paced += [Delay(PACE), event]
+    return paced
+
+
 def _stub_turn(request: RecordedRequest) -> StubResponse:
-    messages = request.json().get("messages", [])
+    """The stub model: a ``get_order`` call for a new question, the answer once the result is in
+    (streamed for a streaming request, one JSON body otherwise)."""
+    body = request.json()
+    messages = body.get("messages", [])
     if messages and messages[-1].get("role") == "tool":
+        if not body.get("stream"):
+            return StubResponse.json(200, complete_json("openai-chat", ANSWER, usage=(96, 21)))
         words = [w if i == 0 else " " + w for i, w in enumerate(ANSWER.split(" "))]
-        return StubResponse.sse(sse_turn("openai-chat", text=words, usage=(96, 21)))
+        return StubResponse(body=_paced(sse_turn("openai-chat", text=words, usage=(96, 21))))
+    if not body.get("stream"):
+        answer = complete_json("openai-chat", "Let me look that up.", usage=(61, 24))
+        answer["choices"][0]["message"]["tool_calls"] = [
+            {"id": "call_A17", "type": "function",
+             "function": {"name": "get_order", "arguments": '{"order_id": "A17"}'}}]
+        answer["choices"][0]["finish_reason"] = "tool_calls"
+        return StubResponse.json(200, answer)
     call = ToolCallScript("call_A17", "get_order", ['{"order_', 'id": "A', '17"}'])
     return StubResponse.sse(sse_turn("openai-chat", text=["Let me look that up."], tool_calls=[call], usage=(61, 24)))
 
