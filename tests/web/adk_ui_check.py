@@ -154,8 +154,8 @@ def main() -> int:
         tab.wait("window.__seen.length > 0")
         partial_views = tab.eval(f"window.__seen.filter(t => !t.includes({json.dumps(ANSWER)}) && "
                                  "t.includes('Order A17')).length")
-        # ADK's UI renders partial text only with its token-streaming feature flag, off in the built UI:
-        # the streaming is checked on the wire below.
+        # how much of the answer the page showed before the end depends on the UI's rendering: the
+        # streaming itself is checked on the wire below.
         print(f"      (the page changed {tab.eval('window.__seen.length')} times while the turn ran; "
               f"{partial_views} showed part of the answer)")
 
