@@ -24,8 +24,8 @@ def roll_die(sides: int, tool_context: ToolContext) -> dict[str, int]:
         sides: how many sides the die has, e.g. 6.
     """
     result = random.randint(1, max(1, sides))
-    rolls = [*tool_context.state.get("rolls", []), result]
-    tool_context.state["rolls"] = rolls
+    previous = tool_context.state.get("rolls")
+    tool_context.state["rolls"] = [*previous, result] if isinstance(previous, list) else [result]
     return {"sides": sides, "result": result}
 
 

@@ -159,6 +159,20 @@ def main() -> int:
         print(f"      (the page changed {tab.eval('window.__seen.length')} times while the turn ran; "
               f"{partial_views} showed part of the answer)")
 
+        # clicking the answer opens its event, with the spans the UI links to it (by the spans'
+        # gcp.vertex.agent.event_id, from the session's trace)
+        tab.eval(f"""(() => {{
+            const all = [...document.querySelectorAll('*')].filter(e => e.innerText &&
+                e.innerText.trim() === {json.dumps(ANSWER)});
+            all[all.length - 1].click();
+            return all.length;
+        }})()""")
+        details = tab.wait("document.body.innerText.includes('Associated Spans') && document.body.innerText", 10_000)
+        linked = details.split("Associated Spans", 1)[1][:200]
+        check("chat gpt-4o-mini" in linked and session_id is not None,
+              "clicking the answer opens its event (Event ID, Invocation ID) with its span: "
+              + " ".join(linked.split()[:3]))
+
         runs = [r for r in network(browser) if r["url"].endswith("/run_sse")]
         check(len(runs) == 1 and runs[0]["status"] == 200 and runs[0]["type"] == "text/event-stream",
               "POST /run_sse answered 200 text/event-stream")
