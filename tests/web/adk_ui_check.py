@@ -17,7 +17,10 @@ What it does:
    ``"streaming": true``, that the answer streams (partial events on the SSE stream) and the UI
    shows the tool call (``get_order``) and the final answer, that the trace view's
    ``/dev/apps/.../debug/trace/session/...`` answered, and that after a reload with the session in
-   the URL the UI shows the stored history (``GET`` of the session);
+   the URL the UI shows the stored history (``GET`` of the session); that in the Evals tab an eval
+   set can be created, the session added to it as a case, and the case run (with the metrics
+   ``metrics-info`` lists), passing, with its result stored in the app's ``.adk/eval_history/``
+   (the server serves a temporary copy of the agents folder, so the repository stays clean);
 4. prints every API request the UI made with its status, and fails when any API route the checked
    features use answered an error. Routes of ADK features rxllm does not have (the agent builder,
    agent graphs) answer 404 and are listed as such.
@@ -29,6 +32,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -88,11 +92,15 @@ def main() -> int:
         return 2
     port = free_port()
     url = f"http://127.0.0.1:{port}"
+    # the eval steps write eval sets and results into the app's folder, as ADK does: serve a copy
+    workdir = tempfile.mkdtemp(prefix="rxllm-adk-ui-")
+    agents = shutil.copytree(args.agents, Path(workdir) / "agents",
+                             ignore=shutil.ignore_patterns("__pycache__", ".adk", "*.evalset.json"))
     log = tempfile.NamedTemporaryFile("w+", prefix="rxllm-adk-ui-", suffix=".log", delete=False)  # noqa: SIM115
     env = {k: v for k, v in os.environ.items() if k not in ("RXLLM_EXAMPLE_MODEL", "OPENAI_API_KEY")}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     server = subprocess.Popen(
-        [sys.executable, "-m", "rxllm", "web", args.agents, "--ui", args.ui, "--host", "127.0.0.1",
+        [sys.executable, "-m", "rxllm", "web", str(agents), "--ui", args.ui, "--host", "127.0.0.1",
          "--port", str(port), "--log-level", "info"], stdout=log, stderr=subprocess.STDOUT, env=env)
     failures: list[str] = []
 
@@ -112,7 +120,7 @@ def main() -> int:
             if server.poll() is not None:
                 raise RuntimeError("rxllm web exited: " + Path(log.name).read_text())
             time.sleep(0.05)  # polling a child process that is starting, not test synchronisation
-        print(f"rxllm web {args.agents} --ui {args.ui}  ({url})")
+        print(f"rxllm web {agents} --ui {args.ui}  ({url}; a copy of {args.agents})")
         browser = Browser()
         browser.keep_events = True
         tab = browser.open(f"{url}/dev-ui/")
@@ -210,7 +218,48 @@ def main() -> int:
         check(QUESTION in history and ANSWER in history, "after a reload the UI shows the stored history "
               "(GET /apps/order_status/users/user/sessions/<id>)")
 
-        # 4. every API request the UI made
+        # 4. the Evals tab: a new eval set, the session added to it as a case, the case run and scored
+        def click(label: str, within: str = "*") -> int:
+            found: int = tab.eval(f"""(() => {{
+                const all = [...document.querySelectorAll({json.dumps(within)})]
+                    .filter(e => e.innerText && e.innerText.trim().split('\\n').pop().trim() === {json.dumps(label)});
+                if (all.length) all[all.length - 1].click();
+                return all.length;
+            }})()""")
+            return found
+
+        def fill(value: str) -> None:
+            tab.wait("!!document.querySelector('.cdk-overlay-pane input')")
+            tab.eval(f"""(() => {{ const box = document.querySelector('.cdk-overlay-pane input'); box.focus();
+                box.value = {json.dumps(value)}; box.dispatchEvent(new Event('input', {{bubbles: true}}));
+                return true; }})()""")
+
+        click("Evals")
+        tab.wait("document.body.innerText.includes('Create Evaluation Set')")
+        click("Create Evaluation Set")
+        fill("ui_checks")
+        click("Create", ".cdk-overlay-pane button")
+        tab.wait("document.body.innerText.includes('ui_checks')")
+        click("ui_checks")
+        tab.wait("document.body.innerText.includes('From Current Session')")
+        click("From Current Session")
+        fill("a17")
+        click("Create", ".cdk-overlay-pane button")
+        tab.wait("document.body.innerText.includes('Run All') && document.body.innerText.includes('a17')")
+        check((agents / "order_status" / "ui_checks.evalset.json").is_file(), "the Evals tab created an eval "
+              "set and added the session to it as the case a17 (order_status/ui_checks.evalset.json)")
+        click("Run All")
+        dialog = tab.wait("[...document.querySelectorAll('.cdk-overlay-pane')].map(p => p.innerText).join(' ')"
+                          ".includes('Tool Trajectory') && document.querySelector('.cdk-overlay-pane').innerText")
+        check("Response Match" in dialog, "the run dialog offers rxllm's metrics (GET .../metrics-info)")
+        click("Run", ".cdk-overlay-pane button")
+        scored = tab.wait("document.body.innerText.includes('1 PASS') && document.body.innerText", 30_000)
+        check("Tool Trajectory" in scored and "1.00" in scored,
+              "the case ran and passed: " + " ".join(scored.split("1 PASS", 1)[1].split()[:8]))
+        check(len(list((agents / "order_status" / ".adk" / "eval_history").glob("*.evalset_result.json"))) == 1,
+              "the result is stored where ADK keeps it (order_status/.adk/eval_history/)")
+
+        # 5. every API request the UI made
         print("\nthe UI's API requests (CDP Network events), method path -> status:")
         seen: set[tuple[str, str, int | None]] = set()
         for request in network(browser):
@@ -234,12 +283,13 @@ def main() -> int:
         server.terminate()
         server.wait(30)
         log.close()
+        shutil.rmtree(workdir, ignore_errors=True)
     print(f"\nthe server's access log: {log.name}")
     if failures:
         print("adk-ui-check: FAILED\n  " + "\n  ".join(failures))
         return 1
     print("adk-ui-check: PASSED (ADK's dev UI listed the apps, created a session, streamed a turn over /run_sse, "
-          "showed the events, the trace and the stored history)")
+          "showed the events, the trace and the stored history, and ran an eval set made from the session)")
     return 0
 
 
