@@ -78,6 +78,12 @@ class AgentRunRequest(_CamelModel):
     state_delta: dict[str, JsonValue] | None = None
 
 
+class UpdateSessionRequest(_CamelModel):
+    """ADK's session patch: a state delta, stored without running the agent."""
+
+    state_delta: dict[str, JsonValue]
+
+
 class CreateSessionRequest(_CamelModel):
     """ADK's create-session body: an optional id, initial state and events to store first."""
 
@@ -150,6 +156,21 @@ class _Server:
         self.links.add(event.id, event.invocation_id, is_user=event.author == "user", partial=bool(event.partial),
                        response_ids=[r.id for r in event.function_responses()])
 
+    def store_state_delta(self, app_name: str, user_id: str, session_id: str,
+                          delta: dict[str, JsonValue]) -> reactivex.Observable[Event]:
+        """Append a user event carrying ``delta`` to the session, in the session's run queue."""
+        service = self.session_service
+
+        def append(sessions: list[Session]) -> reactivex.Observable[Event]:
+            if not sessions:
+                return nothing_now()
+            return service.append_event(sessions[-1], Event(author="user", actions=EventActions(state_delta=delta)))
+
+        return service.serialize_run(
+            app_name, user_id, session_id,
+            defer_now(lambda: collect_then(service.get_session(app_name, user_id, session_id), append)),
+        )
+
     def run(self, req: AgentRunRequest, mode: StreamingMode) -> reactivex.Observable[Event]:
         """The request's run: its state delta stored first (in the session's run queue), then the agent."""
         runner = self.runner(req.app_name)
@@ -158,18 +179,7 @@ class _Server:
         )
         if not req.state_delta:
             return run
-        delta = dict(req.state_delta)
-        service = self.session_service
-
-        def append(sessions: list[Session]) -> reactivex.Observable[Event]:
-            if not sessions:
-                return nothing_now()
-            return service.append_event(sessions[-1], Event(author="user", actions=EventActions(state_delta=delta)))
-
-        stored = service.serialize_run(
-            req.app_name, req.user_id, req.session_id,
-            defer_now(lambda: collect_then(service.get_session(req.app_name, req.user_id, req.session_id), append)),
-        )
+        stored = self.store_state_delta(req.app_name, req.user_id, req.session_id, dict(req.state_delta))
         return then_now(ignore_items(stored), lambda: run)
 
 
@@ -312,6 +322,16 @@ def create_app(
         server.check(app_name, user_id, session_id)
         await aio.last(server.session_service.delete_session(app_name, user_id, session_id), None)
         return _json(None)
+
+    @app.patch(sessions + "/{session_id}")
+    async def update_session(app_name: str, user_id: str, session_id: str, req: UpdateSessionRequest) -> Response:
+        """ADK's state edit without a run: one user event carrying the delta, in the session's run queue."""
+        server.check(app_name, user_id, session_id)
+        if await server.session(app_name, user_id, session_id) is None:
+            raise HTTPException(status_code=404, detail="Session not found")
+        await aio.last(ignore_items(server.store_state_delta(app_name, user_id, session_id, dict(req.state_delta))),
+                       None)
+        return _json(await server.session(app_name, user_id, session_id))
 
     artifacts = sessions + "/{session_id}/artifacts"
 

@@ -88,6 +88,13 @@ def test_sessions_create_get_list_delete_in_adk_camel_case(api: httpx.Client) ->
     listed = api.get("/apps/order/users/u1/sessions").json()
     assert sorted(s["id"] for s in listed) == sorted(["s1", fresh.json()["id"]])
     assert api.get("/apps/order/users/u1/sessions/s1").json()["state"] == {"cart": "empty"}
+    patched = api.patch("/apps/order/users/u1/sessions/s1", json={"stateDelta": {"cart": "full", "n": 2}})
+    assert patched.status_code == 200 and patched.json()["state"] == {"cart": "full", "n": 2}
+    stored = api.get("/apps/order/users/u1/sessions/s1").json()
+    assert stored["state"] == {"cart": "full", "n": 2}
+    assert [(e["author"], e["actions"]["stateDelta"]) for e in stored["events"]] == [("user", {"cart": "full", "n": 2})]
+    assert api.patch("/apps/order/users/u1/sessions/zz", json={"stateDelta": {}}).status_code == 404
+    assert api.patch("/apps/order/users/u1/sessions/s1", json={}).status_code == 422
     assert api.delete("/apps/order/users/u1/sessions/s1").status_code == 200
     missing = api.get("/apps/order/users/u1/sessions/s1")
     assert missing.status_code == 404 and missing.json() == {"detail": "Session not found"}
