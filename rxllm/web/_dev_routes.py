@@ -335,7 +335,8 @@ def add_eval_routes(app: FastAPI, server: _Server) -> None:
         else:
             criteria = load_criteria(kept.folder / f"{eval_set_id}.evalset.json")
         wanted = set(body.eval_case_ids or body.eval_ids)
-        result = await run_eval_set(server.runner(app_name), eval_set, criteria=criteria, eval_ids=wanted or None)
+        result = await run_eval_set(server.runner(app_name), eval_set, criteria=criteria, eval_ids=wanted or None,
+                                    on_event=server.remember)
         kept.save_result(result)
         file = f"{eval_set_id}.evalset.json"
         return [{"evalSetFile": file, **case.model_dump(mode="json", by_alias=True, exclude_none=True)}

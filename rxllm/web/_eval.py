@@ -29,7 +29,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -226,10 +226,13 @@ def _text(content: Content | None) -> str:
     return content.text() if content is not None else ""
 
 
-async def _run_invocation(runner: Runner, user_id: str, session_id: str, expected: Invocation) -> Invocation:
+async def _run_invocation(runner: Runner, user_id: str, session_id: str, expected: Invocation,
+                          on_event: Callable[[Event], None] | None) -> Invocation:
     events: list[Event] = []
     async with aio.iterate(runner.run_async(user_id, session_id, expected.user_content)) as stream:
         async for event in stream:
+            if on_event is not None:
+                on_event(event)
             if not event.partial:
                 events.append(event)
     tool_uses = [call for event in events for call in event.function_calls()]
@@ -263,7 +266,8 @@ def _score(name: str, actual: Invocation, expected: Invocation) -> float | None:
     return None
 
 
-async def _run_case(runner: Runner, eval_set_id: str, case: EvalCase, criteria: Mapping[str, float]) -> EvalCaseResult:
+async def _run_case(runner: Runner, eval_set_id: str, case: EvalCase, criteria: Mapping[str, float],
+                    on_event: Callable[[Event], None] | None) -> EvalCaseResult:
     session_input = case.session_input or SessionInput()
     user_id = session_input.user_id
     session_id = EVAL_SESSION_PREFIX + uuid.uuid4().hex
@@ -273,7 +277,7 @@ async def _run_case(runner: Runner, eval_set_id: str, case: EvalCase, criteria: 
     error: str | None = None
     for expected in case.conversation:
         try:
-            actual = await _run_invocation(runner, user_id, session_id, expected)
+            actual = await _run_invocation(runner, user_id, session_id, expected, on_event)
         except Exception as exc:  # a failing run fails the case; the other cases still run
             error = f"{type(exc).__name__}: {exc}"
             break
@@ -304,11 +308,16 @@ async def run_eval_set(
     *,
     criteria: Mapping[str, float] | None = None,
     eval_ids: Collection[str] | None = None,
+    on_event: Callable[[Event], None] | None = None,
 ) -> EvalSetResult:
-    """Run the eval set's cases (those in ``eval_ids``, or all) one after another; score them."""
+    """Run the eval set's cases (those in ``eval_ids``, or all) one after another; score them.
+
+    ``on_event`` is called with each event of the runs as it arrives (the server notes them for
+    its trace routes).
+    """
     chosen = criteria if criteria is not None else DEFAULT_CRITERIA
     results = [
-        await _run_case(runner, eval_set.eval_set_id, case, chosen)
+        await _run_case(runner, eval_set.eval_set_id, case, chosen, on_event)
         for case in eval_set.eval_cases
         if eval_ids is None or case.eval_id in eval_ids
     ]

@@ -113,7 +113,8 @@ def test_a_file_that_is_no_eval_set_is_exit_code_2(agents: Path) -> None:
 
 def test_eval_set_routes_create_add_session_edit_run_and_results(agents: Path) -> None:
     """ADK's eval-set routes, at ADK 1.x's paths (``/apps/...``) and 2.x's (``/dev/apps/...``)."""
-    with serving(create_app(agents, web=False)) as server, httpx.Client(base_url=server.url, timeout=30) as client:
+    with serving(create_app(agents, web=False, trace=True)) as server, \
+            httpx.Client(base_url=server.url, timeout=30) as client:
         # create: 2.x's body form answers the eval set; 1.x's path form answers null
         created = client.post("/dev/apps/order/eval-sets", json={"evalSet": {"evalSetId": "orders", "evalCases": []}})
         assert created.status_code == 200, created.text
@@ -160,6 +161,9 @@ def test_eval_set_routes_create_add_session_edit_run_and_results(agents: Path) -
         scores = {m["metricName"]: m["score"] for m in result["overallEvalMetricResults"]}
         assert scores == {"tool_trajectory_avg_score": 1.0,
                           "response_match_score": rouge1_f("It shipped on Tuesday.", "It shipped Tuesday.")}
+        # the eval session's spans name its events, as a streamed run's do (ADK's UI shows them from a result)
+        spans = client.get(f"/dev/apps/order/debug/trace/session/{result['sessionId']}").json()
+        assert sum(1 for s in spans if "gcp.vertex.agent.event_id" in s["attributes"]) == 3  # 2 model calls, 1 tool
         legacy = client.post("/apps/order/eval_sets/orders/run_eval", json={"evalIds": []})
         assert [r["evalId"] for r in legacy.json()] == ["a17"]
         result_ids = client.get("/apps/order/eval_results").json()
