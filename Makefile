@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test typecheck bench bench-kept bench-concurrency bench-open bench-peers docs clean
+.PHONY: demo test typecheck bench bench-kept bench-concurrency bench-open bench-peers docs clean adk-ui-check
 
 # editable_mode=compat installs a plain path .pth, which mypy and pyright follow: with setuptools'
 # default editable mode (an import hook) both report `import-not-found` for rxllm from a project
@@ -60,4 +60,13 @@ docs: $(STAMP)
 	$(BIN)/mkdocs build --strict
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache site
+	rm -rf $(VENV) $(ADK_UI_VENV) .mypy_cache .pytest_cache .ruff_cache site
+
+# ADK's own dev UI (the built one inside the google-adk package) against `rxllm web examples/agents`,
+# driven in headless Chromium: google-adk goes into the throwaway .adk-ui-venv/, never into .venv.
+ADK_UI_VENV := .adk-ui-venv
+adk-ui-check: $(STAMP)
+	test -x $(ADK_UI_VENV)/bin/python || $(PYTHON) -m venv $(ADK_UI_VENV)
+	$(ADK_UI_VENV)/bin/python -m pip install --quiet --disable-pip-version-check google-adk
+	$(BIN)/python tests/web/adk_ui_check.py --ui "$$($(ADK_UI_VENV)/bin/python -c 'import importlib.util, pathlib; \
+		print(pathlib.Path(importlib.util.find_spec("google.adk").submodule_search_locations[0]) / "cli" / "browser")')"

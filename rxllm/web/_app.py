@@ -14,7 +14,6 @@ runs.
 from __future__ import annotations
 
 import asyncio
-import collections
 import json
 import threading
 from collections.abc import AsyncIterator
@@ -26,7 +25,7 @@ import reactivex
 from fastapi import FastAPI, HTTPException, Query, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 from pydantic.alias_generators import to_camel
 
 from .._core.errors import ConfigurationError, RxLlmError
@@ -35,7 +34,6 @@ from .._rx import aio
 from .._rx.direct import collect_then, defer_now, ignore_items, nothing_now, then_now
 from .._telemetry.otel import configure_telemetry
 from ..agents import (
-    BaseAgent,
     BaseArtifactService,
     BaseMemoryService,
     BaseSessionService,
@@ -49,15 +47,15 @@ from ..agents import (
     Session,
     StreamingMode,
 )
-from ._eval import eval_set_ids, load_criteria, load_eval_set, run_eval_set
+from ._dev_routes import add_dev_routes, add_eval_routes, app_info
+from ._dev_routes import json_response as _json
 from ._loader import AgentLoader, AppLoadError, LoadedApp, check_app_name, check_id
 from ._services import artifact_service_from_uri, close_service, session_service_from_uri
-from ._traces import SpanStore
+from ._traces import EventLinks, SpanStore
 
 __all__ = ["AgentRunRequest", "create_app"]
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
-_MAX_EVENT_TRACES = 50_000
 
 
 class _CamelModel(BaseModel):
@@ -80,29 +78,18 @@ class AgentRunRequest(_CamelModel):
     state_delta: dict[str, JsonValue] | None = None
 
 
+class UpdateSessionRequest(_CamelModel):
+    """ADK's session patch: a state delta, stored without running the agent."""
+
+    state_delta: dict[str, JsonValue]
+
+
 class CreateSessionRequest(_CamelModel):
     """ADK's create-session body: an optional id, initial state and events to store first."""
 
     session_id: str | None = None
     state: dict[str, JsonValue] | None = None
     events: list[Event] | None = None
-
-
-class RunEvalRequest(_CamelModel):
-    """ADK's run-eval body: which cases (all when empty)."""
-
-    eval_ids: list[str] = Field(default_factory=list)
-
-
-def _json(payload: Any, status_code: int = 200) -> Response:
-    """A JSON response; rxllm models as their camelCase JSON, ``None`` fields dropped."""
-    if isinstance(payload, BaseModel):
-        body = payload.model_dump_json(by_alias=True, exclude_none=True)
-    elif isinstance(payload, list) and payload and all(isinstance(p, BaseModel) for p in payload):
-        body = "[" + ",".join(p.model_dump_json(by_alias=True, exclude_none=True) for p in payload) + "]"
-    else:
-        body = json.dumps(payload)
-    return Response(body, status_code=status_code, media_type="application/json")
 
 
 class _Server:
@@ -123,7 +110,7 @@ class _Server:
         self.spans = spans
         self._runners: dict[str, tuple[LoadedApp, Runner]] = {}
         self._lock = threading.Lock()
-        self._event_invocations: collections.OrderedDict[str, str] = collections.OrderedDict()
+        self.links = EventLinks()
 
     def check(self, app_name: str, *ids: str) -> None:
         """400 for a name that is no plain name (path traversal), 404 for an unknown app."""
@@ -163,16 +150,26 @@ class _Server:
         return found
 
     def remember(self, event: Event) -> None:
+        """Note a streamed event, so ``/debug/trace/{event_id}`` finds the span that produced it."""
         if self.spans is None or not event.invocation_id:
             return
-        with self._lock:
-            self._event_invocations[event.id] = event.invocation_id
-            while len(self._event_invocations) > _MAX_EVENT_TRACES:
-                self._event_invocations.popitem(last=False)
+        self.links.add(event.id, event.invocation_id, is_user=event.author == "user", partial=bool(event.partial),
+                       response_ids=[r.id for r in event.function_responses()])
 
-    def invocation_of(self, event_id: str) -> str | None:
-        with self._lock:
-            return self._event_invocations.get(event_id)
+    def store_state_delta(self, app_name: str, user_id: str, session_id: str,
+                          delta: dict[str, JsonValue]) -> reactivex.Observable[Event]:
+        """Append a user event carrying ``delta`` to the session, in the session's run queue."""
+        service = self.session_service
+
+        def append(sessions: list[Session]) -> reactivex.Observable[Event]:
+            if not sessions:
+                return nothing_now()
+            return service.append_event(sessions[-1], Event(author="user", actions=EventActions(state_delta=delta)))
+
+        return service.serialize_run(
+            app_name, user_id, session_id,
+            defer_now(lambda: collect_then(service.get_session(app_name, user_id, session_id), append)),
+        )
 
     def run(self, req: AgentRunRequest, mode: StreamingMode) -> reactivex.Observable[Event]:
         """The request's run: its state delta stored first (in the session's run queue), then the agent."""
@@ -182,28 +179,8 @@ class _Server:
         )
         if not req.state_delta:
             return run
-        delta = dict(req.state_delta)
-        service = self.session_service
-
-        def append(sessions: list[Session]) -> reactivex.Observable[Event]:
-            if not sessions:
-                return nothing_now()
-            return service.append_event(sessions[-1], Event(author="user", actions=EventActions(state_delta=delta)))
-
-        stored = service.serialize_run(
-            req.app_name, req.user_id, req.session_id,
-            defer_now(lambda: collect_then(service.get_session(req.app_name, req.user_id, req.session_id), append)),
-        )
+        stored = self.store_state_delta(req.app_name, req.user_id, req.session_id, dict(req.state_delta))
         return then_now(ignore_items(stored), lambda: run)
-
-
-def _agent_tree(agent: BaseAgent) -> dict[str, Any]:
-    return {
-        "name": agent.name,
-        "description": agent.description,
-        "type": type(agent).__name__,
-        "subAgents": [_agent_tree(child) for child in agent.sub_agents],
-    }
 
 
 def create_app(
@@ -291,25 +268,11 @@ def create_app(
             try:
                 loaded = server.loader.load(name)
             except AppLoadError as exc:
-                entry["error"] = str(exc)
+                entry["error"] = str(exc)  # rxllm's addition: ADK leaves a broken app out
             else:
-                entry["rootAgentName"] = loaded.root_agent.name
-                entry["description"] = loaded.root_agent.description
-                entry["agents"] = _agent_tree(loaded.root_agent)
+                entry.update(app_info(name, loaded.root_agent, with_agents=False))
             apps.append(entry)
         return _json({"apps": apps})
-
-    @app.get("/debug/trace/{event_id}")
-    def event_trace(event_id: str) -> Response:
-        invocation = server.invocation_of(event_id)
-        found = server.spans.invocation_spans(invocation) if server.spans is not None and invocation else []
-        if not found:
-            raise HTTPException(status_code=404, detail="Trace not found")
-        return _json({"eventId": event_id, "invocationId": invocation, "spans": found})
-
-    @app.get("/debug/trace/session/{session_id}")
-    def session_trace(session_id: str) -> Response:
-        return _json(server.spans.session_spans(session_id) if server.spans is not None else [])
 
     sessions = "/apps/{app_name}/users/{user_id}/sessions"
 
@@ -359,6 +322,16 @@ def create_app(
         server.check(app_name, user_id, session_id)
         await aio.last(server.session_service.delete_session(app_name, user_id, session_id), None)
         return _json(None)
+
+    @app.patch(sessions + "/{session_id}")
+    async def update_session(app_name: str, user_id: str, session_id: str, req: UpdateSessionRequest) -> Response:
+        """ADK's state edit without a run: one user event carrying the delta, in the session's run queue."""
+        server.check(app_name, user_id, session_id)
+        if await server.session(app_name, user_id, session_id) is None:
+            raise HTTPException(status_code=404, detail="Session not found")
+        await aio.last(ignore_items(server.store_state_delta(app_name, user_id, session_id, dict(req.state_delta))),
+                       None)
+        return _json(await server.session(app_name, user_id, session_id))
 
     artifacts = sessions + "/{session_id}/artifacts"
 
@@ -458,32 +431,8 @@ def create_app(
                               run_config=RunConfig(response_modalities=tuple(modalities)))
         await _serve_live(websocket, server, run, queue)
 
-    def eval_folder(app_name: str) -> Path:
-        server.check(app_name)
-        return server.loader.agents_dir / app_name
-
-    @app.get("/apps/{app_name}/eval_sets")
-    def list_eval_sets(app_name: str) -> Response:
-        return _json(eval_set_ids(eval_folder(app_name)))
-
-    @app.get("/apps/{app_name}/eval_sets/{eval_set_id}/evals")
-    def list_evals_in_eval_set(app_name: str, eval_set_id: str) -> Response:
-        folder = eval_folder(app_name)
-        if not check_id(eval_set_id) or eval_set_id not in eval_set_ids(folder):
-            raise HTTPException(status_code=400, detail=f"Eval set `{eval_set_id}` not found.")
-        eval_set = load_eval_set(folder / f"{eval_set_id}.evalset.json")
-        return _json(sorted(case.eval_id for case in eval_set.eval_cases))
-
-    @app.post("/apps/{app_name}/eval_sets/{eval_set_id}/run_eval")
-    async def run_eval(app_name: str, eval_set_id: str, body: RunEvalRequest | None = None) -> Response:
-        folder = eval_folder(app_name)
-        if not check_id(eval_set_id) or eval_set_id not in eval_set_ids(folder):
-            raise HTTPException(status_code=400, detail=f"Eval set `{eval_set_id}` not found.")
-        path = folder / f"{eval_set_id}.evalset.json"
-        wanted = set(body.eval_ids) if body is not None else set()
-        runner = server.runner(app_name)
-        result = await run_eval_set(runner, load_eval_set(path), criteria=load_criteria(path), eval_ids=wanted or None)
-        return _json(result.model_dump(by_alias=True, exclude_none=True)["evalCaseResults"])
+    add_dev_routes(app, server, web=web)
+    add_eval_routes(app, server)
 
     if web:
         ui = Path(ui_dir) if ui_dir is not None else STATIC_DIR

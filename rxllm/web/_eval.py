@@ -29,7 +29,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -226,10 +226,13 @@ def _text(content: Content | None) -> str:
     return content.text() if content is not None else ""
 
 
-async def _run_invocation(runner: Runner, user_id: str, session_id: str, expected: Invocation) -> Invocation:
+async def _run_invocation(runner: Runner, user_id: str, session_id: str, expected: Invocation,
+                          on_event: Callable[[Event], None] | None) -> Invocation:
     events: list[Event] = []
     async with aio.iterate(runner.run_async(user_id, session_id, expected.user_content)) as stream:
         async for event in stream:
+            if on_event is not None:
+                on_event(event)
             if not event.partial:
                 events.append(event)
     tool_uses = [call for event in events for call in event.function_calls()]
@@ -263,7 +266,8 @@ def _score(name: str, actual: Invocation, expected: Invocation) -> float | None:
     return None
 
 
-async def _run_case(runner: Runner, eval_set_id: str, case: EvalCase, criteria: Mapping[str, float]) -> EvalCaseResult:
+async def _run_case(runner: Runner, eval_set_id: str, case: EvalCase, criteria: Mapping[str, float],
+                    on_event: Callable[[Event], None] | None) -> EvalCaseResult:
     session_input = case.session_input or SessionInput()
     user_id = session_input.user_id
     session_id = EVAL_SESSION_PREFIX + uuid.uuid4().hex
@@ -273,7 +277,7 @@ async def _run_case(runner: Runner, eval_set_id: str, case: EvalCase, criteria: 
     error: str | None = None
     for expected in case.conversation:
         try:
-            actual = await _run_invocation(runner, user_id, session_id, expected)
+            actual = await _run_invocation(runner, user_id, session_id, expected, on_event)
         except Exception as exc:  # a failing run fails the case; the other cases still run
             error = f"{type(exc).__name__}: {exc}"
             break
@@ -304,15 +308,123 @@ async def run_eval_set(
     *,
     criteria: Mapping[str, float] | None = None,
     eval_ids: Collection[str] | None = None,
+    on_event: Callable[[Event], None] | None = None,
 ) -> EvalSetResult:
-    """Run the eval set's cases (those in ``eval_ids``, or all) one after another; score them."""
+    """Run the eval set's cases (those in ``eval_ids``, or all) one after another; score them.
+
+    ``on_event`` is called with each event of the runs as it arrives (the server notes them for
+    its trace routes).
+    """
     chosen = criteria if criteria is not None else DEFAULT_CRITERIA
     results = [
-        await _run_case(runner, eval_set.eval_set_id, case, chosen)
+        await _run_case(runner, eval_set.eval_set_id, case, chosen, on_event)
         for case in eval_set.eval_cases
         if eval_ids is None or case.eval_id in eval_ids
     ]
     now = time.time()
-    result_id = f"{runner.app_name}_{eval_set.eval_set_id}_{now:.0f}"
+    result_id = f"{runner.app_name}_{eval_set.eval_set_id}_{now:.6f}".replace(".", "_")  # as ADK names them
     return EvalSetResult(eval_set_result_id=result_id, eval_set_result_name=result_id,
                          eval_set_id=eval_set.eval_set_id, eval_case_results=results, creation_timestamp=now)
+
+
+_EVAL_ID = re.compile(r"^[a-zA-Z0-9_]+$")
+_HISTORY = Path(".adk") / "eval_history"
+_RESULT_SUFFIX = ".evalset_result.json"
+
+
+def valid_eval_id(value: str) -> bool:
+    """ADK's rule for eval set, eval case and result ids: letters, digits and ``_`` only."""
+    return bool(_EVAL_ID.match(value))
+
+
+def session_to_invocations(session: Session) -> list[Invocation]:
+    """A stored session's turns as eval invocations (ADK's ``convert_session_to_eval_invocations``):
+    each user message with the tool calls that followed it and the last final response."""
+    invocations: list[Invocation] = []
+    for event in session.events:
+        if event.partial:
+            continue
+        if event.author == "user" and event.content is not None and not event.function_responses():
+            invocations.append(Invocation(
+                invocation_id=event.invocation_id, user_content=event.content,
+                intermediate_data=IntermediateData(), creation_timestamp=event.timestamp))
+            continue
+        if not invocations:
+            continue
+        current = invocations[-1]
+        data = current.intermediate_data if current.intermediate_data is not None else IntermediateData()
+        calls = event.function_calls()
+        if calls:
+            data.tool_uses.extend(call.model_copy(update={"id": None}) for call in calls)
+        if event.is_final_response() and event.content is not None and event.content.text():
+            current.final_response = event.content
+        current.intermediate_data = data
+    return invocations
+
+
+class EvalStore:
+    """An app's eval sets and results on disk, where ADK keeps them: ``APP/ID.evalset.json`` and
+    ``APP/.adk/eval_history/RESULT_ID.evalset_result.json``."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def _set_path(self, eval_set_id: str) -> Path:
+        return self.folder / f"{eval_set_id}{_SUFFIX}"
+
+    def ids(self) -> list[str]:
+        return eval_set_ids(self.folder)
+
+    def get(self, eval_set_id: str) -> EvalSet | None:
+        """The eval set, or None when there is none of that id."""
+        if not valid_eval_id(eval_set_id) or not self._set_path(eval_set_id).is_file():
+            return None
+        return load_eval_set(self._set_path(eval_set_id))
+
+    def save(self, eval_set: EvalSet) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._set_path(eval_set.eval_set_id).write_text(eval_set.model_dump_json(indent=2, exclude_none=True) + "\n")
+
+    def create(self, eval_set_id: str) -> EvalSet:
+        """A new, empty eval set; :class:`ValueError` for an invalid or taken id."""
+        if not valid_eval_id(eval_set_id):
+            raise ValueError(f"Invalid Eval Set ID. Eval Set ID should have the `{_EVAL_ID.pattern}` format")
+        if self._set_path(eval_set_id).exists():
+            raise ValueError(f"EvalSet {eval_set_id} already exists for app {self.folder.name}.")
+        eval_set = EvalSet(eval_set_id=eval_set_id, name=eval_set_id, eval_cases=[], creation_timestamp=time.time())
+        self.save(eval_set)
+        return eval_set
+
+    def result_ids(self) -> list[str]:
+        history = self.folder / _HISTORY
+        if not history.is_dir():
+            return []
+        return sorted(p.name[: -len(_RESULT_SUFFIX)] for p in history.iterdir() if p.name.endswith(_RESULT_SUFFIX))
+
+    def result(self, result_id: str) -> EvalSetResult | None:
+        path = self.folder / _HISTORY / f"{result_id}{_RESULT_SUFFIX}"
+        if not valid_eval_id(result_id) or not path.is_file():
+            return None
+        text = path.read_text()
+        data = json.loads(text)
+        if isinstance(data, str):  # ADK's older files are JSON-in-a-JSON-string
+            data = json.loads(data)
+        return EvalSetResult.model_validate(data)
+
+    def save_result(self, result: EvalSetResult) -> Path:
+        history = self.folder / _HISTORY
+        history.mkdir(parents=True, exist_ok=True)
+        path = history / f"{result.eval_set_result_id}{_RESULT_SUFFIX}"
+        path.write_text(json.dumps(result.model_dump(mode="json", exclude_none=True), indent=2) + "\n")
+        return path
+
+
+METRICS_INFO: list[dict[str, Any]] = [
+    {"metricName": TOOL_TRAJECTORY,
+     "description": "1 when an invocation's tool calls (names and arguments, in order) equal the expected ones, "
+                    "else 0; averaged over the invocations.",
+     "metricValueInfo": {"interval": {"minValue": 0.0, "maxValue": 1.0, "openAtMin": False, "openAtMax": False}}},
+    {"metricName": RESPONSE_MATCH,
+     "description": "ROUGE-1 F-measure of the final response against the expected one, averaged.",
+     "metricValueInfo": {"interval": {"minValue": 0.0, "maxValue": 1.0, "openAtMin": False, "openAtMax": False}}},
+]

@@ -55,9 +55,12 @@ class Browser:
         self._stack = contextlib.ExitStack()
         self._ws = self._stack.enter_context(connect(address, max_size=None, open_timeout=30))
         self._ids = itertools.count(1)
+        self.events: list[dict[str, Any]] = []  # CDP events seen while waiting for replies (kept when keep_events)
+        self.keep_events = False
 
     def call(self, method: str, session: str | None = None, **params: Any) -> dict[str, Any]:
-        """Send one CDP command and return its result (events in between are dropped)."""
+        """Send one CDP command and return its result (events in between are dropped, or kept in
+        :attr:`events` when :attr:`keep_events` is set)."""
         message_id = next(self._ids)
         message: dict[str, Any] = {"id": message_id, "method": method, "params": params}
         if session is not None:
@@ -70,6 +73,8 @@ class Browser:
                     raise RuntimeError(f"{method}: {reply['error']}")
                 result: dict[str, Any] = reply.get("result", {})
                 return result
+            if self.keep_events and "method" in reply:
+                self.events.append(reply)
 
     def open(self, url: str) -> Tab:
         target = self.call("Target.createTarget", url="about:blank")["targetId"]

@@ -61,8 +61,13 @@ def create_session(api: httpx.Client, app: str = "order", session_id: str = "s1"
 def test_list_apps_lists_packages_and_modules_and_shows_load_errors(api: httpx.Client) -> None:
     assert api.get("/list-apps").json() == ["broken", "order", "raising"]
     detailed = {app["name"]: app for app in api.get("/list-apps", params={"detailed": "true"}).json()["apps"]}
-    assert detailed["order"]["rootAgentName"] == "support"
-    assert detailed["order"]["description"] == "answers order questions"
+    assert detailed["order"] == {"name": "order", "rootAgentName": "support", "description": "answers order questions",
+                                 "language": "python", "isComputerUse": False}
+    info = api.get("/apps/order/app-info").json()
+    assert info["agents"]["support"]["subAgents"] == []
+    declared = info["agents"]["support"]["tools"][0]["functionDeclarations"][0]
+    assert declared["name"] == "get_order" and "order_id" in json.dumps(declared["parameters"])
+    assert api.get("/apps/nope/app-info").status_code == 404
     error = detailed["broken"]["error"]
     assert "ModuleNotFoundError" in error and "no_such_module_anywhere" in error
     # a broken app answers with its load error, and the server keeps serving the others
@@ -83,6 +88,13 @@ def test_sessions_create_get_list_delete_in_adk_camel_case(api: httpx.Client) ->
     listed = api.get("/apps/order/users/u1/sessions").json()
     assert sorted(s["id"] for s in listed) == sorted(["s1", fresh.json()["id"]])
     assert api.get("/apps/order/users/u1/sessions/s1").json()["state"] == {"cart": "empty"}
+    patched = api.patch("/apps/order/users/u1/sessions/s1", json={"stateDelta": {"cart": "full", "n": 2}})
+    assert patched.status_code == 200 and patched.json()["state"] == {"cart": "full", "n": 2}
+    stored = api.get("/apps/order/users/u1/sessions/s1").json()
+    assert stored["state"] == {"cart": "full", "n": 2}
+    assert [(e["author"], e["actions"]["stateDelta"]) for e in stored["events"]] == [("user", {"cart": "full", "n": 2})]
+    assert api.patch("/apps/order/users/u1/sessions/zz", json={"stateDelta": {}}).status_code == 404
+    assert api.patch("/apps/order/users/u1/sessions/s1", json={}).status_code == 422
     assert api.delete("/apps/order/users/u1/sessions/s1").status_code == 200
     missing = api.get("/apps/order/users/u1/sessions/s1")
     assert missing.status_code == 404 and missing.json() == {"detail": "Session not found"}
@@ -118,9 +130,22 @@ def test_run_sse_streams_partials_tool_call_and_answer_then_history_is_stored(
     names = [s["name"] for s in spans]
     assert names[0] == "invoke_agent support" and names.count("chat gpt-4o-mini") == 2
     assert "execute_tool get_order" in names
-    event_trace = api.get(f"/debug/trace/{final[-1]['id']}")
-    assert event_trace.status_code == 200 and event_trace.json()["invocationId"] == final[-1]["invocationId"]
+    assert all(isinstance(s["span_id"], int) and s["logs"] == [] and s["end_time"] >= s["start_time"] for s in spans)
+    # an event's trace (ADK's shape): the attributes of the span that produced it, with its ids
+    answer = api.get(f"/debug/trace/{final[-1]['id']}").json()
+    assert answer["gen_ai.operation.name"] == "chat" and answer["gen_ai.usage.output_tokens"] == 4
+    assert answer["gcp.vertex.agent.event_id"] == final[-1]["id"]
+    assert answer["gcp.vertex.agent.invocation_id"] == final[-1]["invocationId"]
+    second_call = [s for s in spans if s["name"] == "chat gpt-4o-mini"][1]
+    assert (answer["trace_id"], answer["span_id"]) == (second_call["trace_id"], second_call["span_id"])
+    tool_event = next(e for e in final if any("functionResponse" in p for p in e["content"]["parts"]))
+    tool = api.get(f"/dev/apps/order/debug/trace/{tool_event['id']}").json()
+    assert tool["gen_ai.tool.name"] == "get_order" and tool["gen_ai.tool.call.id"] == "call_1"
     assert api.get("/debug/trace/no-such-event").status_code == 404
+    # the session's spans name the events they produced, as ADK's do (its dev UI links them so)
+    tagged = {s["attributes"].get("gcp.vertex.agent.event_id"): s["name"] for s in spans}
+    assert tagged[final[-1]["id"]] == "chat gpt-4o-mini" and tagged[tool_event["id"]] == "execute_tool get_order"
+    assert api.get("/dev/apps/order/debug/trace/session/s1").json() == spans
 
 
 def test_run_without_streaming_answers_the_events_as_a_list(api: httpx.Client) -> None:
