@@ -300,30 +300,43 @@ def test_the_reference_filesystem_server_driven_by_an_agent(filesystem_server: P
 
 def test_the_mcp_sdk_client_against_rxllm_mcp_serve_over_stdio(tmp_path: Path) -> None:
     (tmp_path / "served_tools.py").write_text(
+        "from rxllm import Chunk\n"
+        "from rxllm.agents import AgentTool, LlmAgent\n"
+        "from rxllm.testing import ScriptedLlm, scripted_turn\n"
         "def get_order(order_id: str) -> dict:\n"
         "    '''Look an order up.'''\n"
         "    if order_id == 'bad':\n"
         "        raise ValueError('no such order')\n"
         "    return {'order_id': order_id, 'status': 'shipped'}\n"
-        "tools = [get_order]\n"
+        "model = ScriptedLlm([scripted_turn(Chunk(text_delta='Your order ships today.'))])\n"
+        "support = AgentTool(LlmAgent('support', model, description='Answers order questions.'))\n"
+        "tools = [get_order, support]\n"
     )
     params = mcp.StdioServerParameters(
         command=sys.executable, args=["-m", "rxllm", "mcp-serve", "served_tools:tools"], cwd=str(tmp_path),
         env={"PYTHONPATH": os.pathsep.join(sys.path)},
     )
 
-    async def talk() -> tuple[Any, Any, Any]:
-        async with mcp.Client(params) as client:
-            listed = await client.list_tools()
-            ok = await client.call_tool("get_order", {"order_id": "A17"})
-            bad = await client.call_tool("get_order", {"order_id": "bad"})
-            return listed, ok, bad
+    async def talk() -> tuple[Any, ...]:
+        from mcp.client.session import ClientSession
+        from mcp.client.stdio import stdio_client
 
-    listed, ok, bad = asyncio.run(talk())
-    assert [t.name for t in listed.tools] == ["get_order"]
-    assert listed.tools[0].input_schema["required"] == ["order_id"]
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            listed = await session.list_tools()
+            ok = await session.call_tool("get_order", {"order_id": "A17"})
+            bad = await session.call_tool("get_order", {"order_id": "bad"})
+            answer = await session.call_tool("support", {"request": "When does A17 ship?"})
+            return listed, ok, bad, answer
+
+    listed, ok, bad, answer = asyncio.run(talk())
+    tools = {t.name: t for t in listed.tools}
+    assert sorted(tools) == ["get_order", "support"]
+    assert tools["get_order"].input_schema["required"] == ["order_id"]
+    assert tools["support"].description == "Answers order questions."
     assert ok.structured_content == {"order_id": "A17", "status": "shipped"} and not ok.is_error
     assert bad.is_error and "no such order" in bad.content[0].text
+    assert answer.structured_content == {"result": "Your order ships today."} and not answer.is_error
 
 
 def test_an_mcp_toolset_against_rxllm_served_over_streamable_http() -> None:
