@@ -3,8 +3,9 @@
 The server is rxllm itself: this script, started with ``--serve``, serves two function tools over
 MCP's stdio transport (``rxllm.mcp.serve``). The main run starts it as a subprocess through an
 ``McpToolset``, gives the toolset to an ``LlmAgent`` with a scripted model (no key needed), and
-prints the tool calls and answers; closing the runner stops the server. ADK Java's sample points ``StdioServerParameters`` at
-``npx @modelcontextprotocol/server-filesystem``; any MCP server works the same way.
+prints the tool calls and answers; closing the runner stops the server. ADK Java's sample
+points ``StdioServerParameters`` at ``npx @modelcontextprotocol/server-filesystem``; any MCP
+server works the same way.
 
 Run it::
 
