@@ -67,7 +67,7 @@ def main() -> None:
         runner.run_async("u1", "s1", question).pipe(ops.to_list()).run()
         pid = toolset.server_pid
     toolset.close()
-    declared = [d.name for t in model.requests[0][0].config.tools for d in t.function_declarations]
+    declared = [d.name for d in model.requests[0][0].config.function_declarations()]
     print("tools:", sorted(declared))
     events = runner.session_service.get_session("notes", "u1", "s1").run().events
     for event in events:
