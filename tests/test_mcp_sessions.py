@@ -95,6 +95,32 @@ def test_a_per_invocation_session_closes_when_the_invocation_ends() -> None:
     toolset.close()
 
 
+def test_an_agent_tools_toolsets_share_the_calling_runners_session(http_url: str) -> None:
+    toolset = McpToolset(StreamableHttpServerParameters(http_url), tool_filter=["echo"])
+    inner = ScriptedLlm([
+        scripted_calls(("e1", "echo", {"text": "a"})), _final("echoed a"),
+        scripted_calls(("e2", "echo", {"text": "b"})), _final("echoed b"),
+        scripted_calls(("e3", "echo", {"text": "c"})), _final("echoed c"),
+    ])
+    helper = AgentTool(LlmAgent("helper", inner, description="Echoes.", tools=[toolset]))
+    outer = ScriptedLlm([
+        scripted_calls(("h1", "helper", {"request": "a"})), _final("one"),
+        scripted_calls(("h2", "helper", {"request": "b"})), _final("two"),
+    ])
+    runner = InMemoryRunner(LlmAgent("boss", outer, tools=[helper]), app_name="app")
+    assert function_responses(runner, "a", "s1")["h1"] == {"result": "echoed a"}
+    assert function_responses(runner, "b", "s2")["h2"] == {"result": "echoed b"}
+    sessions = list(toolset._sessions)
+    assert len(sessions) == 1 and sessions[0].server_pid is None  # one session for both calls (HTTP: no pid)
+    runner.close()
+    assert sessions[0]._closed and sessions[0]._live is None  # the caller's runner closed it
+    # called outside a runner, the agent tool's sessions end with the call
+    assert execute_tool(helper, {"request": "c"}, ToolContext.standalone()).run() == {"result": "echoed c"}
+    standalone = [s for s in toolset._sessions if s is not sessions[0]]
+    assert len(standalone) == 1 and standalone[0]._closed
+    toolset.close()
+
+
 def test_session_scope_is_checked() -> None:
     with pytest.raises(ConfigurationError, match="session_scope"):
         McpToolset(stdio(), session_scope="call")  # type: ignore[arg-type]
