@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import select
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +23,7 @@ pytest.importorskip("mcp")
 import httpx2
 import mcp
 import mcp_fixture_server
-from mcp_support import Uvicorn, alive, call, function_responses, scripted_calls, stdio, tools_of
+from mcp_support import LogLatch, Uvicorn, alive, call, function_responses, scripted_calls, stdio, tools_of
 
 from rxllm import Chunk, ConfigurationError, ToolError
 from rxllm._tools import ToolContext, execute_tool
@@ -85,13 +87,28 @@ def test_one_session_per_runner_shared_by_invocations_closed_by_runner_close() -
     toolset.close()
 
 
-def test_a_per_invocation_session_closes_when_the_invocation_ends() -> None:
-    toolset = McpToolset(stdio(), tool_filter=["pid"], session_scope="invocation")
-    model = ScriptedLlm([scripted_calls(("c1", "pid", {})), _final("done")])
+def test_a_per_invocation_session_closes_when_the_invocation_ends_or_is_disposed() -> None:
+    toolset = McpToolset(stdio(), tool_filter=["pid", "slow"], session_scope="invocation")
+    model = ScriptedLlm([
+        scripted_calls(("c1", "pid", {})), _final("done"),
+        scripted_calls(("c2", "slow", {"label": "per-invocation"})),
+    ])
     with InMemoryRunner(LlmAgent("ops", model, tools=[toolset]), app_name="app") as runner:
         pid = _pid(function_responses(runner, "pid?"), "c1")
         assert not alive(pid)  # the run completed only after its session closed and the server was reaped
-    assert toolset.server_pid is None
+        # a second invocation gets a new session; disposing it mid-call stops that server too
+        runner.session_service.create_session("app", "u", session_id="s2").run()
+        with LogLatch("started per-invocation") as latch:
+            subscription = runner.run_async("u", "s2", "slow?").subscribe(on_error=lambda _: None)
+            assert latch.seen.wait(30), "the server never started the slow call"
+        second = toolset.server_pid
+        assert second is not None and second != pid
+        exited = os.pidfd_open(second)  # readable once the process has exited: no polling
+        try:
+            subscription.dispose()
+            assert select.select([exited], [], [], 30)[0], "the disposed invocation's server is still running"
+        finally:
+            os.close(exited)
     toolset.close()
 
 
