@@ -228,14 +228,16 @@ def test_importing_rxllm_imports_no_mcp() -> None:
 
 
 def test_an_agent_uses_a_toolset_and_a_broken_one_does_not_stop_the_run(
-    stdio_toolset: McpToolset, caplog: pytest.LogCaptureFixture
+    http_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    working = McpToolset(StreamableHttpServerParameters(http_url))
     broken = McpToolset(stdio("stdio-silent", timeout=0.5))
     model = ScriptedLlm([scripted_calls(("c1", "add", {"a": 2, "b": 5})), scripted_turn(Chunk(text_delta="7."))])
-    agent = LlmAgent("calc", model, tools=[stdio_toolset, broken])
-    with caplog.at_level(logging.WARNING):
-        responses = function_responses(InMemoryRunner(agent, app_name="app"), "2+5?")
+    agent = LlmAgent("calc", model, tools=[working, broken])
+    with caplog.at_level(logging.WARNING), InMemoryRunner(agent, app_name="app") as runner:
+        responses = function_responses(runner, "2+5?")
     broken.close()
+    working.close()
     assert responses["c1"]["structured_content"] == {"result": 7}
     declared = {d.name for t in model.requests[0][0].config.tools for d in t.function_declarations}
     assert {"add", "slow"} <= declared

@@ -66,24 +66,18 @@ def _pid(responses: dict[str, Any], call_id: str) -> int:
     return pid
 
 
-def test_one_session_per_runner_shared_by_invocations_closed_by_runner_close() -> None:
+def test_one_session_per_runner_shared_by_invocations_ended_by_runner_aclose() -> None:
     toolset = McpToolset(stdio(), tool_filter=["pid"])
     model = ScriptedLlm([
         scripted_calls(("c1", "pid", {})), _final("one"),
         scripted_calls(("c2", "pid", {})), _final("two"),
-        scripted_calls(("c3", "pid", {})), _final("three"),
     ])
     runner = InMemoryRunner(LlmAgent("ops", model, tools=[toolset]), app_name="app")
     first = _pid(function_responses(runner, "pid?", "s1"), "c1")
     second = _pid(function_responses(runner, "pid?", "s2"), "c2")
     assert first == second and alive(first)  # both invocations used the runner's one session
-    runner.close()
-    assert not alive(first)  # reaped before close() returned
-    # the runner stays usable: a later run opens a new session, which aclose() ends
-    third = _pid(function_responses(runner, "pid?", "s3"), "c3")
-    assert third != first and alive(third)
     asyncio.run(runner.aclose())
-    assert not alive(third)
+    assert not alive(first)  # reaped before aclose() returned
     toolset.close()
 
 
@@ -115,26 +109,29 @@ def test_a_per_invocation_session_closes_when_the_invocation_ends_or_is_disposed
 def test_an_agent_tools_toolsets_share_the_calling_runners_session(http_url: str) -> None:
     toolset = McpToolset(StreamableHttpServerParameters(http_url), tool_filter=["echo"])
     inner = ScriptedLlm([
-        scripted_calls(("e1", "echo", {"text": "a"})), _final("echoed a"),
-        scripted_calls(("e2", "echo", {"text": "b"})), _final("echoed b"),
-        scripted_calls(("e3", "echo", {"text": "c"})), _final("echoed c"),
+        scripted_calls((f"e{n}", "echo", {"text": n})) if step == 0 else _final(f"echoed {n}")
+        for n in "abcd" for step in (0, 1)
     ])
     helper = AgentTool(LlmAgent("helper", inner, description="Echoes.", tools=[toolset]))
     outer = ScriptedLlm([
-        scripted_calls(("h1", "helper", {"request": "a"})), _final("one"),
-        scripted_calls(("h2", "helper", {"request": "b"})), _final("two"),
+        scripted_calls((f"h{n}", "helper", {"request": n})) if step == 0 else _final(n)
+        for n in "abc" for step in (0, 1)
     ])
     runner = InMemoryRunner(LlmAgent("boss", outer, tools=[helper]), app_name="app")
-    assert function_responses(runner, "a", "s1")["h1"] == {"result": "echoed a"}
-    assert function_responses(runner, "b", "s2")["h2"] == {"result": "echoed b"}
+    assert function_responses(runner, "a", "s1")["ha"] == {"result": "echoed a"}
+    assert function_responses(runner, "b", "s2")["hb"] == {"result": "echoed b"}
     sessions = list(toolset._sessions)
     assert len(sessions) == 1 and sessions[0].server_pid is None  # one session for both calls (HTTP: no pid)
     runner.close()
-    assert sessions[0]._closed and sessions[0]._live is None  # the caller's runner closed it
+    assert sessions[0].closed and sessions[0]._live is None  # the caller's runner closed it
+    # the runner stays usable: the next run opens a new session
+    assert function_responses(runner, "c", "s3")["hc"] == {"result": "echoed c"}
+    reopened = [s for s in toolset._sessions if s is not sessions[0]]
+    assert len(reopened) == 1 and not reopened[0].closed
+    runner.close()
     # called outside a runner, the agent tool's sessions end with the call
-    assert execute_tool(helper, {"request": "c"}, ToolContext.standalone()).run() == {"result": "echoed c"}
-    standalone = [s for s in toolset._sessions if s is not sessions[0]]
-    assert len(standalone) == 1 and standalone[0]._closed
+    assert execute_tool(helper, {"request": "d"}, ToolContext.standalone()).run() == {"result": "echoed d"}
+    assert len(toolset._sessions) == 1 and all(s.closed for s in toolset._sessions)
     toolset.close()
 
 

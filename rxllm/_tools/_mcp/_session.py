@@ -138,6 +138,11 @@ class McpSession:
         self._opening: asyncio.Future[_Live] | None = None
         self._closed = False
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`aclose` ran: the session opens no connection any more."""
+        return self._closed
+
     def _model(self) -> Any:
         agent = self.agent
         return None if agent is None else getattr(agent, "model", None)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-import weakref
 from typing import TYPE_CHECKING, Any, Literal
 
 import reactivex
@@ -156,7 +155,9 @@ class McpToolset(BaseToolset):
         self._session_scope: SessionScope = session_scope
         self._lock = threading.Lock()
         self._session: McpSession | None = None
-        self._sessions: weakref.WeakSet[McpSession] = weakref.WeakSet()
+        # every session not closed yet, held strongly: a runner dropped without close() must not
+        # let its session (and the task that owns the server) be collected while the server runs
+        self._sessions: set[McpSession] = set()
         self._latest: McpSession | None = None
         self._closed = False
 
@@ -184,6 +185,7 @@ class McpToolset(BaseToolset):
 
         _install_exit_hook()
         session = McpSession(self._params, tool_loop(), repr(self))
+        self._sessions = {s for s in self._sessions if not s.closed}
         self._sessions.add(session)
         self._latest = session
         return session
