@@ -3,8 +3,9 @@
 The server is rxllm itself: this script, started with ``--serve``, serves two function tools over
 MCP's stdio transport (``rxllm.mcp.serve``). The main run starts it as a subprocess through an
 ``McpToolset``, gives the toolset to an ``LlmAgent`` with a scripted model (no key needed), and
-prints the tool calls and answers. ADK Java's sample points ``StdioServerParameters`` at
-``npx @modelcontextprotocol/server-filesystem``; any MCP server works the same way.
+prints the tool calls and answers; closing the runner stops the server. ADK Java's sample
+points ``StdioServerParameters`` at ``npx @modelcontextprotocol/server-filesystem``; any MCP
+server works the same way.
 
 Run it::
 
@@ -59,14 +60,15 @@ def main() -> None:
         scripted_turn(call(3, "read_note", {"name": "recipes"})),
         scripted_turn(Chunk(text_delta="Your groceries: milk, eggs.")),
     ])
-    runner = InMemoryRunner(LlmAgent("notes_agent", model, tools=[toolset]), app_name="notes")
-    try:
-        print("tools:", sorted(tool.name for tool in toolset.get_tools().run()))
+    # the runner opens one MCP session (one server process) on first use; close() stops it
+    with InMemoryRunner(LlmAgent("notes_agent", model, tools=[toolset]), app_name="notes") as runner:
         runner.session_service.create_session("notes", "u1", session_id="s1").run()
         question = Content(role="user", parts=(Part.from_text("What do I need to buy?"),))
         runner.run_async("u1", "s1", question).pipe(ops.to_list()).run()
-    finally:
-        toolset.close()
+        pid = toolset.server_pid
+    toolset.close()
+    declared = [d.name for d in model.requests[0][0].config.function_declarations()]
+    print("tools:", sorted(declared))
     events = runner.session_service.get_session("notes", "u1", "s1").run().events
     for event in events:
         for function_call in event.function_calls():
@@ -77,7 +79,7 @@ def main() -> None:
             print(f"  {event.author}: {event.text()}")
     replies = [r.response for e in events for r in e.function_responses()]
     assert "milk, eggs" in json.dumps(replies[1]) and "error" in replies[2], replies
-    assert toolset.server_pid is None
+    assert pid is not None and toolset.server_pid is None  # the server ran, and was stopped with the runner
     print("mcp toolset: OK")
 
 

@@ -12,22 +12,57 @@ import json
 import os
 import sys
 import warnings
+from typing import Annotated
 
 import anyio
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.elicitation import ElicitationResult
+from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve, Sample
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.resolve import Elicit
 from mcp.server.mcpserver.utilities.types import Image
 from mcp.shared.exceptions import MCPDeprecationWarning
-from mcp_types import CallToolResult, EmbeddedResource, TextContent, TextResourceContents
+from mcp_types import (
+    CallToolResult,
+    CreateMessageResult,
+    EmbeddedResource,
+    ListRootsResult,
+    SamplingMessage,
+    TextContent,
+    TextResourceContents,
+)
 from pydantic import BaseModel
 
 cancelled: list[str] = []
 cancel_seen = anyio.Event()
+meeting: dict[str, int] = {}
+meeting_full = anyio.Event()
 
 
 class Forecast(BaseModel):
     city: str
     celsius: int
+
+
+class Name(BaseModel):
+    name: str
+
+
+def _summary_request(text: str) -> Sample:
+    message = SamplingMessage(role="user", content=TextContent(text=f"Summarize: {text}"))
+    return Sample([message], max_tokens=64, system_prompt="Answer in five words.", temperature=0.2)
+
+
+def _name_request() -> Elicit[Name]:
+    return Elicit("What is your name?", Name)
+
+
+def _roots_request() -> ListRoots:
+    return ListRoots()
+
+
+def _sse_session(ctx: Context) -> str:
+    request = ctx.request_context.request
+    return str(getattr(request, "query_params", {}).get("session_id"))
 
 
 def build(*, bad_schema: bool = False) -> MCPServer:
@@ -89,6 +124,49 @@ def build(*, bad_schema: bool = False) -> MCPServer:
         with anyio.move_on_after(10):
             await cancel_seen.wait()
         return json.dumps(cancelled)
+
+    @server.tool()
+    def summarize(text: str, summary: Annotated[CreateMessageResult, Resolve(_summary_request)]) -> str:
+        """Asks the client's model (sampling/createMessage) to summarize the text."""
+        content = summary.content
+        assert isinstance(content, TextContent)
+        return json.dumps({"model": summary.model, "summary": content.text})
+
+    @server.tool()
+    def ask_name(name: Annotated[ElicitationResult[Name], Resolve(_name_request)]) -> str:
+        """Asks the client's user for a name (elicitation/create)."""
+        return repr(name)
+
+    @server.tool()
+    def roots(found: Annotated[ListRootsResult, Resolve(_roots_request)]) -> str:
+        """Asks the client for its roots (roots/list)."""
+        return json.dumps([str(root.uri) for root in found.roots])
+
+    @server.tool()
+    async def headers(ctx: Context) -> str:
+        """The request's X-Rxllm-* headers and whether it had an Authorization; logs that value at info."""
+        found = {k.lower(): v for k, v in (ctx.headers or {}).items()}
+        seen: dict[str, object] = {k: v for k, v in found.items() if k.startswith("x-rxllm")}
+        seen["authorization_present"] = "authorization" in found
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await ctx.info(f"auth was {found.get('authorization', '-')}")
+        return json.dumps(seen)
+
+    @server.tool()
+    async def meet(count: int, ctx: Context) -> str:
+        """Waits (up to 10 s) until ``count`` meet calls are in flight at once; returns the MCP session's id."""
+        meeting["arrived"] = meeting.get("arrived", 0) + 1
+        if meeting["arrived"] >= count:
+            meeting_full.set()
+        with anyio.move_on_after(10):
+            await meeting_full.wait()
+        return json.dumps({"session": _sse_session(ctx), "all_met": meeting_full.is_set()})
+
+    @server.tool()
+    def session_id(ctx: Context) -> str:
+        """The SSE connection the call came on (the ``session_id`` of the messages endpoint)."""
+        return _sse_session(ctx)
 
     @server.tool()
     def die() -> str:

@@ -14,10 +14,8 @@ import json
 import logging
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,11 +26,10 @@ pytest.importorskip("mcp")
 
 import mcp
 import mcp_fixture_server
-import uvicorn
-from reactivex import operators as ops
+from mcp_support import SERVER, LogLatch, Uvicorn, alive, call, function_responses, scripted_calls, stdio, tools_of
 
-from rxllm import Chunk, Content, Part, ToolCallFragment, ToolError, ToolTimeoutError
-from rxllm._tools import ToolContext, ToolRuntime, execute_tool
+from rxllm import Chunk, ToolError, ToolTimeoutError
+from rxllm._tools import ToolContext, execute_tool
 from rxllm.agents import (
     InMemoryRunner,
     LlmAgent,
@@ -42,83 +39,6 @@ from rxllm.agents import (
     StreamableHttpServerParameters,
 )
 from rxllm.testing import ScriptedLlm, scripted_turn
-
-HERE = Path(__file__).resolve().parent
-SERVER = str(HERE / "mcp_fixture_server.py")
-
-
-def stdio(mode: str = "stdio", **kwargs: Any) -> StdioServerParameters:
-    return StdioServerParameters(sys.executable, [SERVER, mode], **kwargs)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def call(toolset_tool: Any, args: dict[str, Any], runtime: ToolRuntime | None = None) -> Any:
-    return execute_tool(toolset_tool, args, ToolContext.standalone(), runtime).run()
-
-
-def tools_of(toolset: McpToolset) -> dict[str, Any]:
-    return {tool.name: tool for tool in toolset.get_tools().run()}
-
-
-class _Started(uvicorn.Server):
-    """uvicorn with a latch set once it listens."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.listening = threading.Event()
-
-    async def startup(self, sockets: Any = None) -> None:
-        await super().startup(sockets)
-        self.listening.set()
-
-
-class Uvicorn:
-    def __init__(self, app: Any, path: str = "/mcp") -> None:
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}{path}"
-        self.server = _Started(uvicorn.Config(app, log_level="warning", lifespan="on"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self.thread.start()
-        assert self.server.listening.wait(15), "uvicorn did not start"
-        self._sock = sock
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(15)
-        self._sock.close()
-
-
-class LogLatch(logging.Handler):
-    """Set when a record containing ``text`` reaches the rxllm.mcp logger."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__(logging.INFO)
-        self.text = text
-        self.seen = threading.Event()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if self.text in record.getMessage():
-            self.seen.set()
-
-    def __enter__(self) -> LogLatch:
-        logger = logging.getLogger("rxllm.mcp")
-        logger.addHandler(self)
-        self._level = logger.level
-        logger.setLevel(logging.INFO)
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        logger = logging.getLogger("rxllm.mcp")
-        logger.removeHandler(self)
-        logger.setLevel(self._level)
 
 
 @pytest.fixture(scope="module")
@@ -268,7 +188,7 @@ def test_killed_server_is_a_tool_error_then_reconnects_then_close_reaps() -> Non
 
 
 def test_malformed_json_rpc_is_a_clear_error_and_the_process_is_reaped() -> None:
-    toolset = McpToolset(stdio("stdio-malformed", timeout=5))
+    toolset = McpToolset(stdio("stdio-malformed", timeout=60))  # a loaded machine starts python slowly
     with pytest.raises(ToolError, match="malformed JSON-RPC"):
         toolset.get_tools().run()
     toolset.close()
@@ -307,30 +227,17 @@ def test_importing_rxllm_imports_no_mcp() -> None:
 # -- an agent with toolsets --------------------------------------------------------------------
 
 
-def _calls(*calls: tuple[str, str, dict[str, Any]]) -> Any:
-    return scripted_turn(*(
-        Chunk(tool_call_fragments=(ToolCallFragment(i, cid, name, json.dumps(args)),))
-        for i, (cid, name, args) in enumerate(calls)
-    ))
-
-
-def _responses(runner: InMemoryRunner, text: str) -> dict[str, Any]:
-    runner.session_service.create_session("app", "u", session_id="s").run()
-    question = Content(role="user", parts=(Part.from_text(text),))
-    runner.run_async("u", "s", question).pipe(ops.to_list()).run()
-    events = runner.session_service.get_session("app", "u", "s").run().events
-    return {r.id: r.response for e in events for r in e.function_responses()}
-
-
 def test_an_agent_uses_a_toolset_and_a_broken_one_does_not_stop_the_run(
-    stdio_toolset: McpToolset, caplog: pytest.LogCaptureFixture
+    http_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    working = McpToolset(StreamableHttpServerParameters(http_url))
     broken = McpToolset(stdio("stdio-silent", timeout=0.5))
-    model = ScriptedLlm([_calls(("c1", "add", {"a": 2, "b": 5})), scripted_turn(Chunk(text_delta="7."))])
-    agent = LlmAgent("calc", model, tools=[stdio_toolset, broken])
-    with caplog.at_level(logging.WARNING):
-        responses = _responses(InMemoryRunner(agent, app_name="app"), "2+5?")
+    model = ScriptedLlm([scripted_calls(("c1", "add", {"a": 2, "b": 5})), scripted_turn(Chunk(text_delta="7."))])
+    agent = LlmAgent("calc", model, tools=[working, broken])
+    with caplog.at_level(logging.WARNING), InMemoryRunner(agent, app_name="app") as runner:
+        responses = function_responses(runner, "2+5?")
     broken.close()
+    working.close()
     assert responses["c1"]["structured_content"] == {"result": 7}
     declared = {d.name for t in model.requests[0][0].config.tools for d in t.function_declarations}
     assert {"add", "slow"} <= declared
@@ -372,14 +279,14 @@ def test_the_reference_filesystem_server_driven_by_an_agent(filesystem_server: P
         tool_filter=["list_directory", "read_text_file"],
     )
     model = ScriptedLlm([
-        _calls(("c1", "list_directory", {"path": str(root)})),
-        _calls(("c2", "read_text_file", {"path": str(root / "notes.txt")})),
-        _calls(("c3", "read_text_file", {"path": str(secret)})),
+        scripted_calls(("c1", "list_directory", {"path": str(root)})),
+        scripted_calls(("c2", "read_text_file", {"path": str(root / "notes.txt")})),
+        scripted_calls(("c3", "read_text_file", {"path": str(secret)})),
         scripted_turn(Chunk(text_delta="Done.")),
     ])
     agent = LlmAgent("files", model, tools=[toolset])
     try:
-        responses = _responses(InMemoryRunner(agent, app_name="app"), "What is in my notes?")
+        responses = function_responses(InMemoryRunner(agent, app_name="app"), "What is in my notes?")
     finally:
         toolset.close()
     listing = responses["c1"]["text_output"][0]["text"]
@@ -395,30 +302,43 @@ def test_the_reference_filesystem_server_driven_by_an_agent(filesystem_server: P
 
 def test_the_mcp_sdk_client_against_rxllm_mcp_serve_over_stdio(tmp_path: Path) -> None:
     (tmp_path / "served_tools.py").write_text(
+        "from rxllm import Chunk\n"
+        "from rxllm.agents import AgentTool, LlmAgent\n"
+        "from rxllm.testing import ScriptedLlm, scripted_turn\n"
         "def get_order(order_id: str) -> dict:\n"
         "    '''Look an order up.'''\n"
         "    if order_id == 'bad':\n"
         "        raise ValueError('no such order')\n"
         "    return {'order_id': order_id, 'status': 'shipped'}\n"
-        "tools = [get_order]\n"
+        "model = ScriptedLlm([scripted_turn(Chunk(text_delta='Your order ships today.'))])\n"
+        "support = AgentTool(LlmAgent('support', model, description='Answers order questions.'))\n"
+        "tools = [get_order, support]\n"
     )
     params = mcp.StdioServerParameters(
         command=sys.executable, args=["-m", "rxllm", "mcp-serve", "served_tools:tools"], cwd=str(tmp_path),
         env={"PYTHONPATH": os.pathsep.join(sys.path)},
     )
 
-    async def talk() -> tuple[Any, Any, Any]:
-        async with mcp.Client(params) as client:
-            listed = await client.list_tools()
-            ok = await client.call_tool("get_order", {"order_id": "A17"})
-            bad = await client.call_tool("get_order", {"order_id": "bad"})
-            return listed, ok, bad
+    async def talk() -> tuple[Any, ...]:
+        from mcp.client.session import ClientSession
+        from mcp.client.stdio import stdio_client
 
-    listed, ok, bad = asyncio.run(talk())
-    assert [t.name for t in listed.tools] == ["get_order"]
-    assert listed.tools[0].input_schema["required"] == ["order_id"]
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            listed = await session.list_tools()
+            ok = await session.call_tool("get_order", {"order_id": "A17"})
+            bad = await session.call_tool("get_order", {"order_id": "bad"})
+            answer = await session.call_tool("support", {"request": "When does A17 ship?"})
+            return listed, ok, bad, answer
+
+    listed, ok, bad, answer = asyncio.run(talk())
+    tools = {t.name: t for t in listed.tools}
+    assert sorted(tools) == ["get_order", "support"]
+    assert tools["get_order"].input_schema["required"] == ["order_id"]
+    assert tools["support"].description == "Answers order questions."
     assert ok.structured_content == {"order_id": "A17", "status": "shipped"} and not ok.is_error
     assert bad.is_error and "no such order" in bad.content[0].text
+    assert answer.structured_content == {"result": "Your order ships today."} and not answer.is_error
 
 
 def test_an_mcp_toolset_against_rxllm_served_over_streamable_http() -> None:

@@ -17,6 +17,8 @@ names are re-exported where users import them (``rxllm.agents.FunctionTool``, ``
   runtime's services, as protocols) and the memory search's answer.
 - :mod:`._long_running`: ``LongRunningFunctionTool``; :mod:`._named`: ``Named``.
 - :mod:`._request`: ``request_config``.
+- :mod:`._toolset`: ``BaseToolset`` and the expansion of an agent's toolsets; :mod:`._scope`
+  ``ResourceScope``, where toolsets keep what they open for a runner or an invocation.
 - :mod:`._built_in`: ``BuiltInTool`` (a provider's own tool as a tool entry: ``GoogleSearchTool``...)
   and ``tool_declarations``, the tools of a request.
 

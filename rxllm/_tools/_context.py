@@ -121,6 +121,8 @@ class ReadonlyContext:
     _artifact_service: ArtifactStore | None = None
     _memory_service: MemorySearch | None = None
     _invocation_plugins: tuple[object, ...] = ()  # the run's plugins (AgentTool(include_plugins=True) reads them)
+    _toolset_scopes: Any = None  # the run's ToolsetScopes (._scope): where toolsets keep their sessions
+    _invocation_agent: Any = None  # the agent being run (an MCP toolset's sampling asks its model)
 
     def __init__(self, invocation: InvocationView, state: State) -> None:
         self._set_view(
@@ -130,6 +132,8 @@ class ReadonlyContext:
         self._artifact_service = getattr(invocation, "artifact_service", None)
         self._memory_service = getattr(invocation, "memory_service", None)
         self._invocation_plugins = tuple(getattr(invocation, "plugins", ()))
+        self._toolset_scopes = getattr(invocation, "toolset_scopes", None)
+        self._invocation_agent = invocation.agent
 
     def _set_view(
         self, invocation_id: str, agent_name: str, user_content: Content | None, session: SessionView, state: State

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..._core.errors import ConfigurationError
-from ..._core.redact import redact_headers, redact_url
+from ..._core.redact import is_secret_name, redact_headers, redact_url, secure_destination
 from .._loops import check_timeout
 
 __all__ = [
@@ -75,6 +75,8 @@ class _HttpParameters:
     timeout: float = DEFAULT_CONNECT_TIMEOUT
     sse_read_timeout: float = 300.0
     httpx_client_factory: Callable[..., Any] | None = field(default=None, compare=False)
+    secret_names: Sequence[str] = ()
+    allow_insecure_key: bool = False
 
     def __post_init__(self) -> None:
         kind = type(self).__name__
@@ -82,10 +84,22 @@ class _HttpParameters:
             raise ConfigurationError(f"{kind} needs an http:// or https:// URL, got {self.url!r}")
         check_timeout(self.timeout, f"{kind}.timeout")
         check_timeout(self.sse_read_timeout, f"{kind}.sse_read_timeout")
+        if isinstance(self.secret_names, str):
+            raise ConfigurationError(f"{kind}.secret_names is a sequence of header names, not one string")
+        object.__setattr__(self, "secret_names", tuple(self.secret_names))
+        if self.httpx_client_factory is not None and not callable(self.httpx_client_factory):
+            raise ConfigurationError(f"{kind}.httpx_client_factory must be callable")
+        credentials = [n for n, v in (self.headers or {}).items() if v and is_secret_name(n, self.secret_names)]
+        if credentials and not self.allow_insecure_key and not secure_destination(self.url):
+            raise ConfigurationError(
+                f"{kind}: refusing to send credentials ({', '.join(sorted(credentials))}) over plain http:// "
+                f"to {redact_url(self.url)!r}, which is not loopback; use https:// or allow_insecure_key=True"
+            )
 
     def __repr__(self) -> str:  # header values (a bearer token) never in a repr
-        headers = None if self.headers is None else redact_headers(dict(self.headers))
-        return f"{type(self).__name__}(url={redact_url(self.url)!r}, headers={headers!r}, timeout={self.timeout!r})"
+        headers = None if self.headers is None else redact_headers(dict(self.headers), self.secret_names)
+        url = redact_url(self.url, self.secret_names)
+        return f"{type(self).__name__}(url={url!r}, headers={headers!r}, timeout={self.timeout!r})"
 
 
 @dataclass(frozen=True, repr=False)
@@ -100,7 +114,14 @@ class StreamableHttpServerParameters(_HttpParameters):
         sse_read_timeout: seconds a response stream may stay silent.
         httpx_client_factory: builds the ``httpx2.AsyncClient`` (the ``mcp`` SDK's
             ``McpHttpClientFactory``: called with ``headers``, ``timeout`` and ``auth``) for
-            proxies, certificates and limits, as a model's ``http_client`` does.
+            proxies, certificates, limits and event hooks, as a model's ``http_client`` does.
+            Called once per session (a toolset that reconnects, or one session per invocation,
+            calls it again); the session closes the client it made.
+        secret_names: more header names whose values are credentials (names like
+            ``authorization``, ``*key*``, ``*token*`` already are), as a model's
+            ``secret_names``: never in a repr, cut out of error messages and server log lines.
+        allow_insecure_key: send credential headers over plain ``http://`` to a host that is not
+            loopback (refused by default, as for models).
         terminate_on_close: end the server's session with a DELETE when the toolset closes.
     """
 

@@ -8,6 +8,10 @@ state per call, no session). The result dict is sent as JSON text and as ``struc
 a failed call (bad arguments, an exception, a timeout, an unknown tool) as ``isError: true``
 with the message as text, so the client's model sees it. A client's ``notifications/cancelled``
 cancels the handler, which disposes the run (an ``async def`` tool is cancelled).
+
+An ``AgentTool`` (an agent as a tool) is served like any tool: each call runs its agent on a
+fresh in-memory session (see ``rxllm.agents._runners.agent_tool``), and the sessions its MCP
+toolsets open end with the call.
 """
 
 from __future__ import annotations
@@ -88,7 +92,7 @@ def serve(
     """Serve ``tools`` over MCP until the client leaves (stdio) or the process is stopped (HTTP).
 
     Args:
-        tools: function tools (or plain callables) to expose.
+        tools: tools to expose: function tools (or plain callables), ``AgentTool``s, any ``BaseTool``.
         transport: ``"stdio"`` (this process's stdin and stdout) or ``"streamable-http"`` (uvicorn
             on ``host:port``, endpoint ``path``).
         name: the server's name in the MCP handshake.

@@ -12,9 +12,9 @@ timeout) makes the SDK send ``notifications/cancelled`` for the request before i
 * **A dropped session** (the server exited, the connection ended, the server broke the protocol)
   fails the calls waiting on it with the reason; the next call opens a new session once
   (reconnect), and fails if that does not work either.
-* **Server-to-client requests** are refused by the SDK's defaults (sampling, elicitation and
-  roots answer "not supported"); the server's log messages (``info`` and above) go to the
-  ``rxllm.mcp`` logger at the matching level.
+* **Server-to-client requests** are answered by :class:`~._requests.ClientRequests`: sampling
+  through the using agent's model, elicitation and roots refused with an MCP error; the
+  server's log messages (``info`` and above) go to the ``rxllm.mcp`` logger, secrets cut out.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from mcp.shared.exceptions import MCPError
 from ..._core.errors import ToolError
 from ..._core.version import __version__
 from ._params import ConnectionParams, SseServerParameters, StdioServerParameters, StreamableHttpServerParameters
+from ._requests import ClientRequests, redactor_of
 from ._stdio import stdio_transport
 
 __all__ = ["McpSession", "close_all_sessions"]
@@ -45,16 +46,6 @@ _LIST_PAGE_CAP = 100
 
 _open: weakref.WeakSet[McpSession] = weakref.WeakSet()
 
-_LOG_LEVELS = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "notice": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-    "critical": logging.CRITICAL,
-    "alert": logging.CRITICAL,
-    "emergency": logging.CRITICAL,
-}
 
 
 def close_all_sessions() -> None:
@@ -130,13 +121,34 @@ class _Live:
 class McpSession:
     """A lazily opened, reconnecting MCP session (see the module docstring). Use it on the tool loop."""
 
-    def __init__(self, params: ConnectionParams, loop: asyncio.AbstractEventLoop, label: str) -> None:
+    def __init__(
+        self,
+        params: ConnectionParams,
+        loop: asyncio.AbstractEventLoop,
+        label: str,
+    ) -> None:
         self._params = params
         self._loop = loop
         self._label = label
+        self.agent: Any = None
+        """The agent using the session (set by the toolset at each listing): sampling asks its ``model``."""
+        self._redactor = redactor_of(params)
+        self._requests = ClientRequests(label, self._redactor, self._model)
         self._live: _Live | None = None
         self._opening: asyncio.Future[_Live] | None = None
         self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`aclose` ran: the session opens no connection any more."""
+        return self._closed
+
+    def _model(self) -> Any:
+        agent = self.agent
+        return None if agent is None else getattr(agent, "model", None)
+
+    def __repr__(self) -> str:
+        return f"McpSession({self._label})"
 
     @property
     def server_pid(self) -> int | None:
@@ -164,17 +176,16 @@ class McpSession:
 
     async def _own(self, live: _Live, started: asyncio.Future[None]) -> None:
         """The session task: enter the client, wait for close, leave it (all in this one task)."""
-
-        async def on_log(params: mcp_types.LoggingMessageNotificationParams) -> None:
-            level = _LOG_LEVELS.get(str(params.level), logging.INFO)
-            _log.log(level, "%s: server log (%s): %s", self._label, params.logger or "-", params.data)
-
+        requests = self._requests
         try:
             client = Client(
                 self._transport(live),
                 mode="auto",
                 cache=None,
-                logging_callback=on_log,
+                logging_callback=requests.on_log,
+                sampling_callback=requests.on_sampling,
+                elicitation_callback=requests.on_elicitation,
+                list_roots_callback=requests.on_list_roots,
                 log_level="info",  # the opt-in 2026-era servers need before they send log messages
                 client_info=mcp_types.Implementation(name="rxllm", version=__version__),
             )
@@ -184,7 +195,7 @@ class McpSession:
                     started.set_result(None)
                 await live.stop.wait()
         except BaseException as exc:  # the owner task reports every end, cancellation included
-            live.end(live.reason or _describe(exc))
+            live.end(live.reason or self._redactor.redact(_describe(exc)))
             if not started.done():
                 started.set_exception(ToolError(f"{self._label}: cannot connect to the MCP server: {live.reason}"))
             if not isinstance(exc, Exception | asyncio.CancelledError):
@@ -205,6 +216,8 @@ class McpSession:
             live.task.cancel()
             with contextlib.suppress(BaseException):
                 await live.task
+            if started.done() and not started.cancelled():
+                started.exception()  # retrieved: the timeout is the error reported
             raise ToolError(
                 f"{self._label}: the MCP server did not complete the handshake within {self._params.timeout:g} s"
             ) from None
@@ -246,6 +259,11 @@ class McpSession:
         return failure
 
     def _failed(self, live: _Live, what: str, error: BaseException) -> ToolError:
+        failure = self._failed_unredacted(live, what, error)
+        text = self._redactor.redact(str(failure))
+        return failure if text == str(failure) else ToolError(text)
+
+    def _failed_unredacted(self, live: _Live, what: str, error: BaseException) -> ToolError:
         error = _first_error(error)
         if isinstance(error, ToolError):
             return error

@@ -1,12 +1,21 @@
 """``McpToolset``: the tools of a Model Context Protocol server, as ADK Java's ``McpToolset``.
 
 Nothing of the ``mcp`` SDK is imported until the toolset first connects (the ``mcp`` extra:
-``pip install 'rxllm[mcp]'``). The toolset holds one MCP session (ADK's one session per toolset),
-opened on first use: listing the tools (``get_tools()``, or the agent before its first model call)
-or calling one. Its tools are listed once per session and cached; a session that dropped is
-opened again once on the next use (see ``rxllm._tools._mcp._session``). ``close()`` ends the
-session and stops a stdio server; sessions still open when the process exits are closed by an
-exit hook, and any stdio server process left is killed, so none is orphaned.
+``pip install 'rxllm[mcp]'``). Sessions are opened on first use: listing the tools
+(``get_tools()``, or the agent before a model call) or calling one. Under a runner, a toolset
+has one session per runner (``session_scope="runner"``, the default: kept in the runner's
+:class:`~rxllm._tools._scope.ResourceScope`, closed by ``Runner.close()``) or one per invocation
+(``session_scope="invocation"``: closed when the invocation ends, before its completion passes
+on); outside a runner (``get_tools()`` with no context) the toolset holds one of its own. Each
+listed tool calls the session it was listed from. Tools are listed once per session and cached;
+a session that dropped is opened again once on the next use (see ``rxllm._tools._mcp._session``).
+``close()`` ends every session of the toolset and stops their stdio servers; sessions still open
+when the process exits are closed by an exit hook, and any stdio server process left is killed,
+so none is orphaned.
+
+The agent that lists the toolset's tools through a session (before its model call) becomes that
+session's *user*: a server's ``sampling/createMessage`` is answered by its model
+(``rxllm._tools._mcp._requests``).
 """
 
 from __future__ import annotations
@@ -14,7 +23,7 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import reactivex
 
@@ -33,7 +42,10 @@ from ._schema import parameters_of
 if TYPE_CHECKING:
     from ._session import McpSession
 
-__all__ = ["McpTool", "McpToolset"]
+__all__ = ["McpTool", "McpToolset", "SessionScope"]
+
+SessionScope = Literal["runner", "invocation"]
+"""How long an MCP session lives under a runner: the runner's life, or one invocation."""
 
 _log = logging.getLogger("rxllm.mcp")
 _hook_lock = threading.Lock()
@@ -63,10 +75,17 @@ class McpTool(BaseTool):
     """
 
     def __init__(
-        self, toolset: McpToolset, name: str, description: str, parameters: dict[str, Any], timeout: float | None
+        self,
+        toolset: McpToolset,
+        session: McpSession,
+        name: str,
+        description: str,
+        parameters: dict[str, Any],
+        timeout: float | None,
     ) -> None:
         super().__init__(name=name, description=description, timeout=timeout)
         self._toolset = toolset
+        self._session = session
         self._parameters = parameters
 
     @property
@@ -82,7 +101,7 @@ class McpTool(BaseTool):
         """Call the tool on the server (on rxllm's tool loop); disposing cancels the call on the server too."""
 
         async def call() -> ToolResult:
-            result = await self._toolset._session_now().call_tool(self.name, dict(args))
+            result = await self._session.call_tool(self.name, dict(args))
             return function_response_of(self.name, result.model_dump(mode="json", by_alias=True, exclude_none=True))
 
         return defer_now(lambda: coroutine_observable(call(), tool_loop()))
@@ -97,6 +116,10 @@ class McpToolset(BaseToolset):
         tool_filter: the names of the tools to keep, or a predicate on each :class:`McpTool`.
         timeout: seconds one tool call may take (the tools' ``timeout``, see ``BaseTool``);
             None uses the runtime's default. A call past it is cancelled on the server.
+        session_scope: under a runner, ``"runner"`` (the default, ADK's one session per
+            toolset: one per runner, closed by ``Runner.close()``) or ``"invocation"`` (a new
+            session for every invocation, closed when it ends). Outside a runner the toolset
+            holds one session of its own either way.
 
     A tool whose input schema a model cannot take, or whose name is not usable, is left out with
     a warning (logger ``rxllm.mcp``); the others stay (see ``rxllm._tools._mcp._schema``).
@@ -115,6 +138,7 @@ class McpToolset(BaseToolset):
         tool_filter: ToolFilter | None = None,
         *,
         timeout: float | None = None,
+        session_scope: SessionScope = "runner",
     ) -> None:
         kinds = (StdioServerParameters, StreamableHttpServerParameters, SseServerParameters)
         if not isinstance(connection_params, kinds):
@@ -123,11 +147,18 @@ class McpToolset(BaseToolset):
                 f"got {type(connection_params).__name__}"
             )
         check_timeout(timeout, "McpToolset timeout")
+        if session_scope not in ("runner", "invocation"):
+            raise ConfigurationError(f"session_scope must be 'runner' or 'invocation', got {session_scope!r}")
         super().__init__(tool_filter=tool_filter)
         self._params = connection_params
         self._timeout = timeout
+        self._session_scope: SessionScope = session_scope
         self._lock = threading.Lock()
         self._session: McpSession | None = None
+        # every session not closed yet, held strongly: a runner dropped without close() must not
+        # let its session (and the task that owns the server) be collected while the server runs
+        self._sessions: set[McpSession] = set()
+        self._latest: McpSession | None = None
         self._closed = False
 
     @property
@@ -136,32 +167,55 @@ class McpToolset(BaseToolset):
         return self._params
 
     @property
+    def session_scope(self) -> SessionScope:
+        """How long a session lives under a runner: ``"runner"`` or ``"invocation"``."""
+        return self._session_scope
+
+    @property
     def server_pid(self) -> int | None:
-        """The process id of the stdio server while its session is open, else None."""
-        session = self._session
+        """The process id of the stdio server of the session opened last, while it is open; else None."""
+        session = self._latest
         return None if session is None else session.server_pid
 
     def __repr__(self) -> str:
         return f"McpToolset({self._params!r})"
 
-    def _session_now(self) -> McpSession:
+    def _new_session(self) -> McpSession:
+        from ._session import McpSession  # the mcp SDK is imported here, on first use
+
+        _install_exit_hook()
+        session = McpSession(self._params, tool_loop(), repr(self))
+        self._sessions = {s for s in self._sessions if not s.closed}
+        self._sessions.add(session)
+        self._latest = session
+        return session
+
+    def _session_for(self, readonly_context: Any) -> McpSession:
+        """The session for a listing in ``readonly_context``: its runner's or invocation's, else the toolset's own."""
+        scopes = getattr(readonly_context, "_toolset_scopes", None)
         with self._lock:
             if self._closed:
                 raise ToolError(f"{self!r} is closed")
-            if self._session is None:
-                from ._session import McpSession  # the mcp SDK is imported here, on first use
+            if scopes is None:
+                if self._session is None:
+                    self._session = self._new_session()
+                session = self._session
+            else:
+                scope = scopes.runner if self._session_scope == "runner" else scopes.invocation
+                session = scope.resource(self, self._new_session)
+        agent = getattr(readonly_context, "_invocation_agent", None)
+        if agent is not None:
+            session.agent = agent
+        return session
 
-                _install_exit_hook()
-                self._session = McpSession(self._params, tool_loop(), repr(self))
-            return self._session
-
-    async def _list(self) -> list[BaseTool]:
-        listed = await self._session_now().list_tools()
+    async def _list(self, session: McpSession) -> list[BaseTool]:
+        listed = await session.list_tools()
         tools: list[BaseTool] = []
         for mcp_tool in listed:
             try:
                 tool = McpTool(
                     self,
+                    session,
                     mcp_tool.name,
                     mcp_tool.description or "",
                     parameters_of(mcp_tool.name, mcp_tool.input_schema),
@@ -181,12 +235,16 @@ class McpToolset(BaseToolset):
         :class:`~rxllm.ToolError` when the server cannot be reached within the connection's
         ``timeout``.
         """
-        return awaitable(defer_now(lambda: coroutine_observable(self._list(), tool_loop())))
+        return awaitable(
+            defer_now(lambda: coroutine_observable(self._list(self._session_for(readonly_context)), tool_loop()))
+        )
 
     def close(self) -> None:
-        """End the MCP session; a stdio server is stopped and reaped. Later use fails with ToolError."""
+        """End every session of the toolset (its own and those in runners' or invocations' scopes);
+        stdio servers are stopped and reaped. Later use fails with ToolError."""
         with self._lock:
             self._closed = True
-            session, self._session = self._session, None
-        if session is not None:
+            self._session = None
+            sessions = list(self._sessions)
+        for session in sessions:
             session.close()

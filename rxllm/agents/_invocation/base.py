@@ -55,6 +55,7 @@ from ..._rx.direct import (
 )
 from ..._telemetry.otel import add_usage
 from ..._tools import BaseTool, CallbackContext, Named, ToolContext, ToolRuntime, new_invocation_id
+from ..._tools._scope import ToolsetScopes
 from .._sessions.base import BaseSessionService, Session
 from .._sessions.event import Event, EventActions
 from .._sessions.state import STATE_REMOVED, TEMP_PREFIX, State
@@ -123,6 +124,8 @@ class InvocationContext:
         request_compactor: what compacts the session before each model call of an ``LlmAgent``
             (ADK Java's ``Compaction`` request processor; the runner sets it from its
             ``EventsCompactionConfig`` with tail retention); None: no compaction there.
+        toolset_scopes: where toolsets keep what they open (an MCP session): the runner's scope
+            and this invocation's (see ``rxllm._tools._scope``); None outside a runner.
 
     ``temp:`` state: a ``temp:`` key written during the invocation (by a tool, a callback, an
     agent's event) is kept in the invocation, never in the store: :meth:`session_now` shows it
@@ -152,7 +155,9 @@ class InvocationContext:
         plugins: Sequence[BasePlugin] = (),
         live_request_queue: LiveRequestQueue | None = None,
         request_compactor: RequestCompactor | None = None,
+        toolset_scopes: ToolsetScopes | None = None,
     ) -> None:
+        self.toolset_scopes = toolset_scopes
         self.live_request_queue = live_request_queue
         self.request_compactor = request_compactor
         self.invocation_id: str = invocation_id or new_invocation_id()

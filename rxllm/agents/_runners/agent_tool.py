@@ -7,7 +7,9 @@ caller's plugins unless ``include_plugins`` (ADK Java's default and option). Eve
 the agent makes flows back into the caller's state (deletions included), so it is stored with the
 caller's function-response event. The tool's result is ``{"result": <the last event's text>}``,
 or, when the agent has an ``output_schema``, the validated object. With ``skip_summarization`` the
-caller's turn ends with that result (no further model call).
+caller's turn ends with that result (no further model call). The agent's toolsets share the
+calling runner's sessions (an MCP toolset's per-runner session); called outside a runner, the
+sessions they open close when the call ends.
 
 For a workflow agent (``SequentialAgent``...), the input schema is its first ``LlmAgent``'s (down
 the first sub-agents) and the output schema its last's (down the last sub-agents), as ADK Java's
@@ -26,6 +28,7 @@ from reactivex import operators as ops
 from ..._core.errors import ConfigurationError, ToolError
 from ..._core.types import Content, FunctionDeclaration, Part
 from ..._tools import BaseTool, ToolContext, ToolResult, describe_validation_error
+from ..._tools._scope import closing_after
 from ..._tools._tool import _strip_titles
 from .._agents.llm_agent import LlmAgent
 from .._flows.output_schema import validate_output
@@ -114,6 +117,9 @@ class AgentTool(BaseTool):
 
         def start(_: object) -> reactivex.Observable[ToolResult]:
             runner = InMemoryRunner(agent, app_name=tool_context.agent_name or "agent_tool", plugins=plugins)
+            scopes = tool_context._toolset_scopes
+            if scopes is not None:  # the agent's toolsets share the calling runner's sessions
+                runner._toolset_scope = scopes.runner
             session = runner.session_service.create_session(
                 runner.app_name, "tmp-user", state=tool_context.state.to_dict()
             ).run()
@@ -143,9 +149,11 @@ class AgentTool(BaseTool):
                     return validated if isinstance(validated, dict) else {"result": validated}
                 return {"result": text}
 
-            return runner.run_async(session.user_id, session.id, message).pipe(
+            run = runner.run_async(session.user_id, session.id, message).pipe(
                 ops.do_action(on_next=flow_back), ops.to_list(), ops.map(output)
             )
+            # called outside a runner: the sessions the agent's toolsets opened end with the call
+            return run if scopes is not None else closing_after(run, runner._toolset_scope)
 
         return reactivex.defer(start)
 

@@ -6,6 +6,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from functools import partial
+from typing import Self
 
 import reactivex
 from reactivex import abc as rx_abc
@@ -18,6 +19,7 @@ from ..._rx.aio import AwaitableObservable, awaitable
 from ..._rx.direct import collect_then, defer_now, emit_now, fail_now, ignore_items, on_dispose, then_now
 from ..._telemetry.otel import current_context, within
 from ..._tools import ToolRuntime, check_timeout
+from ..._tools._scope import ResourceScope, ToolsetScopes, closing_after
 from .._agents.llm_agent import LlmAgent
 from .._artifacts.service import BaseArtifactService, InMemoryArtifactService
 from .._invocation.base import BaseAgent, BasePlugin, InvocationContext
@@ -100,6 +102,11 @@ class Runner:
             :class:`TailRetentionEventCompactor` may summarise all but the latest events (a
             summarizer failure fails that step). See ``rxllm.agents._runners.compaction``.
 
+    Toolset sessions: an MCP toolset opens one session per runner (or per invocation, see
+    ``McpToolset(session_scope=...)``) on first use; :meth:`close` (or ``await``
+    :meth:`aclose`) ends the ones this runner opened, a stdio server's process reaped. A runner
+    is also a context manager (``with Runner(...) as runner:``, ``async with``).
+
     One writer per session: runs on one session never interleave. A run starts only after every
     earlier run on that session terminated or was disposed, whichever ``Runner`` (sharing this
     session service) started it (:meth:`BaseSessionService.serialize_run`); so a request never
@@ -138,6 +145,30 @@ class Runner:
         compaction = _compaction_config(agent, events_compaction_config)
         self._compactor = _compactor(compaction)
         self._request_compactor = _request_compactor(compaction)
+        self._toolset_scope = ResourceScope(f"Runner {app_name!r}")
+
+    def close(self) -> None:
+        """End every toolset session this runner opened (an MCP stdio server stopped and reaped), and wait.
+
+        Runs already going lose their sessions; a later run opens new ones. Idempotent.
+        """
+        self._toolset_scope.close()
+
+    async def aclose(self) -> None:
+        """:meth:`close`, awaited from any event loop."""
+        await self._toolset_scope.aclose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
 
     @property
     def agent(self) -> BaseAgent:
@@ -277,6 +308,7 @@ class Runner:
                         "(create it with the session service first)"
                     )
                 )
+            invocation_scope = ResourceScope(f"invocation of {agent.name!r}")
             ctx = InvocationContext(
                 agent=agent,
                 session=sessions[-1],
@@ -288,12 +320,14 @@ class Runner:
                 tool_runtime=runtime,
                 live_request_queue=live_request_queue,
                 request_compactor=self._request_compactor,
+                toolset_scopes=ToolsetScopes(self._toolset_scope, invocation_scope),
             )
             contexts.append(ctx)
             # the agent's span is a child of the span current when the user subscribed, whichever
             # thread (a session store's, a run queued before this one) gets to start the agent
             ctx.telemetry_context = parent  # the span current when the user subscribed
-            return within(parent, body(ctx, sessions[-1]))
+            # per-invocation toolset sessions close before the run's completion (or error) passes
+            return closing_after(within(parent, body(ctx, sessions[-1])), invocation_scope)
 
         def start(parent: object, runtime: ToolRuntime) -> reactivex.Observable[Event]:
             contexts: list[InvocationContext] = []
