@@ -7,6 +7,7 @@ anywhere but loopback. Start to first query is about half a second; ``stop()`` r
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -136,12 +137,14 @@ class LocalPostgres:
     def freeze(self) -> None:
         """SIGSTOP every process of the server: it accepts TCP connections but answers nothing."""
         for pid in self.pids():
-            os.kill(pid, signal.SIGSTOP)
+            with contextlib.suppress(ProcessLookupError):  # a backend that ended since it was listed
+                os.kill(pid, signal.SIGSTOP)
 
     def thaw(self) -> None:
         """SIGCONT every process of the server."""
         for pid in self.pids():
-            os.kill(pid, signal.SIGCONT)
+            with contextlib.suppress(ProcessLookupError):  # a backend that ended since it was listed
+                os.kill(pid, signal.SIGCONT)
 
     def __enter__(self) -> LocalPostgres:
         return self.start()
