@@ -1,0 +1,806 @@
+"""The ADK comparison scenarios, written once in a neutral form, and the normaliser both sides share.
+
+Each :class:`Scenario` is an agent tree (:class:`AgentSpec`), the scripted model turns of each
+``LlmAgent`` (:class:`Reply`), and the user messages of its invocations. Two builders turn it into
+running code: ``benchmarks/compare_adk.py`` builds it with google-adk (it writes the golden files
+in ``tests/fixtures/adk_golden/``) and ``tests/agents/adk_scenarios_rxllm.py`` builds it with
+rxllm. Both sides record every model request and the stored session, and :func:`normalise` turns
+them into the same plain JSON shape, apart from ids and timestamps.
+
+Where ADK Python (the golden files) and ADK Java differ, rxllm follows Java: a scenario names the
+difference in :attr:`Scenario.differences`, and :data:`DIFFERENCES` holds, per name, where Java
+says so and a rewrite of the golden file into what Java does. Nothing else may differ.
+
+This module imports neither rxllm nor google-adk (only pydantic, which both have), so the harness
+can load it from a venv that has only google-adk.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+JsonDict = dict[str, Any]
+
+# ---- the neutral description ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    """A function call in a scripted model turn."""
+
+    name: str
+    args: JsonDict = field(default_factory=dict)
+    id: str = "call_1"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted model turn: text, function calls, or both (text first)."""
+
+    text: str | None = None
+    calls: tuple[Call, ...] = ()
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool: ``function`` (a plain function), ``long_running``, ``confirm`` (a function tool that
+    requires confirmation), ``agent`` (an AgentTool of :attr:`agent`) or ``exit_loop``."""
+
+    kind: str
+    func: Callable[..., Any] | None = None
+    agent: AgentSpec | None = None
+    skip_summarization: bool = False
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """One agent of a tree. ``kind``: ``llm``, ``sequential``, ``parallel``, ``loop`` or ``custom``.
+
+    ``callbacks`` maps an ADK callback option (``before_model_callback``, ...) to a neutral
+    callback: a function ``(lib, *, <ADK Python's keyword names>)``, where ``lib`` has the side's
+    ``Content``, ``Part``, ``FunctionCall`` and ``LlmResponse``. A ``custom`` agent emits one model
+    event with :attr:`custom_text` and :attr:`custom_delta` (a literal port: it only yields it).
+    """
+
+    name: str
+    kind: str = "llm"
+    instruction: str = ""
+    global_instruction: str = ""
+    description: str = ""
+    tools: tuple[ToolSpec, ...] = ()
+    sub_agents: tuple[AgentSpec, ...] = ()
+    script: tuple[Reply, ...] = ()
+    output_key: str | None = None
+    output_schema: type[BaseModel] | None = None
+    input_schema: type[BaseModel] | None = None
+    include_contents: str = "default"
+    max_iterations: int | None = None
+    disallow_transfer_to_parent: bool = False
+    disallow_transfer_to_peers: bool = False
+    callbacks: tuple[tuple[str, Callable[..., Any]], ...] = ()
+    custom_text: str = ""
+    custom_delta: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class FunctionReply:
+    """A user message that answers the latest call of ``name`` with ``response`` (a long-running tool's result)."""
+
+    name: str
+    response: JsonDict
+
+
+@dataclass(frozen=True)
+class Confirm:
+    """A user message that answers the latest ``adk_request_confirmation`` call with a ``ToolConfirmation``."""
+
+    confirmed: bool
+
+
+Message = str | FunctionReply | Confirm
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    summary: str
+    root: AgentSpec
+    messages: tuple[Message, ...]
+    max_llm_calls: int | None = None
+    initial_state: JsonDict = field(default_factory=dict)
+    unordered_branches: bool = False
+    """Parallel branches: events of different branches may interleave in any order (both sides)."""
+    differences: tuple[str, ...] = ()
+
+
+def llm_agents(agent: AgentSpec) -> list[AgentSpec]:
+    """Every ``LlmAgent`` of a tree, agent tools' agents included, depth first."""
+    found = [agent] if agent.kind == "llm" else []
+    for sub in agent.sub_agents:
+        found.extend(llm_agents(sub))
+    for tool in agent.tools:
+        if tool.agent is not None:
+            found.extend(llm_agents(tool.agent))
+    return found
+
+
+# ---- the tools (plain functions both libraries declare alike) -------------------------------------
+
+
+def get_order(order_id: str) -> dict[str, Any]:
+    """Look an order up by its id."""
+    return {"order_id": order_id, "status": "shipped"}
+
+
+def get_weather(city: str) -> dict[str, Any]:
+    """Tell the weather in a city."""
+    return {"city": city, "forecast": "sunny"}
+
+
+def get_time(city: str) -> dict[str, Any]:
+    """Tell the time in a city."""
+    return {"city": city, "time": "10:30"}
+
+
+def note_scratch(value: str, tool_context: Any) -> dict[str, Any]:
+    """Write a value to the scratch pad."""
+    tool_context.state["temp:scratch"] = value
+    return {"noted": value}
+
+
+def remember_everywhere(value: str, tool_context: Any) -> dict[str, Any]:
+    """Remember a value in the session, user and app state."""
+    tool_context.state["plain"] = value
+    tool_context.state["user:favourite"] = value
+    tool_context.state["app:motto"] = value
+    tool_context.state["temp:draft"] = value
+    return {"remembered": value}
+
+
+def log_event(message: str) -> None:
+    """Log a message; returns nothing."""
+    del message
+
+
+def start_refund(order_id: str) -> dict[str, Any]:
+    """Start a refund that a person approves later."""
+    return {"status": "pending", "ticket": "T-9", "order_id": order_id}
+
+
+def delete_order(order_id: str) -> dict[str, Any]:
+    """Delete an order for good."""
+    return {"deleted": order_id}
+
+
+class Forecast(BaseModel):
+    city: str
+    summary: str
+
+
+class Question(BaseModel):
+    topic: str
+
+
+# ---- the callbacks (neutral: called with ADK Python's keyword names) ------------------------------
+
+
+def cb_before_agent_mark(lib: Any, *, callback_context: Any) -> Any:
+    callback_context.state["before_agent"] = "ran"
+    return None
+
+
+def cb_after_agent_mark(lib: Any, *, callback_context: Any) -> Any:
+    callback_context.state["after_agent"] = "ran"
+    return None
+
+
+def cb_before_model_mark(lib: Any, *, callback_context: Any, llm_request: Any) -> Any:
+    callback_context.state["model_calls_seen"] = len(llm_request.contents)
+    return None
+
+
+def cb_before_model_cached(lib: Any, *, callback_context: Any, llm_request: Any) -> Any:
+    callback_context.state["cache"] = "hit"
+    return lib.LlmResponse(content=lib.Content(role="model", parts=[lib.Part(text="From the cache.")]))
+
+
+def cb_after_model_upper(lib: Any, *, callback_context: Any, llm_response: Any) -> Any:
+    content = llm_response.content
+    if content is None or not content.parts or content.parts[0].text is None:
+        return None
+    return lib.LlmResponse(content=lib.Content(role="model", parts=[lib.Part(text=content.parts[0].text.upper())]))
+
+
+def cb_before_tool_block(lib: Any, *, tool: Any, args: Any, tool_context: Any) -> Any:
+    if args.get("order_id") == "X1":
+        tool_context.state["blocked"] = "X1"
+        return {"error": "blocked by policy"}
+    return None
+
+
+def cb_after_tool_stamp(lib: Any, *, tool: Any, args: Any, tool_context: Any, tool_response: Any) -> Any:
+    return {**tool_response, "checked_by": tool.name}
+
+
+# ---- the scenarios --------------------------------------------------------------------------------
+
+
+def _text(text: str) -> Reply:
+    return Reply(text=text)
+
+
+def _call(name: str, call_id: str = "call_1", **args: Any) -> Reply:
+    return Reply(calls=(Call(name, args, call_id),))
+
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario(
+        "single_agent_tools",
+        "one LlmAgent, a text-and-call turn, the tool's answer, a final text",
+        AgentSpec(
+            "support",
+            instruction="You answer questions about orders.",
+            description="The order desk.",
+            tools=(ToolSpec("function", get_order),),
+            script=(
+                Reply(text="Let me look.", calls=(Call("get_order", {"order_id": "A17"}),)),
+                _text("Order A17 shipped."),
+            ),
+        ),
+        ("Where is order A17?",),
+    ),
+    Scenario(
+        "identity_and_global_instruction",
+        "the identity line after the root's global instruction and the agent's own, with {state} rendering",
+        AgentSpec(
+            "concierge",
+            instruction="Greet {user_name} politely. Mood: {mood?}.",
+            global_instruction="You work for the Grand Hotel.",
+            description="Greets guests.",
+            script=(_text("Welcome, Ada."),),
+        ),
+        ("Hello",),
+        initial_state={"user_name": "Ada"},
+    ),
+    Scenario(
+        "temp_state_across_steps",
+        "a tool writes temp:scratch; the next model call of the same invocation renders it; never stored",
+        AgentSpec(
+            "scribe",
+            instruction="Scratch pad: {temp:scratch?}",
+            tools=(ToolSpec("function", note_scratch),),
+            script=(_call("note_scratch", value="42"), _text("Noted 42.")),
+        ),
+        ("Note 42.", "What did you note?"),
+    ),
+    Scenario(
+        "state_prefixes",
+        "session, user:, app: and temp: keys written by a tool; the stored delta and the state afterwards",
+        AgentSpec(
+            "keeper",
+            instruction="Plain {plain?}, user {user:favourite?}, app {app:motto?}, temp {temp:draft?}.",
+            tools=(ToolSpec("function", remember_everywhere),),
+            script=(_call("remember_everywhere", value="tea"), _text("Remembered."), _text("Still tea.")),
+        ),
+        ("Remember tea.", "What do you remember?"),
+    ),
+    Scenario(
+        "tool_returns_none",
+        "a function tool that returns nothing",
+        AgentSpec(
+            "logger",
+            instruction="Log what you are told.",
+            tools=(ToolSpec("function", log_event),),
+            script=(_call("log_event", message="door opened"), _text("Logged.")),
+        ),
+        ("Log: door opened",),
+        differences=("none_result_is_empty_dict",),
+    ),
+    Scenario(
+        "output_schema_with_tools",
+        "output_schema and a tool: the set_model_response tool, its instruction, the final JSON",
+        AgentSpec(
+            "forecaster",
+            instruction="Answer with a forecast.",
+            tools=(ToolSpec("function", get_weather),),
+            output_schema=Forecast,
+            output_key="forecast",
+            script=(
+                _call("get_weather", city="Paris"),
+                _call("set_model_response", "call_2", city="Paris", summary="Sunny"),
+            ),
+        ),
+        ("Weather in Paris?",),
+    ),
+    Scenario(
+        "output_schema_no_tools",
+        "output_schema alone: response_schema, no tools, output_key stores the parsed object",
+        AgentSpec(
+            "forecaster",
+            instruction="Answer with a forecast.",
+            output_schema=Forecast,
+            output_key="forecast",
+            script=(_text('{"city": "Oslo", "summary": "Snow"}'),),
+        ),
+        ("Weather in Oslo?",),
+    ),
+    Scenario(
+        "transfer_to_sub_agent",
+        "a router transfers to a specialist, who answers; the next message goes to the specialist",
+        AgentSpec(
+            "router",
+            instruction="Route the question.",
+            description="Routes questions.",
+            sub_agents=(
+                AgentSpec(
+                    "billing",
+                    instruction="Handle invoices.",
+                    description="Invoices and refunds.",
+                    script=(_text("Your invoice is paid."), _text("Anything else on billing?")),
+                ),
+                AgentSpec(
+                    "shipping",
+                    instruction="Handle deliveries.",
+                    description="Deliveries.",
+                    script=(_text("unused"),),
+                ),
+            ),
+            script=(_call("transfer_to_agent", agent_name="billing"),),
+        ),
+        ("Is my invoice paid?", "Thanks."),
+    ),
+    Scenario(
+        "transfer_back_to_parent",
+        "a specialist transfers back to its parent (peers disallowed)",
+        AgentSpec(
+            "router",
+            instruction="Route the question.",
+            description="Routes questions.",
+            sub_agents=(
+                AgentSpec(
+                    "billing",
+                    instruction="Handle invoices.",
+                    description="Invoices and refunds.",
+                    disallow_transfer_to_peers=True,
+                    script=(_call("transfer_to_agent", agent_name="router"),),
+                ),
+            ),
+            script=(_call("transfer_to_agent", agent_name="billing"), _text("I can help with that myself.")),
+        ),
+        ("Where is my parcel?",),
+    ),
+    Scenario(
+        "sequential_workflow",
+        "writer then reviewer; output_key passes the draft through state",
+        AgentSpec(
+            "pipeline",
+            kind="sequential",
+            sub_agents=(
+                AgentSpec("writer", instruction="Write a haiku.", output_key="draft", script=(_text("Old pond, frog."),)),
+                AgentSpec("reviewer", instruction="Review this draft: {draft}", script=(_text("Good haiku."),)),
+            ),
+        ),
+        ("Write about a frog.",),
+    ),
+    Scenario(
+        "parallel_workflow",
+        "two branches in parallel, then a merger that reads both results from state",
+        AgentSpec(
+            "research",
+            kind="sequential",
+            sub_agents=(
+                AgentSpec(
+                    "fan_out",
+                    kind="parallel",
+                    sub_agents=(
+                        AgentSpec(
+                            "weather",
+                            instruction="Find the weather.",
+                            tools=(ToolSpec("function", get_weather),),
+                            output_key="weather",
+                            script=(_call("get_weather", "w1", city="Rome"), _text("Sunny in Rome.")),
+                        ),
+                        AgentSpec(
+                            "clock",
+                            instruction="Find the time.",
+                            tools=(ToolSpec("function", get_time),),
+                            output_key="time",
+                            script=(_call("get_time", "t1", city="Rome"), _text("10:30 in Rome.")),
+                        ),
+                    ),
+                ),
+                AgentSpec("merger", instruction="Merge: {weather} / {time}", script=(_text("Sunny, 10:30."),)),
+            ),
+        ),
+        ("Rome now?",),
+        unordered_branches=True,
+    ),
+    Scenario(
+        "loop_with_exit_loop",
+        "a loop of a critic and a refiner; the refiner calls exit_loop in the second iteration",
+        AgentSpec(
+            "refine",
+            kind="loop",
+            max_iterations=5,
+            sub_agents=(
+                AgentSpec("critic", instruction="Critique: {draft?}", script=(_text("Too long."), _text("Fine now."))),
+                AgentSpec(
+                    "refiner",
+                    instruction="Refine the draft, or call exit_loop when the critic is happy.",
+                    tools=(ToolSpec("exit_loop"),),
+                    output_key="draft",
+                    script=(_text("Short draft."), _call("exit_loop", "x1")),
+                ),
+            ),
+        ),
+        ("Refine: a very long draft",),
+    ),
+    Scenario(
+        "loop_max_iterations",
+        "a loop that stops at max_iterations",
+        AgentSpec(
+            "repeat",
+            kind="loop",
+            max_iterations=2,
+            sub_agents=(AgentSpec("echo", instruction="Say it again.", script=(_text("Again."), _text("Again!"))),),
+        ),
+        ("Go",),
+    ),
+    Scenario(
+        "agent_tool",
+        "an AgentTool: the inner agent runs in its own session; its answer is the tool's result",
+        AgentSpec(
+            "assistant",
+            instruction="Use the translator.",
+            tools=(
+                ToolSpec(
+                    "agent",
+                    agent=AgentSpec(
+                        "translator",
+                        instruction="Translate to French.",
+                        description="Translates text to French.",
+                        script=(_text("Bonjour"),),
+                    ),
+                ),
+            ),
+            script=(_call("translator", request="Hello"), _text("It is Bonjour.")),
+        ),
+        ("Translate Hello",),
+    ),
+    Scenario(
+        "callbacks_model_and_tool",
+        "before/after agent, before/after model and before/after tool callbacks (ADK Python keyword style)",
+        AgentSpec(
+            "guarded",
+            instruction="Look orders up.",
+            tools=(ToolSpec("function", get_order),),
+            callbacks=(
+                ("before_agent_callback", cb_before_agent_mark),
+                ("after_agent_callback", cb_after_agent_mark),
+                ("before_model_callback", cb_before_model_mark),
+                ("after_model_callback", cb_after_model_upper),
+                ("before_tool_callback", cb_before_tool_block),
+                ("after_tool_callback", cb_after_tool_stamp),
+            ),
+            script=(
+                Reply(calls=(Call("get_order", {"order_id": "A17"}, "c1"), Call("get_order", {"order_id": "X1"}, "c2"))),
+                _text("one shipped, one blocked."),
+            ),
+        ),
+        ("Check A17 and X1",),
+    ),
+    Scenario(
+        "before_model_short_circuit",
+        "a before_model callback answers instead of the model",
+        AgentSpec(
+            "cached",
+            instruction="Answer.",
+            callbacks=(("before_model_callback", cb_before_model_cached),),
+            script=(),
+        ),
+        ("Anything",),
+    ),
+    Scenario(
+        "long_running_tool",
+        "a long-running tool: the invocation pauses; the client's function response resumes it",
+        AgentSpec(
+            "refunds",
+            instruction="Start refunds.",
+            tools=(ToolSpec("long_running", start_refund),),
+            script=(_call("start_refund", "r1", order_id="A17"), _text("Refund requested."), _text("Refund approved.")),
+        ),
+        ("Refund A17", FunctionReply("start_refund", {"status": "approved", "ticket": "T-9"})),
+    ),
+    Scenario(
+        "max_llm_calls",
+        "max_llm_calls=2 stops a model that keeps calling a tool",
+        AgentSpec(
+            "looper",
+            instruction="Keep checking.",
+            tools=(ToolSpec("function", get_order),),
+            script=(_call("get_order", "c1", order_id="A1"), _call("get_order", "c2", order_id="A2"), _text("unused")),
+        ),
+        ("Check forever",),
+        max_llm_calls=2,
+    ),
+    Scenario(
+        "tool_confirmation",
+        "a tool that requires confirmation: the request event, the client's ToolConfirmation, the call runs",
+        AgentSpec(
+            "admin",
+            instruction="Delete orders when asked.",
+            tools=(ToolSpec("confirm", delete_order),),
+            script=(_call("delete_order", "d1", order_id="A17"), _text("Waiting for approval."), _text("Deleted A17.")),
+        ),
+        ("Delete A17", Confirm(True)),
+    ),
+    Scenario(
+        "custom_agent_events",
+        "a custom agent that only yields its event (a literal port); the next agent reads its state",
+        AgentSpec(
+            "pipeline",
+            kind="sequential",
+            sub_agents=(
+                AgentSpec("greeter", kind="custom", custom_text="Hello.", custom_delta=(("greeted", "yes"),)),
+                AgentSpec("reader", instruction="Greeted: {greeted}", script=(_text("Read."),)),
+            ),
+        ),
+        ("hi",),
+    ),
+)
+
+SCENARIOS_BY_NAME = {s.name: s for s in SCENARIOS}
+
+# ---- normalising a side's record ------------------------------------------------------------------
+
+_GENERATED_ID = re.compile(r"^(adk-|af-|call_[0-9a-f]{16,}|[0-9a-f]{8}-[0-9a-f]{4}-)")
+_SCRIPTED_IDS = {c.id for s in SCENARIOS for a in llm_agents(s.root) for r in a.script for c in r.calls}
+
+_EVENT_ACTION_KEYS = (
+    "state_delta",
+    "artifact_delta",
+    "transfer_to_agent",
+    "escalate",
+    "skip_summarization",
+    "requested_tool_confirmations",
+    "end_invocation",
+    "compaction",
+)
+
+
+class IdMap:
+    """Generated call ids, by first appearance: ``gen-1``, ``gen-2``, ...; scripted ids stay."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, str] = {}
+
+    def __call__(self, value: str | None) -> str | None:
+        if value is None or value in _SCRIPTED_IDS:
+            return value
+        if value not in self._ids:
+            self._ids[value] = f"gen-{len(self._ids) + 1}"
+        return self._ids[value]
+
+
+def _prune(value: Any) -> Any:
+    """Drop None, empty dicts and empty lists, recursively (absent and empty read alike)."""
+    if isinstance(value, dict):
+        pruned = {k: _prune(v) for k, v in value.items()}
+        return {k: v for k, v in pruned.items() if v is not None and v != {} and v != []}
+    if isinstance(value, (list, tuple)):
+        return [_prune(v) for v in value]
+    return value
+
+
+def _part(part: JsonDict, ids: IdMap) -> JsonDict:
+    out: JsonDict = {}
+    if part.get("text") is not None:
+        out["text"] = part["text"]
+    call = part.get("function_call")
+    if call:
+        out["function_call"] = {"id": ids(call.get("id")), "name": call["name"], "args": call.get("args") or {}}
+    response = part.get("function_response")
+    if response:
+        out["function_response"] = {
+            "id": ids(response.get("id")),
+            "name": response["name"],
+            "response": response.get("response"),
+        }
+    if part.get("thought"):
+        out["thought"] = True
+    return out
+
+
+def normalise_content(content: JsonDict | None, ids: IdMap) -> JsonDict | None:
+    if not content:
+        return None
+    return {"role": content.get("role"), "parts": [_part(p, ids) for p in content.get("parts") or []]}
+
+
+def _system_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return "".join(p.get("text") or "" for p in value.get("parts") or [])
+    return str(value)
+
+
+def _schema(value: Any) -> Any:
+    """A JSON schema, lower-cased types, without the titles and ``additionalProperties`` a generator adds."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if key in ("title", "additionalProperties", "additional_properties", "property_ordering"):
+                continue
+            if key == "type" and isinstance(item, str):
+                item = item.lower()
+            if key == "properties" and isinstance(item, dict):
+                out[key] = {name: _schema(prop) for name, prop in item.items()}
+                continue
+            out[key] = _schema(item)
+        return _prune(out)
+    if isinstance(value, list):
+        return [_schema(v) for v in value]
+    return value
+
+
+def _tools(config: JsonDict) -> list[JsonDict]:
+    out: list[JsonDict] = []
+    for tool in config.get("tools") or []:
+        for declaration in tool.get("function_declarations") or []:
+            parameters = (
+                declaration.get("parameters_json_schema")
+                or declaration.get("parameters")
+                or {"type": "object", "properties": {}}
+            )
+            out.append(
+                _prune(
+                    {
+                        "name": declaration["name"],
+                        "description": declaration.get("description") or "",
+                        "parameters": _schema(parameters) or {"type": "object"},
+                    }
+                )
+            )
+        others = {k: v for k, v in tool.items() if k != "function_declarations" and v}
+        if others:
+            out.append({"built_in": sorted(others)})
+    return out
+
+
+def normalise_request(request: JsonDict, ids: IdMap) -> JsonDict:
+    """A model request as a side recorded it (``model_dump(mode="json")``): system instruction, contents, tools."""
+    config = request.get("config") or {}
+    out: JsonDict = {
+        "system_instruction": _system_text(config.get("system_instruction")),
+        "contents": [normalise_content(c, ids) for c in request.get("contents") or []],
+        "tools": _tools(config),
+    }
+    schema = config.get("response_schema") or config.get("response_json_schema")
+    if schema:
+        out["response_schema"] = sorted((_schema(schema).get("properties") or {}))
+    return out
+
+
+def normalise_event(event: JsonDict, ids: IdMap) -> JsonDict:
+    actions = event.get("actions") or {}
+    kept_actions = {}
+    for key in _EVENT_ACTION_KEYS:
+        value = actions.get(key)
+        if key == "requested_tool_confirmations" and value:
+            value = {ids(k): _prune(v) for k, v in value.items()}
+        if key == "compaction" and value:
+            value = {"compacted_content": normalise_content(value.get("compacted_content"), ids)}
+        kept_actions[key] = value
+    out = {  # pruned at this level only: a tool's response keeps its nulls
+        "author": event.get("author"),
+        "branch": event.get("branch"),
+        "content": normalise_content(event.get("content"), ids),
+        "actions": _prune(kept_actions),
+        "long_running_tool_ids": sorted(ids(i) or "" for i in event.get("long_running_tool_ids") or []),
+        "error_code": event.get("error_code"),
+        "turn_complete": event.get("turn_complete"),
+        "interrupted": event.get("interrupted"),
+    }
+    return {k: v for k, v in out.items() if v is not None and v != {} and v != []}
+
+
+def _order_branches(events: list[JsonDict]) -> list[JsonDict]:
+    """Events of parallel branches in branch order (stable within a branch), the rest where they stand."""
+    branched = [i for i, e in enumerate(events) if (e.get("branch") or "").count(".") >= 1]
+    if not branched:
+        return events
+    first, last = branched[0], branched[-1]
+    middle = sorted(events[first : last + 1], key=lambda e: e.get("branch") or "")
+    return events[:first] + middle + events[last + 1 :]
+
+
+def normalise(scenario: Scenario, record: JsonDict) -> JsonDict:
+    """A side's raw record → the comparable shape.
+
+    ``record``: ``{"requests": {agent name: [request dump, ...]}, "events": [event dump, ...],
+    "state": {...}}`` (dumps are ``model_dump(mode="json")`` of either library's types). Ids are
+    mapped by their first appearance in the stored events, then in the requests.
+    """
+    ids = IdMap()
+    events = [normalise_event(e, ids) for e in record["events"]]
+    if scenario.unordered_branches:
+        events = _order_branches(events)
+    requests = {
+        agent: [normalise_request(r, ids) for r in dumps] for agent, dumps in sorted(record["requests"].items()) if dumps
+    }
+    return {
+        "scenario": scenario.name,
+        "requests": requests,
+        "events": events,
+        "state": json.loads(json.dumps(record.get("state") or {}, sort_keys=True)),
+    }
+
+
+# ---- where ADK Python and ADK Java differ (rxllm follows Java) -------------------------------------
+
+
+@dataclass(frozen=True)
+class Difference:
+    """A documented ADK Python / ADK Java difference: ``rewrite`` turns the golden file (ADK
+    Python's record) into what ADK Java does; ``java`` says where Java's source says so."""
+
+    name: str
+    summary: str
+    java: str
+    rewrite: Callable[[JsonDict], JsonDict]
+
+
+def _walk_parts(golden: JsonDict) -> list[JsonDict]:
+    parts: list[JsonDict] = []
+    for event in golden["events"]:
+        parts.extend((event.get("content") or {}).get("parts") or [])
+    for requests in golden["requests"].values():
+        for request in requests:
+            for content in request["contents"]:
+                parts.extend(content.get("parts") or [])
+    return parts
+
+
+def _none_result_is_empty_dict(golden: JsonDict) -> JsonDict:
+    for part in _walk_parts(golden):
+        response = part.get("function_response")
+        if response is not None and response.get("response") == {"result": None}:
+            response["response"] = {}
+    return golden
+
+
+DIFFERENCES: dict[str, Difference] = {
+    d.name: d
+    for d in (
+        Difference(
+            "none_result_is_empty_dict",
+            'a function tool that returns nothing answers {} (ADK Python: {"result": null})',
+            "FunctionTool.call in ADK Java maps a null (or void) result to an empty map before it "
+            "builds the function response (ImmutableMap.of()); ADK Python wraps every non-dict result "
+            "as {'result': value}",
+            _none_result_is_empty_dict,
+        ),
+    )
+}
+
+
+def expected_for_rxllm(scenario: Scenario, golden: JsonDict) -> JsonDict:
+    """The golden file with the scenario's documented differences applied: what rxllm must record."""
+    expected = copy.deepcopy(golden)
+    for name in scenario.differences:
+        expected = DIFFERENCES[name].rewrite(expected)
+    return expected
+
+
+def dumps(value: JsonDict) -> str:
+    return json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
