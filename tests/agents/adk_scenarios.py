@@ -17,6 +17,7 @@ can load it from a venv that has only google-adk.
 
 from __future__ import annotations
 
+import ast
 import copy
 import json
 import re
@@ -355,6 +356,12 @@ SCENARIOS: tuple[Scenario, ...] = (
             script=(_call("transfer_to_agent", agent_name="billing"),),
         ),
         ("Is my invoice paid?", "Thanks."),
+        differences=(
+            "foreign_event_quoting",
+            "transfer_instruction_wording",
+            "transfer_tool_declaration",
+            "none_result_is_empty_dict",
+        ),
     ),
     Scenario(
         "transfer_back_to_parent",
@@ -369,12 +376,18 @@ SCENARIOS: tuple[Scenario, ...] = (
                     instruction="Handle invoices.",
                     description="Invoices and refunds.",
                     disallow_transfer_to_peers=True,
-                    script=(_call("transfer_to_agent", agent_name="router"),),
+                    script=(_call("transfer_to_agent", "call_b", agent_name="router"),),
                 ),
             ),
             script=(_call("transfer_to_agent", agent_name="billing"), _text("I can help with that myself.")),
         ),
         ("Where is my parcel?",),
+        differences=(
+            "foreign_event_quoting",
+            "transfer_instruction_wording",
+            "transfer_tool_declaration",
+            "none_result_is_empty_dict",
+        ),
     ),
     Scenario(
         "sequential_workflow",
@@ -383,11 +396,14 @@ SCENARIOS: tuple[Scenario, ...] = (
             "pipeline",
             kind="sequential",
             sub_agents=(
-                AgentSpec("writer", instruction="Write a haiku.", output_key="draft", script=(_text("Old pond, frog."),)),
+                AgentSpec(
+                    "writer", instruction="Write a haiku.", output_key="draft", script=(_text("Old pond, frog."),)
+                ),
                 AgentSpec("reviewer", instruction="Review this draft: {draft}", script=(_text("Good haiku."),)),
             ),
         ),
         ("Write about a frog.",),
+        differences=("foreign_event_quoting",),
     ),
     Scenario(
         "parallel_workflow",
@@ -421,6 +437,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         ("Rome now?",),
         unordered_branches=True,
+        differences=("foreign_event_quoting",),
     ),
     Scenario(
         "loop_with_exit_loop",
@@ -441,6 +458,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             ),
         ),
         ("Refine: a very long draft",),
+        differences=("foreign_event_quoting", "none_result_is_empty_dict"),
     ),
     Scenario(
         "loop_max_iterations",
@@ -490,7 +508,9 @@ SCENARIOS: tuple[Scenario, ...] = (
                 ("after_tool_callback", cb_after_tool_stamp),
             ),
             script=(
-                Reply(calls=(Call("get_order", {"order_id": "A17"}, "c1"), Call("get_order", {"order_id": "X1"}, "c2"))),
+                Reply(
+                    calls=(Call("get_order", {"order_id": "A17"}, "c1"), Call("get_order", {"order_id": "X1"}, "c2"))
+                ),
                 _text("one shipped, one blocked."),
             ),
         ),
@@ -553,6 +573,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             ),
         ),
         ("hi",),
+        differences=("foreign_event_quoting",),
     ),
 )
 
@@ -724,6 +745,37 @@ def _order_branches(events: list[JsonDict]) -> list[JsonDict]:
     return events[:first] + middle + events[last + 1 :]
 
 
+_NARRATED_AUTHOR = re.compile(r"^\[([^\]]+)\]")
+
+
+def _order_narrations(request: JsonDict) -> JsonDict:
+    """Runs of other agents' narrated turns ("For context: ...") in author order, stable within an author.
+
+    Parallel branches finish in any order, and a later agent's request narrates them as stored.
+    """
+
+    def author(content: JsonDict | None) -> str | None:
+        parts = (content or {}).get("parts") or []
+        if len(parts) < 2 or not (parts[0].get("text") or "").startswith("For context:"):
+            return None
+        found = _NARRATED_AUTHOR.match(parts[1].get("text") or "")
+        return found[1] if found else None
+
+    contents = request["contents"]
+    ordered: list[JsonDict] = []
+    run: list[JsonDict] = []
+    for content in [*contents, None]:
+        if content is not None and author(content) is not None:
+            run.append(content)
+            continue
+        ordered.extend(sorted(run, key=lambda c: author(c) or ""))
+        run = []
+        if content is not None:
+            ordered.append(content)
+    request["contents"] = ordered
+    return request
+
+
 def normalise(scenario: Scenario, record: JsonDict) -> JsonDict:
     """A side's raw record → the comparable shape.
 
@@ -736,7 +788,9 @@ def normalise(scenario: Scenario, record: JsonDict) -> JsonDict:
     if scenario.unordered_branches:
         events = _order_branches(events)
     requests = {
-        agent: [normalise_request(r, ids) for r in dumps] for agent, dumps in sorted(record["requests"].items()) if dumps
+        agent: [normalise_request(r, ids) for r in dumps]
+        for agent, dumps in sorted(record["requests"].items())
+        if dumps
     }
     return {
         "scenario": scenario.name,
@@ -771,11 +825,100 @@ def _walk_parts(golden: JsonDict) -> list[JsonDict]:
     return parts
 
 
+def _request_parts(golden: JsonDict) -> list[JsonDict]:
+    return [
+        part
+        for requests in golden["requests"].values()
+        for request in requests
+        for content in request["contents"]
+        for part in content.get("parts") or []
+    ]
+
+
 def _none_result_is_empty_dict(golden: JsonDict) -> JsonDict:
     for part in _walk_parts(golden):
         response = part.get("function_response")
         if response is not None and response.get("response") == {"result": None}:
             response["response"] = {}
+        text = part.get("text")
+        if text is not None and "tool returned result:" in text:  # the narration of another agent's call
+            part["text"] = text.replace("\n{'result': None}\n", "\n{}\n").replace('{"result":null}', "{}")
+    return golden
+
+
+_QUOTED = re.compile(
+    r"^\[(?P<author>[^\]]+)\] (?P<what>said|called tool `[^`]+` with parameters|`[^`]+` tool returned result):\n"
+    r"<<<BEGIN_QUOTED_AGENT_CONTENT>>>\n(?P<body>.*)\n<<<END_QUOTED_AGENT_CONTENT>>>$",
+    re.DOTALL,
+)
+
+
+def _foreign_event_quoting(golden: JsonDict) -> JsonDict:
+    for part in _request_parts(golden):
+        text = part.get("text")
+        if text is None:
+            continue
+        if text.startswith("For context: below is a transcript of what another agent did"):
+            part["text"] = "For context:"
+            continue
+        quoted = _QUOTED.match(text)
+        if quoted is None:
+            continue
+        body = quoted["body"]
+        if quoted["what"] != "said":  # ADK Python prints the dict's repr; Java writes compact JSON
+            body = json.dumps(ast.literal_eval(body), ensure_ascii=False, separators=(",", ":"))
+        part["text"] = f"[{quoted['author']}] {quoted['what']}: {body}"
+    return golden
+
+
+_PY_TRANSFER_TEXT = (
+    "If you are the best to answer the question according to your description,\n"
+    "you can answer it.\n\n"
+    "If another agent is better for answering the question according to its\n"
+    "description, call `transfer_to_agent` function to transfer the question to that\n"
+    "agent. When transferring, do not generate any text other than the function\n"
+    "call.\n\n"
+    "**NOTE**: the only available agents for `transfer_to_agent` function are\n"
+)
+_JAVA_TRANSFER_TEXT = (
+    "If you are the best to answer the question according to your description, you\n"
+    "can answer it.\n\n"
+    "If another agent is better for answering the question according to its\n"
+    "description, call `transfer_to_agent` function to transfer the\n"
+    "question to that agent. When transferring, do not generate any text other than\n"
+    "the function call.\n\n"
+    "**NOTE**: the only available agents for `transfer_to_agent` function are "
+)
+
+
+def _transfer_instruction_wording(golden: JsonDict) -> JsonDict:
+    for requests in golden["requests"].values():
+        for request in requests:
+            request["system_instruction"] = request["system_instruction"].replace(
+                _PY_TRANSFER_TEXT, _JAVA_TRANSFER_TEXT
+            )
+    return golden
+
+
+JAVA_TRANSFER_DESCRIPTION = (
+    "Transfer the question to another agent.\n\n"
+    "  This tool hands off control to another agent when it's more suitable to\n"
+    "  answer the user's question according to the agent's description.\n\n"
+    "  Args:\n"
+    "    agent_name: the agent name to transfer to.\n"
+    "  "
+)
+
+
+def _transfer_tool_declaration(golden: JsonDict) -> JsonDict:
+    java = {
+        "name": "transfer_to_agent",
+        "description": JAVA_TRANSFER_DESCRIPTION,
+        "parameters": {"properties": {"agent_name": {"type": "string"}}, "required": ["agent_name"], "type": "object"},
+    }
+    for requests in golden["requests"].values():
+        for request in requests:
+            request["tools"] = [java if t.get("name") == "transfer_to_agent" else t for t in request["tools"]]
     return golden
 
 
@@ -785,10 +928,35 @@ DIFFERENCES: dict[str, Difference] = {
         Difference(
             "none_result_is_empty_dict",
             'a function tool that returns nothing answers {} (ADK Python: {"result": null})',
-            "FunctionTool.call in ADK Java maps a null (or void) result to an empty map before it "
-            "builds the function response (ImmutableMap.of()); ADK Python wraps every non-dict result "
-            "as {'result': value}",
+            "ADK Java tools/FunctionTool.java runAsync: call(args, toolContext).defaultIfEmpty(ImmutableMap.of()), "
+            "and call() answers Maybe.empty() for a null result (so a void method, transfer_to_agent "
+            "included, answers {}); ADK Python wraps every non-dict result as {'result': value}",
             _none_result_is_empty_dict,
+        ),
+        Difference(
+            "foreign_event_quoting",
+            "another agent's turn in a request: Java's 'For context:' / '[a] said: text' / compact JSON "
+            "(ADK Python 2.13: a long preamble, the content between <<<BEGIN/END_QUOTED_AGENT_CONTENT>>> "
+            "markers, dicts as Python repr)",
+            'ADK Java flows/llmflows/Contents.java convertForeignEvent: Part.fromText("For context:"), '
+            'String.format("[%s] said: %s"), "[%s] called tool `%s` with parameters: %s" and '
+            '"[%s] `%s` tool returned result: %s" with convertMapToJson',
+            _foreign_event_quoting,
+        ),
+        Difference(
+            "transfer_instruction_wording",
+            "the transfer instruction's line breaks, and the agent names on the **NOTE** line",
+            "ADK Java flows/llmflows/AgentTransfer.java buildTargetAgentsInstructions: its text block "
+            '("...according to your description, you\\ncan answer it..."), then " " and the sorted names',
+            _transfer_instruction_wording,
+        ),
+        Difference(
+            "transfer_tool_declaration",
+            "transfer_to_agent's declaration: Java's description, agent_name a plain string "
+            "(ADK Python: its own docstring, and an enum of the targets)",
+            'ADK Java flows/llmflows/AgentTransfer.java: the @Schema(name = "transfer_to_agent", '
+            'description = <text block>) on transferToAgent(@Schema(name = "agent_name") String agentName, ...)',
+            _transfer_tool_declaration,
         ),
     )
 }
