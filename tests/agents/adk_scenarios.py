@@ -319,6 +319,11 @@ SCENARIOS: tuple[Scenario, ...] = (
             ),
         ),
         ("Weather in Paris?",),
+        differences=(
+            "set_model_response_instruction_first",
+            "set_model_response_description",
+            "set_model_response_final_json",
+        ),
     ),
     Scenario(
         "output_schema_no_tools",
@@ -785,13 +790,14 @@ def normalise(scenario: Scenario, record: JsonDict) -> JsonDict:
     """
     ids = IdMap()
     events = [normalise_event(e, ids) for e in record["events"]]
-    if scenario.unordered_branches:
-        events = _order_branches(events)
     requests = {
         agent: [normalise_request(r, ids) for r in dumps]
         for agent, dumps in sorted(record["requests"].items())
         if dumps
     }
+    if scenario.unordered_branches:
+        events = _order_branches(events)
+        requests = {agent: [_order_narrations(r) for r in made] for agent, made in requests.items()}
     return {
         "scenario": scenario.name,
         "requests": requests,
@@ -922,6 +928,49 @@ def _transfer_tool_declaration(golden: JsonDict) -> JsonDict:
     return golden
 
 
+SET_MODEL_RESPONSE_INSTRUCTION = (
+    "IMPORTANT: You have access to other tools, but you must provide your final response using the "
+    "set_model_response tool with the required structured format. After using any other tools needed to "
+    "complete the task, always call set_model_response with your final answer in the specified schema format."
+)
+JAVA_SET_MODEL_RESPONSE_DESCRIPTION = (
+    "Set your final response using the required output schema. After using any other tools needed to "
+    "complete the task, always call set_model_response with your final answer in the specified schema format."
+)
+
+
+def _set_model_response_instruction_first(golden: JsonDict) -> JsonDict:
+    for requests in golden["requests"].values():
+        for request in requests:
+            text = request["system_instruction"]
+            if text.endswith("\n\n" + SET_MODEL_RESPONSE_INSTRUCTION):
+                rest = text[: -len("\n\n" + SET_MODEL_RESPONSE_INSTRUCTION)]
+                request["system_instruction"] = SET_MODEL_RESPONSE_INSTRUCTION + "\n\n" + rest
+    return golden
+
+
+def _set_model_response_description(golden: JsonDict) -> JsonDict:
+    for requests in golden["requests"].values():
+        for request in requests:
+            for tool in request["tools"]:
+                if tool.get("name") == "set_model_response":
+                    tool["description"] = JAVA_SET_MODEL_RESPONSE_DESCRIPTION
+    return golden
+
+
+def _set_model_response_final_json(golden: JsonDict) -> JsonDict:
+    answered = False
+    for event in golden["events"]:
+        parts = (event.get("content") or {}).get("parts") or []
+        if any((p.get("function_response") or {}).get("name") == "set_model_response" for p in parts):
+            answered = True
+            continue
+        if answered and len(parts) == 1 and parts[0].get("text"):
+            parts[0]["text"] = json.dumps(json.loads(parts[0]["text"]), ensure_ascii=False, separators=(",", ":"))
+            answered = False
+    return golden
+
+
 DIFFERENCES: dict[str, Difference] = {
     d.name: d
     for d in (
@@ -957,6 +1006,30 @@ DIFFERENCES: dict[str, Difference] = {
             'ADK Java flows/llmflows/AgentTransfer.java: the @Schema(name = "transfer_to_agent", '
             'description = <text block>) on transferToAgent(@Schema(name = "agent_name") String agentName, ...)',
             _transfer_tool_declaration,
+        ),
+        Difference(
+            "set_model_response_instruction_first",
+            "output_schema with tools: the set_model_response instruction comes first in the system "
+            "instruction (ADK Python appends it after the agent's instruction and the identity)",
+            "ADK Java flows/llmflows/SingleFlow.java REQUEST_PROCESSORS: Basic, OutputSchema, "
+            "RequestConfirmation, Instructions, Identity, ... (OutputSchema's appendInstructions runs "
+            "before the agent's instruction is added)",
+            _set_model_response_instruction_first,
+        ),
+        Difference(
+            "set_model_response_description",
+            "the set_model_response tool's description",
+            "ADK Java tools/SetModelResponseTool.java description(): \"Set your final response using the "
+            "required output schema. After using any other tools needed to complete the task, always call "
+            "set_model_response with your final answer in the specified schema format.\"",
+            _set_model_response_description,
+        ),
+        Difference(
+            "set_model_response_final_json",
+            "the final model event after set_model_response holds compact JSON (ADK Python: json.dumps's ', ')",
+            "ADK Java flows/llmflows/OutputSchema.java getStructuredModelResponse: "
+            "JsonBaseModel.getMapper().writeValueAsString(response) (Jackson, no spaces)",
+            _set_model_response_final_json,
         ),
     )
 }
