@@ -167,17 +167,20 @@ def run_adk(scenario: sc.Scenario) -> dict[str, Any]:
         service = runner.session_service
         await service.create_session(app_name=APP, user_id=USER, session_id=SESSION, state=dict(scenario.initial_state))
         config = RunConfig(max_llm_calls=scenario.max_llm_calls) if scenario.max_llm_calls else RunConfig()
+        outcomes = []
         for message in scenario.messages:
             session = await service.get_session(app_name=APP, user_id=USER, session_id=SESSION)
             content = _adk_message(types, message, session.events)
             try:
                 async for _ in runner.run_async(user_id=USER, session_id=SESSION, new_message=content, run_config=config):
                     pass
-            except Exception as error:  # noqa: BLE001 - max_llm_calls ends the run with an error
-                requests.setdefault("__errors__", []).append(type(error).__name__)
+                outcomes.append("completed")
+            except Exception:  # noqa: BLE001 - max_llm_calls ends the run with an error
+                outcomes.append("error")
         session = await service.get_session(app_name=APP, user_id=USER, session_id=SESSION)
         return {
-            "requests": {k: v for k, v in requests.items() if k != "__errors__"},
+            "outcomes": outcomes,
+            "requests": requests,
             "events": [_dump(e) for e in session.events],
             "state": _dump(dict(session.state)),
         }
@@ -224,14 +227,14 @@ def write_goldens(names: list[str]) -> None:
 def table(diff: list[str]) -> int:
     from tests.agents.adk_scenarios_rxllm import run_rxllm
 
-    rows = [("scenario", "requests", "events", "state", "documented differences")]
+    rows = [("scenario", "requests", "events", "state", "outcomes", "documented differences")]
     failures = 0
     for scenario in sc.SCENARIOS:
         golden = json.loads((GOLDEN / f"{scenario.name}.json").read_text(encoding="utf-8"))
         expected = sc.expected_for_rxllm(scenario, golden)
         actual = sc.normalise(scenario, run_rxllm(scenario))
         marks = [
-            "equal" if expected[key] == actual[key] else "DIFFERENT" for key in ("requests", "events", "state")
+            "equal" if expected[key] == actual[key] else "DIFFERENT" for key in ("requests", "events", "state", "outcomes")
         ]
         failures += marks.count("DIFFERENT")
         rows.append((scenario.name, *marks, ", ".join(scenario.differences) or "-"))

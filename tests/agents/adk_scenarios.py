@@ -554,6 +554,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         ("Check forever",),
         max_llm_calls=2,
+        differences=("error_stops_without_an_event",),
     ),
     Scenario(
         "tool_confirmation",
@@ -565,6 +566,10 @@ SCENARIOS: tuple[Scenario, ...] = (
             script=(_call("delete_order", "d1", order_id="A17"), _text("Waiting for approval."), _text("Deleted A17.")),
         ),
         ("Delete A17", Confirm(True)),
+        differences=(
+            "confirmation_event_role",
+            "confirmation_request_continues",
+        ),
     ),
     Scenario(
         "custom_agent_events",
@@ -803,6 +808,7 @@ def normalise(scenario: Scenario, record: JsonDict) -> JsonDict:
         "requests": requests,
         "events": events,
         "state": json.loads(json.dumps(record.get("state") or {}, sort_keys=True)),
+        "outcomes": list(record["outcomes"]),
     }
 
 
@@ -817,7 +823,7 @@ class Difference:
     name: str
     summary: str
     java: str
-    rewrite: Callable[[JsonDict], JsonDict]
+    rewrite: Callable[[JsonDict, Scenario], JsonDict]
 
 
 def _walk_parts(golden: JsonDict) -> list[JsonDict]:
@@ -841,7 +847,7 @@ def _request_parts(golden: JsonDict) -> list[JsonDict]:
     ]
 
 
-def _none_result_is_empty_dict(golden: JsonDict) -> JsonDict:
+def _none_result_is_empty_dict(golden: JsonDict, scenario: Scenario) -> JsonDict:
     for part in _walk_parts(golden):
         response = part.get("function_response")
         if response is not None and response.get("response") == {"result": None}:
@@ -859,7 +865,7 @@ _QUOTED = re.compile(
 )
 
 
-def _foreign_event_quoting(golden: JsonDict) -> JsonDict:
+def _foreign_event_quoting(golden: JsonDict, scenario: Scenario) -> JsonDict:
     for part in _request_parts(golden):
         text = part.get("text")
         if text is None:
@@ -897,7 +903,7 @@ _JAVA_TRANSFER_TEXT = (
 )
 
 
-def _transfer_instruction_wording(golden: JsonDict) -> JsonDict:
+def _transfer_instruction_wording(golden: JsonDict, scenario: Scenario) -> JsonDict:
     for requests in golden["requests"].values():
         for request in requests:
             request["system_instruction"] = request["system_instruction"].replace(
@@ -916,7 +922,7 @@ JAVA_TRANSFER_DESCRIPTION = (
 )
 
 
-def _transfer_tool_declaration(golden: JsonDict) -> JsonDict:
+def _transfer_tool_declaration(golden: JsonDict, scenario: Scenario) -> JsonDict:
     java = {
         "name": "transfer_to_agent",
         "description": JAVA_TRANSFER_DESCRIPTION,
@@ -939,7 +945,7 @@ JAVA_SET_MODEL_RESPONSE_DESCRIPTION = (
 )
 
 
-def _set_model_response_instruction_first(golden: JsonDict) -> JsonDict:
+def _set_model_response_instruction_first(golden: JsonDict, scenario: Scenario) -> JsonDict:
     for requests in golden["requests"].values():
         for request in requests:
             text = request["system_instruction"]
@@ -949,7 +955,7 @@ def _set_model_response_instruction_first(golden: JsonDict) -> JsonDict:
     return golden
 
 
-def _set_model_response_description(golden: JsonDict) -> JsonDict:
+def _set_model_response_description(golden: JsonDict, scenario: Scenario) -> JsonDict:
     for requests in golden["requests"].values():
         for request in requests:
             for tool in request["tools"]:
@@ -958,7 +964,7 @@ def _set_model_response_description(golden: JsonDict) -> JsonDict:
     return golden
 
 
-def _set_model_response_final_json(golden: JsonDict) -> JsonDict:
+def _set_model_response_final_json(golden: JsonDict, scenario: Scenario) -> JsonDict:
     answered = False
     for event in golden["events"]:
         parts = (event.get("content") or {}).get("parts") or []
@@ -968,6 +974,59 @@ def _set_model_response_final_json(golden: JsonDict) -> JsonDict:
         if answered and len(parts) == 1 and parts[0].get("text"):
             parts[0]["text"] = json.dumps(json.loads(parts[0]["text"]), ensure_ascii=False, separators=(",", ":"))
             answered = False
+    return golden
+
+
+def _error_stops_without_an_event(golden: JsonDict, scenario: Scenario) -> JsonDict:
+    golden["events"] = [e for e in golden["events"] if not (e.get("error_code") and not e.get("content"))]
+    return golden
+
+
+def _confirmation_event_role(golden: JsonDict, scenario: Scenario) -> JsonDict:
+    for event in golden["events"]:
+        parts = (event.get("content") or {}).get("parts") or []
+        if parts and all((p.get("function_call") or {}).get("name") == "adk_request_confirmation" for p in parts):
+            event["content"]["role"] = "user"
+    return golden
+
+
+def _confirmation_request_continues(golden: JsonDict, scenario: Scenario) -> JsonDict:
+    """ADK Python ends the agent's turn at a confirmation request; Java's flow calls the model once more.
+
+    The extra call's request is the previous request's contents with the call and its error
+    response; its answer is the agent's next scripted turn, so every later turn moves up by one.
+    The request after the client's confirmation is unchanged (the contents builder keeps the
+    latest response of the call and drops what came between).
+    """
+    events = golden["events"]
+    at = next(i for i, e in enumerate(events) if (e.get("actions") or {}).get("requested_tool_confirmations"))
+    response_event = events[at]
+    response_event["actions"].pop("skip_summarization", None)
+    author = response_event["author"]
+    agent = next(a for a in llm_agents(scenario.root) if a.name == author)
+    requests = golden["requests"][author]
+
+    def model_turn(event: JsonDict) -> bool:  # a model response of the agent (not the confirmation request)
+        parts = (event.get("content") or {}).get("parts") or []
+        return (
+            event.get("author") == author
+            and event["content"]["role"] == "model"
+            and not any((p.get("function_call") or {}).get("name") == "adk_request_confirmation" for p in parts)
+        )
+
+    calls_before = sum(1 for e in events[:at] if model_turn(e))
+    call_event = next(e for e in reversed(events[:at]) if model_turn(e))
+    extra = copy.deepcopy(requests[calls_before - 1])
+    extra["contents"] += [copy.deepcopy(call_event["content"]), copy.deepcopy(response_event["content"])]
+    requests.insert(calls_before, extra)
+    turn = agent.script[calls_before]
+    events.insert(at + 1, {"author": author, "content": {"role": "model", "parts": [{"text": turn.text}]}})
+    later_turn = calls_before + 1  # the model events after the pause answer one turn later
+    for event in events[at + 2 :]:
+        parts = (event.get("content") or {}).get("parts") or []
+        if model_turn(event) and parts and "text" in parts[0]:
+            later_turn += 1
+            parts[0]["text"] = agent.script[later_turn - 1].text
     return golden
 
 
@@ -1019,9 +1078,9 @@ DIFFERENCES: dict[str, Difference] = {
         Difference(
             "set_model_response_description",
             "the set_model_response tool's description",
-            "ADK Java tools/SetModelResponseTool.java description(): \"Set your final response using the "
+            'ADK Java tools/SetModelResponseTool.java description(): "Set your final response using the '
             "required output schema. After using any other tools needed to complete the task, always call "
-            "set_model_response with your final answer in the specified schema format.\"",
+            'set_model_response with your final answer in the specified schema format."',
             _set_model_response_description,
         ),
         Difference(
@@ -1031,6 +1090,30 @@ DIFFERENCES: dict[str, Difference] = {
             "JsonBaseModel.getMapper().writeValueAsString(response) (Jackson, no spaces)",
             _set_model_response_final_json,
         ),
+        Difference(
+            "error_stops_without_an_event",
+            "a run that fails (max_llm_calls passed) stores no error event; the caller gets the error "
+            "(ADK Python 2.13's workflow runner stores an event with error_code = the exception's class name)",
+            "ADK Java flows/llmflows/BaseLlmFlow.java runOneStep: context.incrementLlmCallsCount() "
+            "throws LlmCallsLimitExceededException, answered with Flowable.error(e); the Runner appends no event",
+            _error_stops_without_an_event,
+        ),
+        Difference(
+            "confirmation_event_role",
+            "the adk_request_confirmation event's content has the function-response event's role (user)",
+            "ADK Java flows/llmflows/Functions.java generateRequestConfirmationEvent: "
+            "functionResponseEvent.content().flatMap(Content::role).ifPresent(contentBuilder::role)",
+            _confirmation_event_role,
+        ),
+        Difference(
+            "confirmation_request_continues",
+            "after a confirmation request the flow calls the model again with the call's error response "
+            "(ADK Python sets skip_summarization on that response and ends the agent's turn)",
+            "ADK Java flows/llmflows/BaseLlmFlow.java postprocess: the request-confirmation event then the "
+            "function-response event, no skipSummarization; the loop goes on while the last event is not "
+            "finalResponse(), and the function-response event is not",
+            _confirmation_request_continues,
+        ),
     )
 }
 
@@ -1039,7 +1122,7 @@ def expected_for_rxllm(scenario: Scenario, golden: JsonDict) -> JsonDict:
     """The golden file with the scenario's documented differences applied: what rxllm must record."""
     expected = copy.deepcopy(golden)
     for name in scenario.differences:
-        expected = DIFFERENCES[name].rewrite(expected)
+        expected = DIFFERENCES[name].rewrite(expected, scenario)
     return expected
 
 

@@ -173,14 +173,17 @@ def run_rxllm(scenario: sc.Scenario) -> dict[str, Any]:
     service = runner.session_service
     service.create_session(APP, USER, state=dict(scenario.initial_state), session_id=SESSION).run()
     config = RunConfig(max_llm_calls=scenario.max_llm_calls) if scenario.max_llm_calls else RunConfig()
+    outcomes = []
     for message in scenario.messages:
         events = service.get_session(APP, USER, SESSION).run().events
         try:
             runner.run_async(USER, SESSION, _message(message, events), config).pipe(ops.to_list()).run()
+            outcomes.append("completed")
         except RxLlmError:  # max_llm_calls ends the run with an error, as in ADK
-            pass
+            outcomes.append("error")
     session = service.get_session(APP, USER, SESSION).run()
     return {
+        "outcomes": outcomes,
         "requests": requests,
         "events": [e.model_dump(mode="json") for e in session.events],
         "state": dict(session.state),
