@@ -80,8 +80,11 @@ def run_adk(scenario: sc.Scenario) -> dict[str, Any]:
     from google.adk.tools.agent_tool import AgentTool
     from google.genai import types
 
-    lib = type("Lib", (), {"Content": types.Content, "Part": types.Part, "FunctionCall": types.FunctionCall,
-                           "LlmResponse": LlmResponse})
+    lib = type(
+        "Lib",
+        (),
+        {"Content": types.Content, "Part": types.Part, "FunctionCall": types.FunctionCall, "LlmResponse": LlmResponse},
+    )
 
     requests: dict[str, list[Any]] = {}
 
@@ -138,9 +141,7 @@ def run_adk(scenario: sc.Scenario) -> dict[str, Any]:
             return LoopAgent(name=spec.name, sub_agents=subs, max_iterations=spec.max_iterations)
         if spec.kind == "custom":
             return Custom(name=spec.name, text=spec.custom_text, delta=dict(spec.custom_delta))
-        options: dict[str, Any] = {
-            name: functools.partial(callback, lib) for name, callback in spec.callbacks
-        }
+        options: dict[str, Any] = {name: functools.partial(callback, lib) for name, callback in spec.callbacks}
         if spec.global_instruction:
             options["global_instruction"] = spec.global_instruction
         if spec.output_key:
@@ -163,16 +164,31 @@ def run_adk(scenario: sc.Scenario) -> dict[str, Any]:
         )
 
     async def main() -> dict[str, Any]:
-        runner = InMemoryRunner(build(scenario.root), app_name=APP)
+        root = build(scenario.root)
+        if scenario.compaction is None:
+            runner = InMemoryRunner(root, app_name=APP)
+        else:
+            from google.adk.apps import App
+            from google.adk.apps.app import EventsCompactionConfig
+            from google.adk.apps.llm_event_summarizer import LlmEventSummarizer
+
+            interval, overlap = scenario.compaction
+            summarizer = LlmEventSummarizer(
+                llm=Scripted(model="scripted", agent_name="summarizer", turns=list(scenario.summarizer_script))
+            )
+            config = EventsCompactionConfig(compaction_interval=interval, overlap_size=overlap, summarizer=summarizer)
+            runner = InMemoryRunner(app=App(name=APP, root_agent=root, events_compaction_config=config))
         service = runner.session_service
         await service.create_session(app_name=APP, user_id=USER, session_id=SESSION, state=dict(scenario.initial_state))
-        config = RunConfig(max_llm_calls=scenario.max_llm_calls) if scenario.max_llm_calls else RunConfig()
+        run_config = RunConfig(max_llm_calls=scenario.max_llm_calls) if scenario.max_llm_calls else RunConfig()
         outcomes = []
         for message in scenario.messages:
             session = await service.get_session(app_name=APP, user_id=USER, session_id=SESSION)
             content = _adk_message(types, message, session.events)
             try:
-                async for _ in runner.run_async(user_id=USER, session_id=SESSION, new_message=content, run_config=config):
+                async for _ in runner.run_async(
+                    user_id=USER, session_id=SESSION, new_message=content, run_config=run_config
+                ):
                     pass
                 outcomes.append("completed")
             except Exception:  # noqa: BLE001 - max_llm_calls ends the run with an error
@@ -234,13 +250,18 @@ def table(diff: list[str]) -> int:
         expected = sc.expected_for_rxllm(scenario, golden)
         actual = sc.normalise(scenario, run_rxllm(scenario))
         marks = [
-            "equal" if expected[key] == actual[key] else "DIFFERENT" for key in ("requests", "events", "state", "outcomes")
+            "equal" if expected[key] == actual[key] else "DIFFERENT"
+            for key in ("requests", "events", "state", "outcomes")
         ]
         failures += marks.count("DIFFERENT")
         rows.append((scenario.name, *marks, ", ".join(scenario.differences) or "-"))
         if scenario.name in diff or ("all" in diff and "DIFFERENT" in marks):
             for line in difflib.unified_diff(
-                sc.dumps(expected).splitlines(), sc.dumps(actual).splitlines(), "adk (java-adjusted)", "rxllm", lineterm=""
+                sc.dumps(expected).splitlines(),
+                sc.dumps(actual).splitlines(),
+                "adk (java-adjusted)",
+                "rxllm",
+                lineterm="",
             ):
                 print(line)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

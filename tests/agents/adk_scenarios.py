@@ -116,6 +116,10 @@ class Scenario:
     messages: tuple[Message, ...]
     max_llm_calls: int | None = None
     initial_state: JsonDict = field(default_factory=dict)
+    compaction: tuple[int, int] | None = None
+    """Sliding-window events compaction: ``(compaction_interval, overlap_size)``, summarised by
+    an ``LlmEventSummarizer`` on a scripted model whose requests are recorded as ``summarizer``."""
+    summarizer_script: tuple[Reply, ...] = ()
     unordered_branches: bool = False
     """Parallel branches: events of different branches may interleave in any order (both sides)."""
     differences: tuple[str, ...] = ()
@@ -585,6 +589,25 @@ SCENARIOS: tuple[Scenario, ...] = (
         ("hi",),
         differences=("foreign_event_quoting",),
     ),
+    Scenario(
+        "events_compaction",
+        "sliding-window compaction after two invocations: the summary replaces them in the next request",
+        AgentSpec(
+            "support",
+            instruction="You answer questions about orders.",
+            tools=(ToolSpec("function", get_order),),
+            script=(
+                _call("get_order", "c1", order_id="A1"),
+                _text("A1 shipped."),
+                _text("Noted."),
+                _text("A1 shipped, as I said."),
+            ),
+        ),
+        ("Where is A1?", "Thanks.", "Remind me about A1."),
+        compaction=(2, 0),
+        summarizer_script=(_text("The user asked about order A1; it shipped."),),
+        differences=("summarizer_prompt",),
+    ),
 )
 
 SCENARIOS_BY_NAME = {s.name: s for s in SCENARIOS}
@@ -1030,6 +1053,37 @@ def _confirmation_request_continues(golden: JsonDict, scenario: Scenario) -> Jso
     return golden
 
 
+JAVA_SUMMARY_PROMPT = (
+    "The following is a conversation history between a user and an AI agent. Please summarize the "
+    "conversation, focusing on key information and decisions made, as well as any unresolved questions or "
+    "tasks. The summary should be concise and capture the essence of the interaction.\n\n"
+)
+_PY_CALL_LINE = re.compile(r"^(?P<author>[^:]+) called tool: (?P<name>[^(]+)\((?P<args>.*)\)$")
+_PY_RESPONSE_LINE = re.compile(r"^Tool response from (?P<name>[^:]+): (?P<response>.*)$")
+
+
+def _compact_json(python_repr: str) -> str:
+    return json.dumps(ast.literal_eval(python_repr), ensure_ascii=False, separators=(",", ":"))
+
+
+def _summarizer_prompt(golden: JsonDict, scenario: Scenario) -> JsonDict:
+    for request in golden["requests"].get("summarizer", []):
+        part = request["contents"][0]["parts"][0]
+        _, history = part["text"].split("\n\n", 1)
+        lines = []
+        for line in history.split("\n"):
+            call, response = _PY_CALL_LINE.match(line), _PY_RESPONSE_LINE.match(line)
+            if call is not None:
+                lines.append(f"model: [FUNCTION_CALL: {call['name']}({_compact_json(call['args'])})]")
+            elif response is not None:
+                lines.append(f"user: [FUNCTION_RESPONSE: {response['name']} -> {_compact_json(response['response'])}]")
+            else:
+                author, text = line.split(": ", 1)
+                lines.append(f"{'user' if author == 'user' else 'model'}: {text}")
+        part["text"] = JAVA_SUMMARY_PROMPT + "\n".join(lines) + "\n"
+    return golden
+
+
 DIFFERENCES: dict[str, Difference] = {
     d.name: d
     for d in (
@@ -1113,6 +1167,15 @@ DIFFERENCES: dict[str, Difference] = {
             "function-response event, no skipSummarization; the loop goes on while the last event is not "
             "finalResponse(), and the function-response event is not",
             _confirmation_request_continues,
+        ),
+        Difference(
+            "summarizer_prompt",
+            "the LlmEventSummarizer's prompt: Java's template, and each part as '<role>: text', "
+            "'model: [FUNCTION_CALL: name(json)]', 'user: [FUNCTION_RESPONSE: name -> json]' (ADK Python "
+            "2.13: a longer template, '<author> called tool: name(repr)', 'Tool response from name: repr')",
+            "ADK Java summarizer/LlmEventSummarizer.java: DEFAULT_PROMPT_TEMPLATE, formatEventsForPrompt, "
+            "formatFunctionCallToString and formatFunctionResponseToString",
+            _summarizer_prompt,
         ),
     )
 }

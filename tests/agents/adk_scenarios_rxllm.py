@@ -21,10 +21,12 @@ from rxllm.agents import (
     BaseAgent,
     Event,
     EventActions,
+    EventsCompactionConfig,
     FunctionTool,
     InMemoryRunner,
     InvocationContext,
     LlmAgent,
+    LlmEventSummarizer,
     LongRunningFunctionTool,
     LoopAgent,
     ParallelAgent,
@@ -169,7 +171,12 @@ def _message(message: sc.Message, events: Sequence[Event]) -> Content:
 def run_rxllm(scenario: sc.Scenario) -> dict[str, Any]:
     """Run one scenario through rxllm; its raw record (requests per agent, stored events, state)."""
     requests: dict[str, list[dict[str, Any]]] = {}
-    runner = InMemoryRunner(build(scenario.root, requests), app_name=APP)
+    compaction = None
+    if scenario.compaction is not None:
+        interval, overlap = scenario.compaction
+        summarizer = LlmEventSummarizer(RecordingLlm("summarizer", scenario.summarizer_script, requests))
+        compaction = EventsCompactionConfig(compaction_interval=interval, overlap_size=overlap, summarizer=summarizer)
+    runner = InMemoryRunner(build(scenario.root, requests), app_name=APP, events_compaction_config=compaction)
     service = runner.session_service
     service.create_session(APP, USER, state=dict(scenario.initial_state), session_id=SESSION).run()
     config = RunConfig(max_llm_calls=scenario.max_llm_calls) if scenario.max_llm_calls else RunConfig()
