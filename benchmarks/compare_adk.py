@@ -129,6 +129,22 @@ def run_adk(scenario: sc.Scenario) -> dict[str, Any]:
         if spec.kind == "agent":
             assert spec.agent is not None
             return AgentTool(agent=build(spec.agent), skip_summarization=spec.skip_summarization)
+        if spec.kind == "examples":
+            from google.adk.examples import Example
+            from google.adk.tools.example_tool import ExampleTool
+
+            return ExampleTool(
+                [
+                    Example(
+                        input=_example_content(types, "user", ("text", text)),
+                        output=[
+                            _example_content(types, "model" if item[0] != "response" else "user", item)
+                            for item in output
+                        ],
+                    )
+                    for text, output in spec.examples
+                ]
+            )
         raise ValueError(spec.kind)
 
     def build(spec: sc.AgentSpec) -> Any:
@@ -202,6 +218,16 @@ def run_adk(scenario: sc.Scenario) -> dict[str, Any]:
         }
 
     return asyncio.run(main())
+
+
+def _example_content(types: Any, role: str, item: tuple[Any, ...]) -> Any:
+    if item[0] == "text":
+        part = types.Part(text=item[1])
+    elif item[0] == "call":
+        part = types.Part(function_call=types.FunctionCall(name=item[1], args=item[2]))
+    else:
+        part = types.Part(function_response=types.FunctionResponse(name=item[1], response=item[2]))
+    return types.Content(role=role, parts=[part])
 
 
 def _latest_call_id(events: Any, name: str) -> str:

@@ -52,12 +52,15 @@ class Reply:
 @dataclass(frozen=True)
 class ToolSpec:
     """A tool: ``function`` (a plain function), ``long_running``, ``confirm`` (a function tool that
-    requires confirmation), ``agent`` (an AgentTool of :attr:`agent`) or ``exit_loop``."""
+    requires confirmation), ``agent`` (an AgentTool of :attr:`agent`), ``exit_loop`` or ``examples``."""
 
     kind: str
     func: Callable[..., Any] | None = None
     agent: AgentSpec | None = None
     skip_summarization: bool = False
+    examples: tuple[tuple[str, tuple[tuple[str, Any, ...], ...]], ...] = ()
+    """``examples`` (an ExampleTool): ``(input text, output)``, each output content one of
+    ``("text", str)``, ``("call", name, args)`` (a model content) or ``("response", name, dict)``."""
 
 
 @dataclass(frozen=True)
@@ -199,6 +202,11 @@ class Question(BaseModel):
 def cb_before_agent_mark(lib: Any, *, callback_context: Any) -> Any:
     callback_context.state["before_agent"] = "ran"
     return None
+
+
+def cb_before_agent_closed(lib: Any, *, callback_context: Any) -> Any:
+    callback_context.state["closed"] = True
+    return lib.Content(role="model", parts=[lib.Part(text="We are closed today.")])
 
 
 def cb_after_agent_mark(lib: Any, *, callback_context: Any) -> Any:
@@ -607,6 +615,86 @@ SCENARIOS: tuple[Scenario, ...] = (
         compaction=(2, 0),
         summarizer_script=(_text("The user asked about order A1; it shipped."),),
         differences=("summarizer_prompt",),
+    ),
+    Scenario(
+        "include_contents_none",
+        "a second agent with include_contents='none' sees only the current turn, not the first agent's",
+        AgentSpec(
+            "pipeline",
+            kind="sequential",
+            sub_agents=(
+                AgentSpec("drafter", instruction="Draft a reply.", output_key="draft", script=(_text("Draft one."),)),
+                AgentSpec(
+                    "polisher",
+                    instruction="Polish: {draft}",
+                    include_contents="none",
+                    script=(_text("Polished one."),),
+                ),
+            ),
+        ),
+        ("Reply to the customer.",),
+        differences=("foreign_event_quoting",),
+    ),
+    Scenario(
+        "agent_tool_input_schema",
+        "an AgentTool over an agent with an input_schema: the schema is the tool's parameters; skip_summarization",
+        AgentSpec(
+            "assistant",
+            instruction="Ask the expert.",
+            tools=(
+                ToolSpec(
+                    "agent",
+                    skip_summarization=True,
+                    agent=AgentSpec(
+                        "expert",
+                        instruction="Explain the topic briefly.",
+                        description="Explains a topic.",
+                        input_schema=Question,
+                        script=(_text("Tides come from the moon."),),
+                    ),
+                ),
+            ),
+            script=(_call("expert", "e1", topic="tides"), _text("unused")),
+        ),
+        ("Why are there tides?",),
+        differences=("agent_tool_skip_summarization_text",),
+    ),
+    Scenario(
+        "example_tool",
+        "an ExampleTool adds few-shot examples to the system instruction, with a call and its response",
+        AgentSpec(
+            "dice",
+            instruction="Roll dice when asked.",
+            tools=(
+                ToolSpec(
+                    "examples",
+                    examples=(
+                        (
+                            "Roll a die.",
+                            (
+                                ("call", "roll_die", {"sides": 6}),
+                                ("response", "roll_die", {"result": 4}),
+                                ("text", "You rolled 4."),
+                            ),
+                        ),
+                        ("Hello", (("text", "Hi! Shall I roll a die?"),)),
+                    ),
+                ),
+            ),
+            script=(_text("Rolling."),),
+        ),
+        ("Roll for me.",),
+        differences=("example_text_format",),
+    ),
+    Scenario(
+        "before_agent_short_circuit",
+        "a before_agent callback answers with content: the agent's model is never called",
+        AgentSpec(
+            "closed",
+            instruction="Answer.",
+            callbacks=(("before_agent_callback", cb_before_agent_closed),),
+        ),
+        ("Are you open?",),
     ),
 )
 
@@ -1084,6 +1172,47 @@ def _summarizer_prompt(golden: JsonDict, scenario: Scenario) -> JsonDict:
     return golden
 
 
+def _agent_tool_skip_summarization_text(golden: JsonDict, scenario: Scenario) -> JsonDict:
+    for event in golden["events"]:
+        parts = (event.get("content") or {}).get("parts") or []
+        if (event.get("actions") or {}).get("skip_summarization") and parts and "function_response" in parts[0]:
+            event["content"]["parts"] = [p for p in parts if "function_response" in p]
+    return golden
+
+
+def java_examples_text(examples: tuple[tuple[str, tuple[tuple[Any, ...], ...]], ...]) -> str:
+    """ADK Java's ``ExampleUtils.convertExamplesToText`` for a scenario's examples."""
+    out = [
+        "<EXAMPLES>\nBegin few-shot\nThe following are examples of user queries and model responses using "
+        "the available tools.\n\n"
+    ]
+    for number, (text, output) in enumerate(examples, start=1):
+        out.append(f"EXAMPLE {number}:\nBegin example\n[user]\n{text}\n\n")
+        for item in output:
+            if item[0] == "call":
+                args = ", ".join(f"{k}='{v}'" if isinstance(v, str) else f"{k}={v}" for k, v in item[2].items())
+                out.append(f"[model]\n```tool_code\n{item[1]}({args})\n```\n")
+            elif item[0] == "response":
+                out.append(f"```tool_outputs\n{json.dumps(item[2], separators=(',', ':'))}\n```\n")
+            else:
+                out.append(f"[model]\n{item[1]}\n")
+        out.append("End example\n\n")
+    out.append("End few-shot\nNow, try to follow these examples and complete the following conversation\n<EXAMPLES>")
+    return "".join(out)
+
+
+def _example_text_format(golden: JsonDict, scenario: Scenario) -> JsonDict:
+    examples = next(t.examples for a in llm_agents(scenario.root) for t in a.tools if t.kind == "examples")
+    for requests in golden["requests"].values():
+        for request in requests:
+            text = request["system_instruction"]
+            start = text.find("<EXAMPLES>")
+            end = text.find("<EXAMPLES>", start + 1)
+            if start >= 0 and end > start:
+                request["system_instruction"] = text[:start] + java_examples_text(examples) + text[end + 10 :]
+    return golden
+
+
 DIFFERENCES: dict[str, Difference] = {
     d.name: d
     for d in (
@@ -1176,6 +1305,24 @@ DIFFERENCES: dict[str, Difference] = {
             "ADK Java summarizer/LlmEventSummarizer.java: DEFAULT_PROMPT_TEMPLATE, formatEventsForPrompt, "
             "formatFunctionCallToString and formatFunctionResponseToString",
             _summarizer_prompt,
+        ),
+        Difference(
+            "agent_tool_skip_summarization_text",
+            "an AgentTool with skip_summarization: the function-response event holds the function "
+            "response only (ADK Python 2.13 appends the result again as a text part)",
+            "ADK Java flows/llmflows/Functions.java builds the response event from the function "
+            "response part alone; nothing reads skipSummarization there (ADK Python's "
+            "flows/llm_flows/tools/_caller.py adds the text for AgentTool and NodeTool)",
+            _agent_tool_skip_summarization_text,
+        ),
+        Difference(
+            "example_text_format",
+            "the few-shot examples' text: '[user]\\ntext\\n\\n', tool outputs as JSON with no role line, "
+            "the closing 'Now, try to follow these examples...' line (ADK Python: one newline, a '[user]' line "
+            "and the FunctionResponse's repr, no closing line)",
+            "ADK Java examples/ExampleUtils.java: EXAMPLES_END, appendInput, appendFunctionResponse "
+            "(objectMapper.writeValueAsString)",
+            _example_text_format,
         ),
     )
 }

@@ -22,6 +22,8 @@ from rxllm.agents import (
     Event,
     EventActions,
     EventsCompactionConfig,
+    Example,
+    ExampleTool,
     FunctionTool,
     InMemoryRunner,
     InvocationContext,
@@ -117,7 +119,27 @@ def _tool(spec: sc.ToolSpec, requests: dict[str, list[dict[str, Any]]]) -> Any:
     if spec.kind == "agent":
         assert spec.agent is not None
         return AgentTool(build(spec.agent, requests), skip_summarization=spec.skip_summarization)
+    if spec.kind == "examples":
+        return ExampleTool(
+            [
+                Example(
+                    input=_example_content("user", ("text", text)),
+                    output=[_example_content("model" if item[0] != "response" else "user", item) for item in output],
+                )
+                for text, output in spec.examples
+            ]
+        )
     raise ValueError(spec.kind)
+
+
+def _example_content(role: str, item: tuple[Any, ...]) -> Content:
+    if item[0] == "text":
+        part = Part.from_text(item[1])
+    elif item[0] == "call":
+        part = Part(function_call=FunctionCall(name=item[1], args=item[2]))
+    else:
+        part = Part(function_response=FunctionResponse(name=item[1], response=item[2]))
+    return Content(role=role, parts=(part,))
 
 
 def build(spec: sc.AgentSpec, requests: dict[str, list[dict[str, Any]]]) -> BaseAgent:
