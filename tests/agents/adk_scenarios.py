@@ -554,6 +554,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             script=(_call("start_refund", "r1", order_id="A17"), _text("Refund requested."), _text("Refund approved.")),
         ),
         ("Refund A17", FunctionReply("start_refund", {"status": "approved", "ticket": "T-9"})),
+        differences=("function_response_new_invocation",),
     ),
     Scenario(
         "max_llm_calls",
@@ -581,6 +582,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         differences=(
             "confirmation_event_role",
             "confirmation_request_continues",
+            "function_response_new_invocation",
         ),
     ),
     Scenario(
@@ -720,14 +722,15 @@ _EVENT_ACTION_KEYS = (
 class IdMap:
     """Generated call ids, by first appearance: ``gen-1``, ``gen-2``, ...; scripted ids stay."""
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str = "gen") -> None:
         self._ids: dict[str, str] = {}
+        self._prefix = prefix
 
     def __call__(self, value: str | None) -> str | None:
         if value is None or value in _SCRIPTED_IDS:
             return value
         if value not in self._ids:
-            self._ids[value] = f"gen-{len(self._ids) + 1}"
+            self._ids[value] = f"{self._prefix}-{len(self._ids) + 1}"
         return self._ids[value]
 
 
@@ -833,7 +836,7 @@ def normalise_request(request: JsonDict, ids: IdMap) -> JsonDict:
     return out
 
 
-def normalise_event(event: JsonDict, ids: IdMap) -> JsonDict:
+def normalise_event(event: JsonDict, ids: IdMap, invocations: IdMap | None = None) -> JsonDict:
     actions = event.get("actions") or {}
     kept_actions = {}
     for key in _EVENT_ACTION_KEYS:
@@ -845,6 +848,7 @@ def normalise_event(event: JsonDict, ids: IdMap) -> JsonDict:
         kept_actions[key] = value
     out = {  # pruned at this level only: a tool's response keeps its nulls
         "author": event.get("author"),
+        "invocation": invocations(event.get("invocation_id") or "") if invocations is not None else None,
         "branch": event.get("branch"),
         "content": normalise_content(event.get("content"), ids),
         "actions": _prune(kept_actions),
@@ -905,7 +909,8 @@ def normalise(scenario: Scenario, record: JsonDict) -> JsonDict:
     mapped by their first appearance in the stored events, then in the requests.
     """
     ids = IdMap()
-    events = [normalise_event(e, ids) for e in record["events"]]
+    invocations = IdMap("inv")
+    events = [normalise_event(e, ids, invocations) for e in record["events"]]
     requests = {
         agent: [normalise_request(r, ids) for r in dumps]
         for agent, dumps in sorted(record["requests"].items())
@@ -1131,7 +1136,14 @@ def _confirmation_request_continues(golden: JsonDict, scenario: Scenario) -> Jso
     extra["contents"] += [copy.deepcopy(call_event["content"]), copy.deepcopy(response_event["content"])]
     requests.insert(calls_before, extra)
     turn = agent.script[calls_before]
-    events.insert(at + 1, {"author": author, "content": {"role": "model", "parts": [{"text": turn.text}]}})
+    events.insert(
+        at + 1,
+        {
+            "author": author,
+            "content": {"role": "model", "parts": [{"text": turn.text}]},
+            "invocation": response_event.get("invocation"),
+        },
+    )
     later_turn = calls_before + 1  # the model events after the pause answer one turn later
     for event in events[at + 2 :]:
         parts = (event.get("content") or {}).get("parts") or []
@@ -1210,6 +1222,30 @@ def _example_text_format(golden: JsonDict, scenario: Scenario) -> JsonDict:
             end = text.find("<EXAMPLES>", start + 1)
             if start >= 0 and end > start:
                 request["system_instruction"] = text[:start] + java_examples_text(examples) + text[end + 10 :]
+    return golden
+
+
+def _function_response_new_invocation(golden: JsonDict, scenario: Scenario) -> JsonDict:
+    events = golden["events"]
+    labels = [e.get("invocation") for e in events if e.get("invocation")]
+    counter = max(int(label.split("-")[1]) for label in labels)
+    seen: set[str] = set()
+    old = new = None
+    for event in events:
+        parts = (event.get("content") or {}).get("parts") or []
+        if event.get("author") == "user":
+            old = None
+            if parts and "function_response" in parts[0] and event.get("invocation") in seen:
+                counter += 1
+                old, new = event["invocation"], f"inv-{counter}"
+        if old is not None and event.get("invocation") == old:
+            event["invocation"] = new
+        if event.get("invocation"):
+            seen.add(event["invocation"])
+    renumber = IdMap("inv")
+    for event in events:
+        if event.get("invocation"):
+            event["invocation"] = renumber(event["invocation"])
     return golden
 
 
@@ -1323,6 +1359,14 @@ DIFFERENCES: dict[str, Difference] = {
             "ADK Java examples/ExampleUtils.java: EXAMPLES_END, appendInput, appendFunctionResponse "
             "(objectMapper.writeValueAsString)",
             _example_text_format,
+        ),
+        Difference(
+            "function_response_new_invocation",
+            "a message that answers a paused call (a long-running tool, a confirmation) starts a new "
+            "invocation (ADK Python 2.13 resumes the paused invocation, its id included)",
+            "ADK Java runner/Runner.java runAsync: String invocationId = "
+            "InvocationContext.newInvocationContextId() for every call",
+            _function_response_new_invocation,
         ),
     )
 }
