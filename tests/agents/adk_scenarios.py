@@ -58,7 +58,7 @@ class ToolSpec:
     func: Callable[..., Any] | None = None
     agent: AgentSpec | None = None
     skip_summarization: bool = False
-    examples: tuple[tuple[str, tuple[tuple[str, Any, ...], ...]], ...] = ()
+    examples: tuple[tuple[str, tuple[tuple[Any, ...], ...]], ...] = ()
     """``examples`` (an ExampleTool): ``(input text, output)``, each output content one of
     ``("text", str)``, ``("call", name, args)`` (a model content) or ``("response", name, dict)``."""
 
@@ -832,7 +832,7 @@ def normalise_request(request: JsonDict, ids: IdMap) -> JsonDict:
     }
     schema = config.get("response_schema") or config.get("response_json_schema")
     if schema:
-        out["response_schema"] = sorted((_schema(schema).get("properties") or {}))
+        out["response_schema"] = sorted(_schema(schema).get("properties") or {})
     return out
 
 

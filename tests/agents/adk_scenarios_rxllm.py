@@ -58,7 +58,7 @@ def _dump_request(request: LlmRequest) -> dict[str, Any]:
 
 
 class RecordingLlm(BaseLlm):
-    """Answers call *n* with the scripted turn *n* (one final response, on the subscribing thread); records each request."""
+    """Answers call *n* with scripted turn *n* (one final response, on the subscribing thread); records each request."""
 
     def __init__(self, name: str, turns: Sequence[sc.Reply], requests: dict[str, list[dict[str, Any]]]) -> None:
         super().__init__(model="scripted")

@@ -59,3 +59,9 @@ def test_the_comparison_sees_a_difference() -> None:
     changed = json.loads(json.dumps(actual))
     changed["events"][2]["content"]["parts"][0]["function_response"]["response"]["status"] = "lost"
     assert changed["events"] != expected["events"]
+
+
+def test_the_porting_guide_lists_every_difference() -> None:
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "porting-from-adk-java.md").read_text(encoding="utf-8")
+    assert [name for name in sc.DIFFERENCES if f"| `{name}` |" not in guide] == []
+    assert f"The {len(sc.SCENARIOS)} scenarios" in guide
