@@ -102,6 +102,9 @@ def run_adk(scenario: sc.Scenario) -> dict[str, Any]:
                 parts.append(types.Part(text=reply.text))
             for call in reply.calls:
                 parts.append(types.Part(function_call=types.FunctionCall(name=call.name, args=call.args, id=call.id)))
+            if stream and reply.text is not None:
+                for piece in sc.stream_pieces(reply.text):
+                    yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text=piece)]), partial=True)
             yield LlmResponse(content=types.Content(role="model", parts=parts))
 
     class Custom(BaseAgent):
@@ -196,22 +199,30 @@ def run_adk(scenario: sc.Scenario) -> dict[str, Any]:
             runner = InMemoryRunner(app=App(name=APP, root_agent=root, events_compaction_config=config))
         service = runner.session_service
         await service.create_session(app_name=APP, user_id=USER, session_id=SESSION, state=dict(scenario.initial_state))
-        run_config = RunConfig(max_llm_calls=scenario.max_llm_calls) if scenario.max_llm_calls else RunConfig()
+        from google.adk.agents.run_config import StreamingMode
+
+        run_config = RunConfig(
+            max_llm_calls=scenario.max_llm_calls or 500,
+            streaming_mode=StreamingMode.SSE if scenario.streaming else StreamingMode.NONE,
+        )
         outcomes = []
+        partials = []
         for message in scenario.messages:
             session = await service.get_session(app_name=APP, user_id=USER, session_id=SESSION)
             content = _adk_message(types, message, session.events)
             try:
-                async for _ in runner.run_async(
+                async for event in runner.run_async(
                     user_id=USER, session_id=SESSION, new_message=content, run_config=run_config
                 ):
-                    pass
+                    if event.partial:
+                        partials.append("".join(p.text or "" for p in event.content.parts or []))
                 outcomes.append("completed")
             except Exception:
                 outcomes.append("error")
         session = await service.get_session(app_name=APP, user_id=USER, session_id=SESSION)
         return {
             "outcomes": outcomes,
+            "partials": partials,
             "requests": requests,
             "events": [_dump(e) for e in session.events],
             "state": _dump(dict(session.state)),
@@ -269,7 +280,7 @@ def write_goldens(names: list[str]) -> None:
 def table(diff: list[str]) -> int:
     from tests.agents.adk_scenarios_rxllm import run_rxllm
 
-    rows = [("scenario", "requests", "events", "state", "outcomes", "documented differences")]
+    rows = [("scenario", "requests", "events", "state", "outcomes", "partials", "documented differences")]
     failures = 0
     for scenario in sc.SCENARIOS:
         golden = json.loads((GOLDEN / f"{scenario.name}.json").read_text(encoding="utf-8"))
@@ -277,7 +288,7 @@ def table(diff: list[str]) -> int:
         actual = sc.normalise(scenario, run_rxllm(scenario))
         marks = [
             "equal" if expected[key] == actual[key] else "DIFFERENT"
-            for key in ("requests", "events", "state", "outcomes")
+            for key in ("requests", "events", "state", "outcomes", "partials")
         ]
         failures += marks.count("DIFFERENT")
         rows.append((scenario.name, *marks, ", ".join(scenario.differences) or "-"))

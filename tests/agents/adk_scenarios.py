@@ -123,6 +123,8 @@ class Scenario:
     """Sliding-window events compaction: ``(compaction_interval, overlap_size)``, summarised by
     an ``LlmEventSummarizer`` on a scripted model whose requests are recorded as ``summarizer``."""
     summarizer_script: tuple[Reply, ...] = ()
+    streaming: bool = False
+    """Run with ``StreamingMode.SSE``: each scripted text arrives as partial responses, word by word, then the final."""
     unordered_branches: bool = False
     """Parallel branches: events of different branches may interleave in any order (both sides)."""
     differences: tuple[str, ...] = ()
@@ -243,6 +245,12 @@ def cb_after_tool_stamp(lib: Any, *, tool: Any, args: Any, tool_context: Any, to
 
 
 # ---- the scenarios --------------------------------------------------------------------------------
+
+
+def stream_pieces(text: str) -> list[str]:
+    """How a streamed scripted text arrives: word by word, each piece with its leading space."""
+    words = text.split(" ")
+    return [words[0], *(" " + w for w in words[1:])]
 
 
 def _text(text: str) -> Reply:
@@ -698,6 +706,56 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         ("Are you open?",),
     ),
+    Scenario(
+        "tool_confirmation_rejected",
+        "the client rejects the confirmation: the call answers ADK's rejection error",
+        AgentSpec(
+            "admin",
+            instruction="Delete orders when asked.",
+            tools=(ToolSpec("confirm", delete_order),),
+            script=(_call("delete_order", "d1", order_id="A17"), _text("Waiting for approval."), _text("Not deleted.")),
+        ),
+        ("Delete A17", Confirm(False)),
+        differences=("confirmation_event_role", "confirmation_request_continues", "function_response_new_invocation"),
+    ),
+    Scenario(
+        "output_schema_with_sub_agents",
+        "an output_schema agent with a sub-agent: transfer is offered as to any other agent",
+        AgentSpec(
+            "judge",
+            instruction="Judge the forecast, or hand over to the helper.",
+            description="Judges forecasts.",
+            output_schema=Forecast,
+            sub_agents=(
+                AgentSpec(
+                    "helper", instruction="Help.", description="Helps with anything.", script=(_text("Helped."),)
+                ),
+            ),
+            script=(_call("transfer_to_agent", "j1", agent_name="helper"),),
+        ),
+        ("Is this forecast right?",),
+        differences=(
+            "foreign_event_quoting",
+            "transfer_instruction_wording",
+            "transfer_tool_declaration",
+            "none_result_is_empty_dict",
+        ),
+    ),
+    Scenario(
+        "sse_partials",
+        "streaming (SSE): partial text events reach the caller and are never stored; the final is stored once",
+        AgentSpec(
+            "support",
+            instruction="You answer questions about orders.",
+            tools=(ToolSpec("function", get_order),),
+            script=(
+                Reply(text="Let me look.", calls=(Call("get_order", {"order_id": "A17"}),)),
+                Reply(text="Order A17 shipped."),
+            ),
+        ),
+        ("Where is order A17?",),
+        streaming=True,
+    ),
 )
 
 SCENARIOS_BY_NAME = {s.name: s for s in SCENARIOS}
@@ -925,6 +983,7 @@ def normalise(scenario: Scenario, record: JsonDict) -> JsonDict:
         "events": events,
         "state": json.loads(json.dumps(record.get("state") or {}, sort_keys=True)),
         "outcomes": list(record["outcomes"]),
+        "partials": list(record.get("partials") or []),
     }
 
 

@@ -34,6 +34,7 @@ from rxllm.agents import (
     ParallelAgent,
     RunConfig,
     SequentialAgent,
+    StreamingMode,
     exit_loop,
 )
 
@@ -78,6 +79,11 @@ class RecordingLlm(BaseLlm):
             reply = self._turns[number] if number < len(self._turns) else sc.Reply(text="(script exhausted)")
             parts = [Part.from_text(reply.text)] if reply.text is not None else []
             parts.extend(Part(function_call=FunctionCall(name=c.name, args=c.args, id=c.id)) for c in reply.calls)
+            if stream and reply.text is not None:
+                for piece in sc.stream_pieces(reply.text):
+                    observer.on_next(
+                        LlmResponse(content=Content(role="model", parts=(Part.from_text(piece),)), partial=True)
+                    )
             observer.on_next(LlmResponse(content=Content(role="model", parts=parts)))
             observer.on_completed()
             return Disposable()
@@ -201,18 +207,25 @@ def run_rxllm(scenario: sc.Scenario) -> dict[str, Any]:
     runner = InMemoryRunner(build(scenario.root, requests), app_name=APP, events_compaction_config=compaction)
     service = runner.session_service
     service.create_session(APP, USER, state=dict(scenario.initial_state), session_id=SESSION).run()
-    config = RunConfig(max_llm_calls=scenario.max_llm_calls) if scenario.max_llm_calls else RunConfig()
-    outcomes = []
+    config = RunConfig(
+        max_llm_calls=scenario.max_llm_calls or 500,
+        streaming_mode=StreamingMode.SSE if scenario.streaming else StreamingMode.NONE,
+    )
+    outcomes: list[str] = []
+    partials: list[str] = []
     for message in scenario.messages:
         events = service.get_session(APP, USER, SESSION).run().events
         try:
-            runner.run_async(USER, SESSION, _message(message, events), config).pipe(ops.to_list()).run()
+            emitted = runner.run_async(USER, SESSION, _message(message, events), config).pipe(ops.to_list()).run()
             outcomes.append("completed")
         except RxLlmError:  # max_llm_calls ends the run with an error, as in ADK
             outcomes.append("error")
+            continue
+        partials.extend(e.text() for e in emitted if e.partial)
     session = service.get_session(APP, USER, SESSION).run()
     return {
         "outcomes": outcomes,
+        "partials": partials,
         "requests": requests,
         "events": [e.model_dump(mode="json") for e in session.events],
         "state": dict(session.state),

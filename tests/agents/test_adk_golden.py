@@ -31,6 +31,7 @@ def test_rxllm_records_what_adk_records(scenario: sc.Scenario) -> None:
     assert actual["events"] == expected["events"]
     assert actual["state"] == expected["state"]
     assert actual["outcomes"] == expected["outcomes"]  # each run completed, or failed, on both sides
+    assert actual["partials"] == expected["partials"]  # the partial texts the caller saw (SSE)
 
 
 def test_every_scenario_has_a_golden_file_and_every_golden_file_a_scenario() -> None:
