@@ -93,6 +93,28 @@ def test_every_request_carries_the_identity_instruction_after_the_instructions_a
     )
 
 
+def test_transfer_to_agent_is_declared_as_adk_java_declares_it() -> None:
+    billing = LlmAgent("billing", ScriptedLlm([text_turn("Refunded.")]), description="Invoices.")
+    router_model = ScriptedLlm([call_turn("transfer_to_agent", '{"agent_name": "billing"}')])
+    run(InMemoryRunner(LlmAgent("router", router_model, sub_agents=[billing])), "refund?")
+
+    declarations = router_model.requests[0][0].config.function_declarations()
+    (declaration,) = [d for d in declarations if d.name == "transfer_to_agent"]
+    # AgentTransfer.transferToAgent's @Schema text block, its indentation and trailing spaces included
+    assert declaration.description == (
+        "Transfer the question to another agent.\n\n"
+        "  This tool hands off control to another agent when it's more suitable to\n"
+        "  answer the user's question according to the agent's description.\n\n"
+        "  Args:\n"
+        "    agent_name: the agent name to transfer to.\n"
+        "  "
+    )
+    # @Schema(name = "agent_name") String: no description of its own, no enum of the targets
+    assert declaration.parameters is not None
+    assert declaration.parameters["properties"] == {"agent_name": {"type": "string"}}
+    assert declaration.parameters["required"] == ["agent_name"]
+
+
 def test_an_agent_without_instruction_still_gets_its_identity() -> None:
     model = ScriptedLlm([text_turn("Hi.")])
     run(InMemoryRunner(LlmAgent("lonely", model)), "hello")
