@@ -890,7 +890,7 @@ def normalise_request(request: JsonDict, ids: IdMap) -> JsonDict:
     }
     schema = config.get("response_schema") or config.get("response_json_schema")
     if schema:
-        out["response_schema"] = sorted(_schema(schema).get("properties") or {})
+        out["response_schema"] = _schema(schema)
     return out
 
 
