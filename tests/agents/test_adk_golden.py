@@ -6,6 +6,7 @@ ADK Python / ADK Java differences, where rxllm does what Java does."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -66,3 +67,16 @@ def test_the_porting_guide_lists_every_difference() -> None:
     guide = (Path(__file__).resolve().parents[2] / "docs" / "porting-from-adk-java.md").read_text(encoding="utf-8")
     assert [name for name in sc.DIFFERENCES if f"| `{name}` |" not in guide] == []
     assert f"The {len(sc.SCENARIOS)} scenarios" in guide
+
+
+def test_the_harness_table_reports_every_scenario_equal(capsys: pytest.CaptureFixture[str]) -> None:
+    """``benchmarks/compare_adk.py --table`` (the rxllm side; google-adk is imported only by ``--write``)."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "compare_adk.py"
+    spec = importlib.util.spec_from_file_location("compare_adk", path)
+    assert spec is not None and spec.loader is not None
+    harness = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(harness)
+    assert harness.table([]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert len(rows) == len(sc.SCENARIOS) + 1
+    assert not [row for row in rows if "DIFFERENT" in row]
