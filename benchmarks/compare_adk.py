@@ -184,8 +184,13 @@ def run_adk(scenario: sc.Scenario) -> dict[str, Any]:
 
     async def main() -> dict[str, Any]:
         root = build(scenario.root)
+        plugins = []
+        if scenario.plugins:
+            from google.adk.plugins import BasePlugin
+
+            plugins.append(type("Audit", (BasePlugin,), sc.plugin_hooks(lib))(name="audit"))
         if scenario.compaction is None:
-            runner = InMemoryRunner(root, app_name=APP)
+            runner = InMemoryRunner(root, app_name=APP, plugins=plugins)
         else:
             from google.adk.apps import App
             from google.adk.apps.app import EventsCompactionConfig
@@ -196,7 +201,9 @@ def run_adk(scenario: sc.Scenario) -> dict[str, Any]:
                 llm=Scripted(model="scripted", agent_name="summarizer", turns=list(scenario.summarizer_script))
             )
             config = EventsCompactionConfig(compaction_interval=interval, overlap_size=overlap, summarizer=summarizer)
-            runner = InMemoryRunner(app=App(name=APP, root_agent=root, events_compaction_config=config))
+            runner = InMemoryRunner(
+                app=App(name=APP, root_agent=root, events_compaction_config=config, plugins=plugins)
+            )
         service = runner.session_service
         await service.create_session(app_name=APP, user_id=USER, session_id=SESSION, state=dict(scenario.initial_state))
         from google.adk.agents.run_config import StreamingMode

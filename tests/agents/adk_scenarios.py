@@ -123,6 +123,8 @@ class Scenario:
     """Sliding-window events compaction: ``(compaction_interval, overlap_size)``, summarised by
     an ``LlmEventSummarizer`` on a scripted model whose requests are recorded as ``summarizer``."""
     summarizer_script: tuple[Reply, ...] = ()
+    plugins: bool = False
+    """Run with an :class:`AuditHooks` plugin (ADK Python's keyword-only hook signatures)."""
     streaming: bool = False
     """Run with ``StreamingMode.SSE``: each scripted text arrives as partial responses, word by word, then the final."""
     unordered_branches: bool = False
@@ -242,6 +244,31 @@ def cb_before_tool_block(lib: Any, *, tool: Any, args: Any, tool_context: Any) -
 
 def cb_after_tool_stamp(lib: Any, *, tool: Any, args: Any, tool_context: Any, tool_response: Any) -> Any:
     return {**tool_response, "checked_by": tool.name}
+
+
+class AuditHooks:
+    """A plugin's hooks, in ADK Python's keyword-only style. Each side builds its plugin class
+    with these functions in the class body: ``type("Audit", (BasePlugin,), hooks)``. ``lib`` is
+    set on the class, as for the callbacks."""
+
+    lib: Any = None
+
+    async def after_model_callback(self, *, callback_context: Any, llm_response: Any) -> Any:
+        return cb_after_model_upper(self.lib, callback_context=callback_context, llm_response=llm_response)
+
+    async def after_tool_callback(self, *, tool: Any, tool_args: Any, tool_context: Any, result: Any) -> Any:
+        # ADK Python hands an AgentTool's raw text here; ADK Java and rxllm its {"result": text}
+        answer = result if isinstance(result, dict) else {"result": result}
+        return {**answer, "audited": tool.name}
+
+
+def plugin_hooks(lib: Any) -> dict[str, Any]:
+    """The class body of a side's plugin: the hook functions and ``lib``."""
+    return {
+        "lib": lib,
+        "after_model_callback": AuditHooks.after_model_callback,
+        "after_tool_callback": AuditHooks.after_tool_callback,
+    }
 
 
 # ---- the scenarios --------------------------------------------------------------------------------
@@ -755,6 +782,35 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         ("Where is order A17?",),
         streaming=True,
+    ),
+    Scenario(
+        "plugins_and_agent_tool",
+        "a plugin (after_model upper-cases, after_tool stamps) and an AgentTool with its default include_plugins",
+        AgentSpec(
+            "assistant",
+            instruction="Use the translator, then look the order up.",
+            tools=(
+                ToolSpec(
+                    "agent",
+                    agent=AgentSpec(
+                        "translator",
+                        instruction="Translate to French.",
+                        description="Translates text to French.",
+                        script=(_text("Bonjour"),),
+                    ),
+                ),
+                ToolSpec("function", get_order),
+            ),
+            script=(
+                Reply(
+                    calls=(Call("translator", {"request": "Hello"}, "p1"), Call("get_order", {"order_id": "A17"}, "p2"))
+                ),
+                _text("Bonjour; A17 shipped."),
+            ),
+        ),
+        ("Translate Hello and check A17",),
+        plugins=True,
+        differences=("agent_tool_include_plugins_default",),
     ),
 )
 
@@ -1308,6 +1364,21 @@ def _function_response_new_invocation(golden: JsonDict, scenario: Scenario) -> J
     return golden
 
 
+def _agent_tool_include_plugins_default(golden: JsonDict, scenario: Scenario) -> JsonDict:
+    """The agent tools' results as their agents answered, with no plugin running inside them."""
+    answers = {
+        tool.agent.name: tool.agent.script[-1].text
+        for agent in llm_agents(scenario.root)
+        for tool in agent.tools
+        if tool.agent is not None
+    }
+    for part in _walk_parts(golden):
+        response = part.get("function_response")
+        if response is not None and response.get("name") in answers and "result" in (response.get("response") or {}):
+            response["response"]["result"] = answers[response["name"]]
+    return golden
+
+
 DIFFERENCES: dict[str, Difference] = {
     d.name: d
     for d in (
@@ -1426,6 +1497,14 @@ DIFFERENCES: dict[str, Difference] = {
             "ADK Java runner/Runner.java runAsync: String invocationId = "
             "InvocationContext.newInvocationContextId() for every call",
             _function_response_new_invocation,
+        ),
+        Difference(
+            "agent_tool_include_plugins_default",
+            "AgentTool(agent) runs its agent without the runner's plugins unless include_plugins=True "
+            "(ADK Python's default is include_plugins=True)",
+            "ADK Java tools/AgentTool.java create(BaseAgent agent): new AgentTool(agent, "
+            "/* skipSummarization= */ false, /* includePlugins= */ false)",
+            _agent_tool_include_plugins_default,
         ),
     )
 }

@@ -19,6 +19,7 @@ from rxllm import BaseLlm, Content, FunctionCall, FunctionResponse, LlmRequest, 
 from rxllm.agents import (
     AgentTool,
     BaseAgent,
+    BasePlugin,
     Event,
     EventActions,
     EventsCompactionConfig,
@@ -204,7 +205,10 @@ def run_rxllm(scenario: sc.Scenario) -> dict[str, Any]:
         interval, overlap = scenario.compaction
         summarizer = LlmEventSummarizer(RecordingLlm("summarizer", scenario.summarizer_script, requests))
         compaction = EventsCompactionConfig(compaction_interval=interval, overlap_size=overlap, summarizer=summarizer)
-    runner = InMemoryRunner(build(scenario.root, requests), app_name=APP, events_compaction_config=compaction)
+    plugins = [type("Audit", (BasePlugin,), sc.plugin_hooks(_Lib))("audit")] if scenario.plugins else []
+    runner = InMemoryRunner(
+        build(scenario.root, requests), app_name=APP, plugins=plugins, events_compaction_config=compaction
+    )
     service = runner.session_service
     service.create_session(APP, USER, state=dict(scenario.initial_state), session_id=SESSION).run()
     config = RunConfig(
