@@ -350,6 +350,41 @@ class PythonStylePlugin(BasePlugin):
         self.seen.append(("after_tool", result))
 
 
+class PythonHooks:
+    """ADK Python keyword-only hooks in a mixin that is not a plugin itself."""
+
+    seen: list[tuple[str, Any]]
+
+    async def before_model_callback(self, *, callback_context: CallbackContext, llm_request: LlmRequest) -> None:
+        self.seen.append(("before_model", callback_context.agent_name))
+
+    def after_tool_callback(
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, result: dict[str, Any]
+    ) -> dict[str, Any]:
+        return {**result, "audited": tool.name}
+
+
+class MixedInPlugin(PythonHooks, BasePlugin):
+    def __init__(self) -> None:
+        super().__init__("mixed_in")
+        self.seen = []
+
+
+class LaterPlugin(MixedInPlugin):
+    """A subclass of a plugin whose hooks came from a mixin: adapted once, not twice."""
+
+
+def test_keyword_only_hooks_inherited_from_a_mixin_are_called_with_keyword_names() -> None:
+    for plugin in (MixedInPlugin(), LaterPlugin()):
+        model = ScriptedLlm([call_turn("weather", '{"city": "Oslo"}'), text_turn("Sunny.")])
+        runner = InMemoryRunner(LlmAgent("forecaster", model, tools=[weather]), plugins=[plugin])
+        run(runner, "Weather?")
+        assert plugin.seen == [("before_model", "forecaster"), ("before_model", "forecaster")]
+        (response,) = [r for e in stored(runner) for r in e.function_responses()]
+        assert response.response == {"city": "Oslo", "celsius": 21, "audited": "weather"}
+    assert MixedInPlugin.__dict__["before_model_callback"] is LaterPlugin.before_model_callback
+
+
 def test_adk_python_style_plugins_and_callbacks_are_called_with_keyword_names() -> None:
     seen: list[tuple[str, Any]] = []
 
