@@ -298,7 +298,8 @@ def table(diff: list[str]) -> int:
             for key in ("requests", "events", "state", "outcomes", "partials")
         ]
         failures += marks.count("DIFFERENT")
-        rows.append((scenario.name, *marks, ", ".join(scenario.differences) or "-"))
+        named = [*scenario.differences, *(f"rxllm deviation: {d}" for d in scenario.deviations)]
+        rows.append((scenario.name, *marks, ", ".join(named) or "-"))
         if scenario.name in diff or ("all" in diff and "DIFFERENT" in marks):
             for line in difflib.unified_diff(
                 sc.dumps(expected).splitlines(),

@@ -50,6 +50,17 @@ def test_every_named_difference_is_documented_and_changes_its_scenario_s_golden_
             assert difference.rewrite(json.loads(json.dumps(before)), scenario) != before, (scenario.name, name)
 
 
+def test_every_rxllm_deviation_is_used_and_changes_its_scenario_s_expectation() -> None:
+    assert {name for s in sc.SCENARIOS for name in s.deviations} == set(sc.RXLLM_DEVIATIONS)
+    for scenario in sc.SCENARIOS:
+        for name in scenario.deviations:
+            java = golden(scenario.name)
+            for difference in scenario.differences:
+                java = sc.DIFFERENCES[difference].rewrite(java, scenario)
+            before = json.loads(json.dumps(java))
+            assert sc.RXLLM_DEVIATIONS[name].rewrite(java, scenario) != before, (scenario.name, name)
+
+
 def test_the_comparison_sees_a_difference() -> None:
     """The normaliser keeps what matters: a changed tool result or instruction is not equal."""
     scenario = sc.SCENARIOS_BY_NAME["single_agent_tools"]
@@ -65,7 +76,7 @@ def test_the_comparison_sees_a_difference() -> None:
 
 def test_the_porting_guide_lists_every_difference() -> None:
     guide = (Path(__file__).resolve().parents[2] / "docs" / "porting-from-adk-java.md").read_text(encoding="utf-8")
-    assert [name for name in sc.DIFFERENCES if f"| `{name}` |" not in guide] == []
+    assert [name for name in [*sc.DIFFERENCES, *sc.RXLLM_DEVIATIONS] if f"| `{name}` |" not in guide] == []
     assert f"The {len(sc.SCENARIOS)} scenarios" in guide
 
 
