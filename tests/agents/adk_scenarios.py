@@ -9,7 +9,9 @@ them into the same plain JSON shape, apart from ids and timestamps.
 
 Where ADK Python (the golden files) and ADK Java differ, rxllm follows Java: a scenario names the
 difference in :attr:`Scenario.differences`, and :data:`DIFFERENCES` holds, per name, where Java
-says so and a rewrite of the golden file into what Java does. Nothing else may differ.
+says so and a rewrite of the golden file into what Java does. Where rxllm knowingly does not do
+what Java does, :data:`RXLLM_DEVIATIONS` says so the same way (:attr:`Scenario.deviations`).
+Nothing else may differ.
 
 This module imports neither rxllm nor google-adk (only pydantic, which both have), so the harness
 can load it from a venv that has only google-adk.
