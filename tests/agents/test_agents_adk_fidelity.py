@@ -93,6 +93,28 @@ def test_every_request_carries_the_identity_instruction_after_the_instructions_a
     )
 
 
+def test_transfer_to_agent_is_declared_as_adk_java_declares_it() -> None:
+    billing = LlmAgent("billing", ScriptedLlm([text_turn("Refunded.")]), description="Invoices.")
+    router_model = ScriptedLlm([call_turn("transfer_to_agent", '{"agent_name": "billing"}')])
+    run(InMemoryRunner(LlmAgent("router", router_model, sub_agents=[billing])), "refund?")
+
+    declarations = router_model.requests[0][0].config.function_declarations()
+    (declaration,) = [d for d in declarations if d.name == "transfer_to_agent"]
+    # AgentTransfer.transferToAgent's @Schema text block, its indentation and trailing spaces included
+    assert declaration.description == (
+        "Transfer the question to another agent.\n\n"
+        "  This tool hands off control to another agent when it's more suitable to\n"
+        "  answer the user's question according to the agent's description.\n\n"
+        "  Args:\n"
+        "    agent_name: the agent name to transfer to.\n"
+        "  "
+    )
+    # @Schema(name = "agent_name") String: no description of its own, no enum of the targets
+    assert declaration.parameters is not None
+    assert declaration.parameters["properties"] == {"agent_name": {"type": "string"}}
+    assert declaration.parameters["required"] == ["agent_name"]
+
+
 def test_an_agent_without_instruction_still_gets_its_identity() -> None:
     model = ScriptedLlm([text_turn("Hi.")])
     run(InMemoryRunner(LlmAgent("lonely", model)), "hello")
@@ -326,6 +348,41 @@ class PythonStylePlugin(BasePlugin):
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, result: dict[str, Any]
     ) -> None:
         self.seen.append(("after_tool", result))
+
+
+class PythonHooks:
+    """ADK Python keyword-only hooks in a mixin that is not a plugin itself."""
+
+    seen: list[tuple[str, Any]]
+
+    async def before_model_callback(self, *, callback_context: CallbackContext, llm_request: LlmRequest) -> None:
+        self.seen.append(("before_model", callback_context.agent_name))
+
+    def after_tool_callback(
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, result: dict[str, Any]
+    ) -> dict[str, Any]:
+        return {**result, "audited": tool.name}
+
+
+class MixedInPlugin(PythonHooks, BasePlugin):
+    def __init__(self) -> None:
+        super().__init__("mixed_in")
+        self.seen = []
+
+
+class LaterPlugin(MixedInPlugin):
+    """A subclass of a plugin whose hooks came from a mixin: adapted once, not twice."""
+
+
+def test_keyword_only_hooks_inherited_from_a_mixin_are_called_with_keyword_names() -> None:
+    for plugin in (MixedInPlugin(), LaterPlugin()):
+        model = ScriptedLlm([call_turn("weather", '{"city": "Oslo"}'), text_turn("Sunny.")])
+        runner = InMemoryRunner(LlmAgent("forecaster", model, tools=[weather]), plugins=[plugin])
+        run(runner, "Weather?")
+        assert plugin.seen == [("before_model", "forecaster"), ("before_model", "forecaster")]
+        (response,) = [r for e in stored(runner) for r in e.function_responses()]
+        assert response.response == {"city": "Oslo", "celsius": 21, "audited": "weather"}
+    assert MixedInPlugin.__dict__["before_model_callback"] is LaterPlugin.before_model_callback
 
 
 def test_adk_python_style_plugins_and_callbacks_are_called_with_keyword_names() -> None:

@@ -18,22 +18,28 @@ from ..._tools import FunctionTool, ToolContext
 from .._invocation.base import BaseAgent
 from .flow_agent import FlowAgent, is_tree_llm_agent
 
-__all__ = ["TRANSFER_TOOL", "transfer_instruction", "transfer_targets"]
+__all__ = ["TRANSFER_DESCRIPTION", "TRANSFER_TOOL", "transfer_instruction", "transfer_targets"]
+
+
+TRANSFER_DESCRIPTION = (
+    "Transfer the question to another agent.\n\n"
+    "  This tool hands off control to another agent when it's more suitable to\n"
+    "  answer the user's question according to the agent's description.\n\n"
+    "  Args:\n"
+    "    agent_name: the agent name to transfer to.\n"
+    "  "
+)
+"""The tool's description, character for character ADK Java's (the ``@Schema`` text block on
+``AgentTransfer.transferToAgent``, its indentation and trailing spaces included); ``agent_name``
+has no description of its own and no ``enum`` (ADK Python lists the targets in an ``enum``)."""
 
 
 def transfer_to_agent(agent_name: str, tool_context: ToolContext) -> None:
-    """Transfer the question to another agent.
-
-    This tool hands off control to another agent when it's more suitable to answer the user's
-    question according to the agent's description.
-
-    Args:
-        agent_name: the agent name to transfer to.
-    """
+    # The description is TRANSFER_DESCRIPTION: a docstring's Args would become a parameter description.
     tool_context.actions.transfer_to_agent = agent_name
 
 
-TRANSFER_TOOL = FunctionTool(transfer_to_agent)
+TRANSFER_TOOL = FunctionTool(transfer_to_agent, description=TRANSFER_DESCRIPTION)
 """The ``transfer_to_agent`` tool offered to agents that can transfer."""
 
 

@@ -490,16 +490,21 @@ class BasePlugin:
 
     A hook may be written as ADK Java's (positional parameters, in the order below) or as ADK
     Python's, with keyword-only parameters of the same names (``async def
-    before_model_callback(self, *, callback_context, llm_request)``): such a method is wrapped
-    once, when the subclass is defined, so the runtime calls both kinds the same way.
+    before_model_callback(self, *, callback_context, llm_request)``): such a method, the
+    subclass's own or one it inherits from a mixin, is wrapped once, when the subclass is
+    defined, so the runtime calls both kinds the same way.
     """
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         for hook, names in PLUGIN_HOOK_PARAMETERS.items():
-            method = cls.__dict__.get(hook)
+            # the hook the class resolves to: its own, a mixin's (``class P(PythonHooks, BasePlugin)``)
+            # or a plugin base class's (already adapted when that class was defined)
+            method = next((klass.__dict__[hook] for klass in cls.__mro__ if hook in klass.__dict__), None)
             if inspect.isfunction(method):
-                setattr(cls, hook, keyword_adapter(method, ("self", *names), f"plugin hook {hook}"))
+                adapted = keyword_adapter(method, ("self", *names), f"plugin hook {hook}")
+                if adapted is not method:
+                    setattr(cls, hook, adapted)
 
     def __init__(self, name: str) -> None:
         self.name = name
