@@ -13,7 +13,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import Response
@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from .._core.version import __version__
-from ..agents import BaseAgent, Session
+from ..agents import BaseAgent, Event, Runner, Session
 from ._eval import (
     METRICS_INFO,
     EvalCase,
@@ -34,10 +34,24 @@ from ._eval import (
     session_to_invocations,
     valid_eval_id,
 )
-from ._loader import AppLoadError
+from ._loader import AgentLoader, AppLoadError
+from ._traces import EventLinks, SpanStore
 
-if TYPE_CHECKING:
-    from ._app import _Server
+
+class DevServer(Protocol):
+    """What the dev-UI and eval routes use of the app's server state (``rxllm.web._app``)."""
+
+    loader: AgentLoader
+    links: EventLinks
+    spans: SpanStore | None
+
+    def check(self, app_name: str, *ids: str) -> None: ...
+
+    def runner(self, app_name: str) -> Runner: ...
+
+    async def session(self, app_name: str, user_id: str, session_id: str) -> Session | None: ...
+
+    def remember(self, event: Event) -> None: ...
 
 _Handler = TypeVar("_Handler", bound=Callable[..., Any])
 
@@ -91,7 +105,7 @@ def app_info(name: str, root: BaseAgent, *, with_agents: bool = True) -> dict[st
     return info
 
 
-def add_dev_routes(app: FastAPI, server: _Server, *, web: bool) -> None:
+def add_dev_routes(app: FastAPI, server: DevServer, *, web: bool) -> None:
     """``/health``, ``/version``, ADK UI's configuration routes, ``app-info`` and the trace routes."""
 
     @app.get("/health")
@@ -205,7 +219,7 @@ async def _body(request: Request, model: type[_CamelModel], required: bool = Tru
         raise HTTPException(status_code=422, detail=json.loads(exc.json(include_url=False))) from exc
 
 
-def add_eval_routes(app: FastAPI, server: _Server) -> None:
+def add_eval_routes(app: FastAPI, server: DevServer) -> None:
     """ADK's eval-set routes, each at its 1.x path (``/apps/...``) and its 2.x path (``/dev/apps/...``)."""
 
     def store(app_name: str) -> EvalStore:
