@@ -25,10 +25,12 @@ demo: $(STAMP)
 # `pytest` includes tests/test_type_checkers.py: pyright --verifytypes (score gate) and the docs' and
 # examples' code under mypy --strict (no pydantic plugin) and pyright --strict. `make typecheck` runs
 # just those.
+# The suite runs on every core (pytest-xdist), one test file per worker at a time (module fixtures -- a
+# server, the type checkers' one run -- stay in one process); `pytest tests/...` alone runs in one process.
 test: $(STAMP)
 	$(BIN)/ruff check rxllm tests examples benchmarks
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
