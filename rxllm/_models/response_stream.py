@@ -30,7 +30,7 @@ class ResponseStream:
     __slots__ = ("_final", "_items", "_yielded")
 
     def __init__(self, responses: rx_abc.ObservableBase[LlmResponse], *, max_buffer: int = DEFAULT_MAX_BUFFER) -> None:
-        self._items = BlockingIterator(responses, max_buffer=max_buffer)
+        self._items = BlockingIterator(responses, max_buffer=max_buffer, what="for ... in model.stream(...)")
         self._final: LlmResponse | None = None
         self._yielded = False
 
