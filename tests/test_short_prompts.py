@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 import reactivex
@@ -37,23 +36,6 @@ TIMEOUT = 5.0
 class City(BaseModel):
     name: str
     population: int
-
-
-@pytest.fixture
-def server() -> Iterator[StubServer]:
-    with StubServer() as stub:
-        yield stub
-
-
-@pytest.fixture(params=["threads", "asyncio"])
-def transport(request: pytest.FixtureRequest) -> Iterator[HttpTransport | AsyncHttpTransport]:
-    made: HttpTransport | AsyncHttpTransport = (
-        HttpTransport(max_concurrent_streams=4)
-        if request.param == "threads"
-        else AsyncHttpTransport(max_concurrent_streams=4)
-    )
-    yield made
-    made.close()
 
 
 def model_on(server: StubServer, transport: HttpTransport | AsyncHttpTransport) -> SseChatModel:
