@@ -258,6 +258,22 @@ def test_parsed_as_names_why_there_is_no_object() -> None:
     assert LlmResponse(parsed=[City(name="a", population=1)]).parsed_as(list[City])[0].name == "a"
 
 
+def test_an_agents_final_event_gives_its_output_schema_object(server: StubServer) -> None:
+    server.enqueue(StubResponse.json(200, OPENAI.complete_body('{"name": "Lyon", "population": 520000}')))
+    agent = LlmAgent("geo", OPENAI.model(server.url), output_schema=City, output_key="city")
+    runner = InMemoryRunner(agent)
+    runner.session_service.create_session(runner.app_name, "u1", session_id="s1").run()
+    final = runner.run_async("u1", "s1", "Second city of France?").run()
+    assert final.parsed_as(City) == City(name="Lyon", population=520000)
+    stored = runner.session_service.get_session(runner.app_name, "u1", "s1").run()
+    assert stored.state["city"] == {"name": "Lyon", "population": 520000}  # the same object, as state
+    user_event = stored.events[0]
+    with pytest.raises(StructuredOutputError, match="validate as City"):
+        user_event.parsed_as(City)  # "Second city of France?" is no City
+    with pytest.raises(StructuredOutputError, match="partial"):
+        final.model_copy(update={"partial": True}).parsed_as(City)
+
+
 def test_a_response_with_a_parsed_object_keeps_dumping_comparing_and_pickling() -> None:
     import pickle
 
