@@ -4,7 +4,7 @@ fails at once instead of hanging.
 A blocking wait (``for`` over ``rxllm.iterate``, ``model.stream()``, ``.run()``) on the thread
 of a running event loop stops that loop until the wait ends. When the stream needs that very loop
 (an ``AsyncHttpTransport`` bound to it, an ``async def`` tool running there), the wait would
-never end. Whatever queues rxllm work on a loop :func:`hold`\\ s it until the work ends; a
+never end. Whatever queues rxllm work on a loop calls :func:`hold` until the work ends; a
 blocking wait calls :func:`check_wait` before it waits and runs inside :func:`waiting`, so work
 queued on its loop while it waits (a retry, a tool call) wakes it to raise.
 """
