@@ -10,10 +10,13 @@ thread), :func:`last` and :func:`iterate` work whatever thread it emits on.
 Each notification reaches the awaiting loop through ``loop.call_soon_threadsafe``: no polling, no
 added latency. Leaving early (``break``, an exception, task cancellation, ``asyncio.timeout``)
 disposes the subscription, which closes rxllm's connection at once. Errors arrive as the stream
-emitted them (rxllm's streams emit :class:`~rxllm.RxLlmError`\\ s). :func:`iterate` buffers between
-the emitting thread and the loop: at most ``max_buffer`` items; a full buffer makes a threaded
+emitted them (rxllm's streams emit :class:`~rxllm.RxLlmError` subclasses). :func:`iterate`
+buffers between the emitting thread and the loop: at most ``max_buffer`` items; a full buffer makes a threaded
 emitter wait (backpressure down to TCP) and fails a stream emitting on another event loop with
-:class:`~rxllm.BufferOverflowError` (see :func:`iterate`).
+:class:`~rxllm.BufferOverflowError` (see :func:`iterate`). An ``await`` or ``async for`` with no
+asyncio loop running on the thread raises :class:`~rxllm.EventLoopError` at once, as does a
+blocking call (``for`` over ``rxllm.iterate``, ``.run()``) on a loop's thread that the stream
+itself needs.
 
 For code that returns Observables to users (rxllm's own modules, your session store or
 provider): wrap each public return value with :func:`awaitable` (or :class:`MaybeObservable` for

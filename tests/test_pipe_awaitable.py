@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,23 +43,6 @@ def run(main: Callable[[], Awaitable[Any]]) -> Any:
         return await asyncio.wait_for(main(), BOUND)
 
     return asyncio.run(bounded())
-
-
-@pytest.fixture
-def server() -> Iterator[StubServer]:
-    with StubServer() as stub:
-        yield stub
-
-
-@pytest.fixture(params=["threads", "asyncio"])
-def transport(request: pytest.FixtureRequest) -> Iterator[HttpTransport | AsyncHttpTransport]:
-    made: HttpTransport | AsyncHttpTransport = (
-        HttpTransport(max_concurrent_streams=4)
-        if request.param == "threads"
-        else AsyncHttpTransport(max_concurrent_streams=4)
-    )
-    yield made
-    made.close()
 
 
 def model_on(server: StubServer, transport: HttpTransport | AsyncHttpTransport) -> SseChatModel:

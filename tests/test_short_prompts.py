@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 import reactivex
@@ -37,23 +36,6 @@ TIMEOUT = 5.0
 class City(BaseModel):
     name: str
     population: int
-
-
-@pytest.fixture
-def server() -> Iterator[StubServer]:
-    with StubServer() as stub:
-        yield stub
-
-
-@pytest.fixture(params=["threads", "asyncio"])
-def transport(request: pytest.FixtureRequest) -> Iterator[HttpTransport | AsyncHttpTransport]:
-    made: HttpTransport | AsyncHttpTransport = (
-        HttpTransport(max_concurrent_streams=4)
-        if request.param == "threads"
-        else AsyncHttpTransport(max_concurrent_streams=4)
-    )
-    yield made
-    made.close()
 
 
 def model_on(server: StubServer, transport: HttpTransport | AsyncHttpTransport) -> SseChatModel:
@@ -274,6 +256,22 @@ def test_parsed_as_names_why_there_is_no_object() -> None:
     with pytest.raises(StructuredOutputError, match="parsed is a dict"):
         LlmResponse(parsed={"name": "x"}).parsed_as(City)
     assert LlmResponse(parsed=[City(name="a", population=1)]).parsed_as(list[City])[0].name == "a"
+
+
+def test_an_agents_final_event_gives_its_output_schema_object(server: StubServer) -> None:
+    server.enqueue(StubResponse.json(200, OPENAI.complete_body('{"name": "Lyon", "population": 520000}')))
+    agent = LlmAgent("geo", OPENAI.model(server.url), output_schema=City, output_key="city")
+    runner = InMemoryRunner(agent)
+    runner.session_service.create_session(runner.app_name, "u1", session_id="s1").run()
+    final = runner.run_async("u1", "s1", "Second city of France?").run()
+    assert final.parsed_as(City) == City(name="Lyon", population=520000)
+    stored = runner.session_service.get_session(runner.app_name, "u1", "s1").run()
+    assert stored.state["city"] == {"name": "Lyon", "population": 520000}  # the same object, as state
+    user_event = stored.events[0]
+    with pytest.raises(StructuredOutputError, match="validate as City"):
+        user_event.parsed_as(City)  # "Second city of France?" is no City
+    with pytest.raises(StructuredOutputError, match="partial"):
+        final.model_copy(update={"partial": True}).parsed_as(City)
 
 
 def test_a_response_with_a_parsed_object_keeps_dumping_comparing_and_pickling() -> None:

@@ -151,6 +151,7 @@ from reactivex import operators as ops
 import rxllm
 from rxllm import (BaseLlm, Content, GenerateContentConfig, LlmRequest, LlmResponse, ModelStreamEvent, Part,
                    ResponseStream)
+from rxllm.agents import InMemoryRunner, LlmAgent
 from rxllm.aio import AwaitableObservable
 from rxllm.providers.openai import OpenAiChatModel
 from rxllm.service import AiService, AiServiceStreamingEvent, FinalResponseEvent
@@ -195,6 +196,8 @@ async def main(
     assert_type(scripted.generate_content("Hi"), AwaitableObservable[LlmResponse])
     assert_type(any_model.stream_events("Hi"), AwaitableObservable[ModelStreamEvent])
     assert_type(any_model.stream("Hi"), ResponseStream)
+    last_event = await InMemoryRunner(LlmAgent("geo", model, output_schema=City)).run_async("u1", "s1", "Hi")
+    assert_type(last_event.parsed_as(City), City)
     return city if stream.final is None else stream.final.parsed_as(City)
 '''
 

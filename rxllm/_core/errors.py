@@ -24,6 +24,8 @@ matching built-in, so ``except ValueError`` keeps working for callers who expect
     │   └── StructuredOutputError                no validated object of the type asked for
     ├── BufferOverflowError                      a subscriber fell further behind than its buffer
     ├── EmptyStreamError                         awaited the last item of a stream that had none
+    ├── EventLoopError (RuntimeError)            an await or a blocking wait that cannot complete
+    │                                            on this thread's event loop (or with none running)
     ├── LimitExceededError                       a run exceeded a configured limit (max_llm_calls)
     │   └── ResponseTooLargeError                a body (decompressed) grew past its size cap
     ├── ToolError                                a tool could not be found, validated or run
@@ -43,6 +45,7 @@ __all__ = [
     "ConfigurationError",
     "ContractViolationError",
     "EmptyStreamError",
+    "EventLoopError",
     "EventTooLargeError",
     "GuardrailError",
     "HttpStatusError",
@@ -304,6 +307,18 @@ class BufferOverflowError(RxLlmError):
 
 class EmptyStreamError(RxLlmError):
     """``await`` (or :func:`rxllm.aio.last`) on a stream that completed without any item."""
+
+
+class EventLoopError(RxLlmError, RuntimeError):
+    """An ``await`` or a blocking wait (``for`` over :func:`rxllm.iterate`, ``model.stream()``,
+    ``.run()``) that could never complete, raised at once instead of hanging; the message says
+    what to use instead.
+
+    Raised for a blocking wait on the thread of a running event loop that the stream itself needs
+    (an :class:`~rxllm.AsyncHttpTransport` bound to that loop, an ``async def`` tool running there),
+    for a stream whose :class:`~rxllm.AsyncHttpTransport` is bound to a loop that is closed, or
+    stopped while another loop awaits it, and for an ``await`` with no asyncio loop running.
+    """
 
 
 class LimitExceededError(RxLlmError):

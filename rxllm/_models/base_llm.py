@@ -147,6 +147,9 @@ class BaseLlm(abc.ABC):
 
         Raises:
             ConfigurationError: (at once) a prompt of another type.
+            EventLoopError: (from the loop, at once) iterating on the thread of a running event
+                loop that the call itself runs on (an ``AsyncHttpTransport`` bound to it): use
+                ``async for`` there.
 
         >>> from rxllm import Chunk
         >>> from rxllm.testing import ScriptedLlm, scripted_turn

@@ -25,12 +25,14 @@ class ResponseStream:
     The call starts at the first iteration. Leaving the loop early (``break``, an exception,
     Ctrl-C) closes the connection at once; so do :meth:`close` and the end of a ``with`` block.
     Errors (transport, HTTP status) are raised from the loop, after the partials before them.
+    A loop that could never end (on the thread of a running event loop the call itself runs on)
+    raises :class:`~rxllm.EventLoopError` at once.
     """
 
     __slots__ = ("_final", "_items", "_yielded")
 
     def __init__(self, responses: rx_abc.ObservableBase[LlmResponse], *, max_buffer: int = DEFAULT_MAX_BUFFER) -> None:
-        self._items = BlockingIterator(responses, max_buffer=max_buffer)
+        self._items = BlockingIterator(responses, max_buffer=max_buffer, what="for ... in model.stream(...)")
         self._final: LlmResponse | None = None
         self._yielded = False
 

@@ -16,17 +16,13 @@ Leaving early (``break``, an exception, cancellation) disposes the subscription;
 thread-safe everywhere in rxllm and closes the connection at once.
 
 The buffer of :class:`ObservableIterator` (``max_buffer`` items, default
-:data:`DEFAULT_MAX_BUFFER`) is where the emitting thread and the loop meet. When it is full:
+:data:`DEFAULT_MAX_BUFFER`) is where the emitting thread and the loop meet (see :mod:`.buffer`):
+when it is full, an emitter on a plain thread waits for room (backpressure down to TCP); an
+emitter on another event loop's thread must not block it, and the stream fails with
+:class:`~rxllm.BufferOverflowError` after the items already buffered. Nothing is dropped silently.
 
-* an emitter on a plain thread (``HttpTransport``'s I/O thread, a tool pool) waits for room:
-  backpressure, the same as a slow synchronous subscriber, so reads slow down to TCP and
-  memory stays bounded;
-* an emitter on another event loop's thread (``AsyncHttpTransport``'s loop) must not block it
-  (every stream of that loop would stall): the stream fails with :class:`BufferOverflowError`
-  after the items already buffered, and the subscription is disposed. Nothing is dropped
-  silently;
-* an emitter on the consumer's own loop thread (a synchronous source, or a transport bound to
-  the caller's loop) is never bounded: the consumer cannot run before it yields anyway.
+An ``await`` or ``async for`` with no asyncio loop running on the thread raises
+:class:`~rxllm.EventLoopError` at once (not asyncio's bare ``RuntimeError``).
 """
 
 from __future__ import annotations
@@ -34,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Generator
 from types import TracebackType
 from typing import Any, Generic, TypeVar, cast, overload
@@ -42,10 +37,12 @@ from typing import Any, Generic, TypeVar, cast, overload
 import reactivex
 from reactivex import ConnectableObservable
 from reactivex import abc as rx_abc
-from reactivex.disposable import Disposable, SingleAssignmentDisposable
+from reactivex.disposable import Disposable
 from reactivex.scheduler.eventloop import AsyncIOScheduler
 
-from .._core.errors import BufferOverflowError, ConfigurationError, EmptyStreamError
+from .._core.errors import EmptyStreamError, EventLoopError
+from . import blocking
+from .buffer import DEFAULT_MAX_BUFFER, END, WAIT, StreamBuffer, check_max_buffer
 from .direct import lazy_lock
 
 __all__ = [
@@ -69,9 +66,6 @@ _D = TypeVar("_D")
 _E = TypeVar("_E")
 _F = TypeVar("_F")
 _G = TypeVar("_G")
-
-DEFAULT_MAX_BUFFER = 16384
-"""How many items :func:`iterate` holds between the emitting thread and the loop, by default."""
 
 _NOTHING: Any = object()
 
@@ -148,7 +142,7 @@ async def last(source: rx_abc.ObservableBase[Any], default: Any = _NOTHING) -> A
     >>> asyncio.run(last(reactivex.of(1, 2, 3)))
     3
     """
-    loop = asyncio.get_running_loop()
+    loop = _running_loop("await on an rxllm stream")
     future: asyncio.Future[Any] = loop.create_future()
     observer = _Last(loop, future, default)
     subscription = source.subscribe(observer.on_next, observer.on_error, observer.on_completed)
@@ -170,8 +164,7 @@ class ObservableIterator(Generic[T]):
     __slots__ = ("_channel",)
 
     def __init__(self, source: rx_abc.ObservableBase[T], *, max_buffer: int = DEFAULT_MAX_BUFFER) -> None:
-        if isinstance(max_buffer, bool) or not isinstance(max_buffer, int) or max_buffer < 1:
-            raise ConfigurationError(f"max_buffer must be an int >= 1, got {max_buffer!r}")
+        check_max_buffer(max_buffer)
         # The emitting side references the channel, never this object: dropping the iterator
         # (``break``) finalizes it at once, which closes the channel.
         self._channel = _Channel(source, max_buffer)
@@ -201,66 +194,36 @@ class ObservableIterator(Generic[T]):
             channel.close()
 
 
-class _Channel(Generic[T]):
-    """Where the emitting thread and the loop meet (the state behind :class:`ObservableIterator`)."""
+class _Channel(StreamBuffer[T]):
+    """The buffer behind :class:`ObservableIterator`: the consumer awaits a future on its loop,
+    woken (``call_soon_threadsafe``) only when it is waiting; while it is busy, items wait in the
+    buffer and are drained without a further wake-up."""
 
-    __slots__ = (
-        "_closed",
-        "_cond",
-        "_finished",
-        "_items",
-        "_loop",
-        "_loop_thread",
-        "_max_buffer",
-        "_producer_waiting",
-        "_source",
-        "_subscription",
-        "_terminal",
-        "_waiter",
-        "_wake_pending",
-    )
+    __slots__ = ("_loop", "_waiter", "_wake_pending")
+
+    advice = "Await less per item, or raise iterate()'s max_buffer"
 
     def __init__(self, source: rx_abc.ObservableBase[T], max_buffer: int) -> None:
-        self._source = source
-        self._max_buffer = max_buffer
-        self._cond = threading.Condition()  # reentrant: a finalizer may close the channel from inside it
-        self._items: deque[T] = deque()
-        self._terminal: tuple[Exception | None] | None = None  # (error or None) once the stream ended
-        self._closed = False  # the consumer left: ignore everything from now on
-        self._finished = False  # the terminal was handed to the consumer
+        super().__init__(source, max_buffer)
         self._waiter: asyncio.Future[None] | None = None
         self._wake_pending = False
-        self._producer_waiting = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_thread = 0
-        self._subscription: SingleAssignmentDisposable | None = None
 
     def start(self) -> None:
-        if self._subscription is not None or self._closed:
-            return
-        self._loop = asyncio.get_running_loop()
-        self._loop_thread = threading.get_ident()
-        self._subscription = SingleAssignmentDisposable()
-        self._subscription.disposable = self._source.subscribe(self._on_next, self._on_error, self._on_completed)
+        if self._subscription is None and not self._closed:
+            self._loop = _running_loop("async for over an rxllm stream")
+        super().start()
 
     async def next(self) -> T:
         self.start()
         cond = self._cond
         while True:
             with cond:
-                if self._items:
-                    item = self._items.popleft()
-                    if self._producer_waiting:
-                        cond.notify()
-                    return item
-                if self._closed or self._finished:
+                item = self.poll()
+                if item is END:
                     raise StopAsyncIteration
-                if self._terminal is not None:
-                    self._finished = True
-                    error = self._terminal[0]
-                    if error is None:
-                        raise StopAsyncIteration
-                    raise error
+                if item is not WAIT:
+                    return cast(T, item)
                 assert self._loop is not None
                 waiter = self._waiter = self._loop.create_future()
             try:
@@ -271,60 +234,15 @@ class _Channel(Generic[T]):
             finally:
                 self._waiter = None
 
-    # -- the emitting side (any thread) ---------------------------------------------------------
+    def _arrived(self) -> Callable[[], None] | None:
+        if self._waiter is None or self._wake_pending:
+            return None
+        self._wake_pending = True
+        return self._post_wake
 
-    def _on_next(self, item: T) -> None:
-        cond = self._cond
-        with cond:
-            if self._closed or self._terminal is not None:
-                return
-            while len(self._items) >= self._max_buffer and threading.get_ident() != self._loop_thread:
-                if self._closed:
-                    return
-                if _on_a_loop_thread():
-                    self._terminal = (
-                        BufferOverflowError(
-                            f"the async consumer fell more than {self._max_buffer} items behind a stream emitting "
-                            "on an event loop thread, which must not be blocked; rather than drop items, the "
-                            "stream fails. Await less per item, or raise iterate()'s max_buffer"
-                        ),
-                    )
-                    overflowed = True
-                    break
-                self._producer_waiting = True
-                cond.wait()
-                self._producer_waiting = False
-                if self._closed:
-                    return
-            else:
-                overflowed = False
-                self._items.append(item)
-            wake = self._waiter is not None and not self._wake_pending
-            if wake:
-                self._wake_pending = True
-        if overflowed and self._subscription is not None:
-            self._subscription.dispose()
-        if wake:
-            assert self._loop is not None
-            _post(self._loop, self._loop_thread, self._wake)
-
-    def _on_error(self, error: Exception) -> None:
-        self._end((error,))
-
-    def _on_completed(self) -> None:
-        self._end((None,))
-
-    def _end(self, terminal: tuple[Exception | None]) -> None:
-        with self._cond:
-            if self._closed or self._terminal is not None:
-                return
-            self._terminal = terminal
-            wake = self._waiter is not None and not self._wake_pending
-            if wake:
-                self._wake_pending = True
-        if wake:
-            assert self._loop is not None
-            _post(self._loop, self._loop_thread, self._wake)
+    def _post_wake(self) -> None:
+        assert self._loop is not None
+        _post(self._loop, self._consumer_thread, self._wake)
 
     def _wake(self) -> None:
         """On the loop: wake the consumer waiting in ``__anext__``."""
@@ -334,26 +252,17 @@ class _Channel(Generic[T]):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    def close(self) -> None:
-        """The consumer left: dispose the subscription unless the stream already ended."""
-        cond = self._cond
-        with cond:
-            if self._closed:
-                return
-            self._closed = True
-            ended = self._terminal is not None
-            self._items.clear()
-            cond.notify_all()  # an emitter waiting for room returns
-        if not ended and self._subscription is not None:
-            self._subscription.dispose()
 
-
-def _on_a_loop_thread() -> bool:
+def _running_loop(what: str) -> asyncio.AbstractEventLoop:
+    """The loop running on this thread; without one, an :class:`EventLoopError` saying what to do."""
     try:
-        asyncio.get_running_loop()
+        return asyncio.get_running_loop()
     except RuntimeError:
-        return False
-    return True
+        raise EventLoopError(
+            f"{what} needs a running asyncio event loop on this thread, and there is none (another async "
+            "framework, or a coroutine driven by hand). Run it under asyncio.run(...); in synchronous code "
+            "use 'for item in rxllm.iterate(stream)' or 'stream.run()' instead"
+        ) from None
 
 
 def iterate(source: rx_abc.ObservableBase[T], *, max_buffer: int = DEFAULT_MAX_BUFFER) -> ObservableIterator[T]:
@@ -676,6 +585,19 @@ class AwaitableObservable(reactivex.Observable[T_co]):
         if type(result) is reactivex.Observable:  # subclasses keep their own API (connect(), on_next())
             return AwaitableObservable(result)
         return result
+
+    def run(self, scheduler: rx_abc.SchedulerBase | None = None) -> T_co:
+        """Block until the stream ends and return its last item (reactivex's ``run()``).
+
+        For scripts; in async code ``await`` it instead. A wait that could never end (on the
+        thread of a running event loop that the stream needs to emit) raises at once.
+
+        Raises:
+            EventLoopError: called on the thread of a running event loop that the stream needs.
+            SequenceContainsNoElementsError: (reactivex's) the stream completed without any item.
+            Exception: the error the stream ended with.
+        """
+        return blocking.run(self, scheduler)
 
     def __await__(self) -> Generator[Any, None, T_co]:
         """``await obs``: the last item, delivered on the awaiting loop (see :func:`last`)."""

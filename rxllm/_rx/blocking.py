@@ -3,13 +3,15 @@
 The thread that iterates waits for each item; the stream emits on its own thread (an I/O
 thread, another event loop's thread) or synchronously while being subscribed. Items wait in a
 bounded buffer between the two (``max_buffer`` items, default :data:`DEFAULT_MAX_BUFFER`), with
-the same rules as ``rxllm.aio.iterate``'s buffer:
+the same rules as ``rxllm.aio.iterate``'s buffer (see :mod:`.buffer`): an emitter on a plain
+thread waits for room when it is full (backpressure down to TCP); an emitter on an event loop's
+thread cannot wait, and the stream fails with :class:`~rxllm.BufferOverflowError` after the items
+already buffered.
 
-* an emitter on a plain thread waits for room when it is full (backpressure down to TCP);
-* an emitter on an event loop's thread must not block that loop: the stream fails with
-  :class:`~rxllm.BufferOverflowError` after the items already buffered;
-* an emitter on the iterating thread itself (a synchronous source, while it is subscribed) is
-  never bounded: the consumer cannot take anything before the source returns.
+A wait that could never end fails at once with :class:`~rxllm.EventLoopError`: iterating on the
+thread of a running event loop while the stream needs that loop to emit (an
+``AsyncHttpTransport`` bound to it, an ``async def`` tool running there). Iterating on a loop's
+thread (a notebook cell) over a stream that emits elsewhere works; it blocks the loop meanwhile.
 
 Leaving the loop early (``break``, an exception, Ctrl-C while waiting) disposes the
 subscription, which closes rxllm's connection at once: the iterator is dropped when the ``for``
@@ -19,23 +21,21 @@ loop ends (the emitting side never references it, only the channel behind it), a
 
 from __future__ import annotations
 
-import asyncio
 import threading
-from collections import deque
+from collections.abc import Callable
 from types import TracebackType
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from reactivex import abc as rx_abc
-from reactivex.disposable import SingleAssignmentDisposable
+from reactivex.internal.exceptions import SequenceContainsNoElementsError
 
-from .._core.errors import BufferOverflowError, ConfigurationError
+from .._core.errors import EventLoopError
+from .._core.loop_work import check_wait, running_loop, waiting
+from .buffer import DEFAULT_MAX_BUFFER, END, WAIT, StreamBuffer, check_max_buffer
 
-__all__ = ["DEFAULT_MAX_BUFFER", "BlockingIterator", "iterate"]
+__all__ = ["DEFAULT_MAX_BUFFER", "BlockingIterator", "iterate", "run"]
 
 T = TypeVar("T")
-
-DEFAULT_MAX_BUFFER = 16384
-"""How many items :func:`iterate` holds between the emitting thread and the iterating one, by default."""
 
 
 class BlockingIterator(Generic[T]):
@@ -48,10 +48,11 @@ class BlockingIterator(Generic[T]):
 
     __slots__ = ("_channel",)
 
-    def __init__(self, source: rx_abc.ObservableBase[T], *, max_buffer: int = DEFAULT_MAX_BUFFER) -> None:
-        if isinstance(max_buffer, bool) or not isinstance(max_buffer, int) or max_buffer < 1:
-            raise ConfigurationError(f"max_buffer must be an int >= 1, got {max_buffer!r}")
-        self._channel = _Channel(source, max_buffer)
+    def __init__(
+        self, source: rx_abc.ObservableBase[T], *, max_buffer: int = DEFAULT_MAX_BUFFER, what: str | None = None
+    ) -> None:
+        check_max_buffer(max_buffer)
+        self._channel = _Channel(source, max_buffer, what or "for ... in rxllm.iterate(...)")
 
     def __iter__(self) -> BlockingIterator[T]:
         return self
@@ -78,122 +79,42 @@ class BlockingIterator(Generic[T]):
             channel.close()
 
 
-class _Channel(Generic[T]):
-    """Where the emitting thread and the iterating thread meet (the state behind :class:`BlockingIterator`)."""
+class _Channel(StreamBuffer[T]):
+    """The buffer behind :class:`BlockingIterator`: the iterating thread waits on its condition."""
 
-    __slots__ = (
-        "_closed",
-        "_cond",
-        "_consumer_thread",
-        "_finished",
-        "_items",
-        "_max_buffer",
-        "_source",
-        "_subscription",
-        "_terminal",
-    )
+    __slots__ = ("_what",)
 
-    def __init__(self, source: rx_abc.ObservableBase[T], max_buffer: int) -> None:
-        self._source = source
-        self._max_buffer = max_buffer
-        self._cond = threading.Condition()  # reentrant: a finalizer may close the channel from inside it
-        self._items: deque[T] = deque()
-        self._terminal: tuple[Exception | None] | None = None  # (error or None) once the stream ended
-        self._closed = False  # the consumer left: ignore everything from now on
-        self._finished = False  # the terminal was handed to the consumer
-        self._consumer_thread = 0
-        self._subscription: SingleAssignmentDisposable | None = None
-
-    def start(self) -> None:
-        if self._subscription is not None or self._closed:
-            return
-        self._consumer_thread = threading.get_ident()
-        self._subscription = SingleAssignmentDisposable()
-        self._subscription.disposable = self._source.subscribe(self._on_next, self._on_error, self._on_completed)
+    def __init__(self, source: rx_abc.ObservableBase[T], max_buffer: int, what: str) -> None:
+        super().__init__(source, max_buffer)
+        self._what = what
 
     def next(self) -> T:
         self.start()
         cond = self._cond
+        loop = running_loop()
         try:
-            with cond:
+            with waiting(loop, self._wake), cond:
                 while True:
-                    if self._items:
-                        item = self._items.popleft()
-                        cond.notify_all()  # an emitter waiting for room
-                        return item
-                    if self._closed or self._finished:
+                    item = self.poll()
+                    if item is END:
                         raise StopIteration
-                    if self._terminal is not None:
-                        self._finished = True
-                        error = self._terminal[0]
-                        if error is None:
-                            raise StopIteration
-                        raise error
+                    if item is not WAIT:
+                        return cast(T, item)
+                    check_wait(loop, self._what)
                     cond.wait()
         except BaseException as exc:
-            if not isinstance(exc, Exception):  # Ctrl-C (KeyboardInterrupt) while waiting: leave, disposing
+            # Ctrl-C (KeyboardInterrupt) while waiting, or a wait that could never end: leave, disposing
+            if not isinstance(exc, Exception) or isinstance(exc, EventLoopError):
                 self.close()
             raise
 
-    # -- the emitting side (any thread) ---------------------------------------------------------
-
-    def _on_next(self, item: T) -> None:
-        overflowed = False
+    def _wake(self) -> None:
         with self._cond:
-            if self._closed or self._terminal is not None:
-                return
-            while len(self._items) >= self._max_buffer and threading.get_ident() != self._consumer_thread:
-                if _on_a_loop_thread():
-                    self._terminal = (
-                        BufferOverflowError(
-                            f"the consumer fell more than {self._max_buffer} items behind a stream emitting on "
-                            "an event loop thread, which must not be blocked; rather than drop items, the stream "
-                            "fails. Do less per item, or raise iterate()'s max_buffer"
-                        ),
-                    )
-                    overflowed = True
-                    break
-                self._cond.wait()
-                if self._closed:
-                    return
-            else:
-                self._items.append(item)
-            self._cond.notify_all()
-        if overflowed and self._subscription is not None:
-            self._subscription.dispose()
-
-    def _on_error(self, error: Exception) -> None:
-        self._end((error,))
-
-    def _on_completed(self) -> None:
-        self._end((None,))
-
-    def _end(self, terminal: tuple[Exception | None]) -> None:
-        with self._cond:
-            if self._closed or self._terminal is not None:
-                return
-            self._terminal = terminal
             self._cond.notify_all()
 
-    def close(self) -> None:
-        """The consumer left: dispose the subscription unless the stream already ended."""
-        with self._cond:
-            if self._closed:
-                return
-            self._closed = True
-            ended = self._terminal is not None
-            self._items.clear()
-            self._cond.notify_all()  # an emitter waiting for room returns
-        if not ended and self._subscription is not None:
-            self._subscription.dispose()
-
-
-def _on_a_loop_thread() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
+    def _arrived(self) -> Callable[[], None] | None:
+        self._cond.notify_all()
+        return None
 
 
 def iterate(source: rx_abc.ObservableBase[T], *, max_buffer: int = DEFAULT_MAX_BUFFER) -> BlockingIterator[T]:
@@ -216,6 +137,8 @@ def iterate(source: rx_abc.ObservableBase[T], *, max_buffer: int = DEFAULT_MAX_B
 
     Raises:
         ConfigurationError: (at once) ``max_buffer`` is not an int >= 1.
+        EventLoopError: (from ``next()``, at once) iterating on the thread of a running event
+            loop that the stream needs to emit: use ``async for`` there.
         Exception: (from ``next()``) the error the stream ended with, as it was emitted, after
             the items before it.
 
@@ -224,3 +147,62 @@ def iterate(source: rx_abc.ObservableBase[T], *, max_buffer: int = DEFAULT_MAX_B
     [10, 20, 30]
     """
     return BlockingIterator(source, max_buffer=max_buffer)
+
+
+class _Last(Generic[T]):
+    """What :func:`run` waits on: the latest item and the end, under one condition."""
+
+    __slots__ = ("cond", "error", "has_value", "terminated", "value")
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.value: Any = None
+        self.has_value = False
+        self.error: Exception | None = None
+        self.terminated = False
+
+    def on_next(self, value: T) -> None:
+        self.value = value
+        self.has_value = True
+
+    def on_error(self, error: Exception) -> None:
+        with self.cond:
+            self.error = error
+            self.terminated = True
+            self.cond.notify_all()
+
+    def on_completed(self) -> None:
+        with self.cond:
+            self.terminated = True
+            self.cond.notify_all()
+
+    def wake(self) -> None:
+        with self.cond:
+            self.cond.notify_all()
+
+
+def run(source: rx_abc.ObservableBase[T], scheduler: rx_abc.SchedulerBase | None = None, *, what: str = ".run()") -> T:
+    """reactivex's ``Observable.run()`` (block until the end, return the last item), except that a
+    wait that could never end raises :class:`~rxllm.EventLoopError` at once instead of hanging.
+
+    Raises:
+        EventLoopError: called on the thread of a running event loop that the stream needs.
+        SequenceContainsNoElementsError: the stream completed without any item (as reactivex).
+        Exception: the error the stream ended with.
+    """
+    last: _Last[T] = _Last()
+    loop = running_loop()
+    subscription = source.subscribe(last.on_next, last.on_error, last.on_completed, scheduler=scheduler)
+    try:
+        with waiting(loop, last.wake), last.cond:
+            while not last.terminated:
+                check_wait(loop, what)
+                last.cond.wait()
+    except BaseException:
+        subscription.dispose()
+        raise
+    if last.error is not None:
+        raise last.error
+    if not last.has_value:
+        raise SequenceContainsNoElementsError()
+    return cast(T, last.value)

@@ -20,6 +20,7 @@ from reactivex.disposable import Disposable
 from reactivex.scheduler import ThreadPoolScheduler
 
 from .._core.errors import ConfigurationError, ToolError
+from .._core.loop_work import hold
 from .._core.threads import daemon_thread, thread_pool_scheduler
 
 __all__ = [
@@ -128,14 +129,17 @@ def coroutine_observable(
 
     def subscribe(observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None) -> Disposable:
         target = loop if loop is not None else current_tool_loop()
+        release = hold(target)  # a blocking wait on the loop's own thread fails at once
         try:
             future: Future[T] = asyncio.run_coroutine_threadsafe(_contained(coroutine), target)
         except RuntimeError as exc:  # the loop is closed
+            release()
             coroutine.close()
             observer.on_error(ToolError(f"cannot run a coroutine: its loop is unusable ({exc})"))
             return Disposable()
 
         def done(finished: Future[T]) -> None:
+            release()
             if finished.cancelled():
                 return
             error = finished.exception()

@@ -27,11 +27,13 @@ from reactivex import abc as rx_abc
 
 from .._core.errors import (
     ConfigurationError,
+    EventLoopError,
     HttpStatusError,
     StreamInterruptedError,
     StreamTimeoutError,
     TransportError,
 )
+from .._core.loop_work import hold, running_loop
 from .._core.redact import Redactor
 from .._core.threads import daemon_thread
 from .base import (
@@ -281,12 +283,14 @@ class Submitted:
     every open stream keeps one of these for its lifetime.
     """
 
-    __slots__ = ("_loop", "_pending", "cancelled", "scope", "task")
+    __slots__ = ("_loop", "_pending", "cancelled", "release", "scope", "task")
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, pending: set[Submitted], scope: CancelScope | None = None
     ) -> None:
         self._loop = loop
+        # queued on the loop until it ends: a blocking wait on the loop's own thread fails at once
+        self.release = hold(loop)
         self._pending = pending  # the transport's: what close() stops
         # the attempt's scope, when the coroutine is one: close() stops it as a dispose does
         self.scope: CancelScope | None = scope
@@ -296,6 +300,7 @@ class Submitted:
     def done(self, _task: asyncio.Task[None]) -> None:
         """The task ended (its done callback, on the loop)."""
         self._pending.discard(self)
+        self.release()
 
     def stop(self) -> None:
         """On the loop: end the task with one signal, as :meth:`AsyncHttpTransport.cancel` does (its
@@ -450,6 +455,11 @@ class AsyncHttpTransport:
         takes it), so a span current when the user subscribed is the parent of the request's.
         """
         loop = self.loop
+        try:
+            self._check_loop(loop)
+        except EventLoopError:
+            coroutine.close()
+            raise
         tasks = self._tasks
         submitted = Submitted(loop, tasks, scope)
         tasks.add(submitted)  # close() cancels it, started or not
@@ -458,6 +468,7 @@ class AsyncHttpTransport:
             if submitted.cancelled:  # cancelled before it started: it never runs
                 coroutine.close()
                 tasks.discard(submitted)
+                submitted.release()
                 return
             task = submitted.task = loop.create_task(coroutine)
             task.add_done_callback(submitted.done)
@@ -466,6 +477,26 @@ class AsyncHttpTransport:
 
         loop.call_soon_threadsafe(start)
         return submitted
+
+    def _check_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Refuse at once work that could never run: a closed loop, or a bound loop that is not
+        running while another loop (the one that would wait for the work) is."""
+        if loop.is_closed():
+            raise EventLoopError(
+                "the event loop this AsyncHttpTransport is bound to (loop=) is closed, so nothing sent "
+                "through it could ever complete (asyncio.run() closes its loop when it returns). Build the "
+                "transport inside the loop that uses it (loop=asyncio.get_running_loop()), or without loop= "
+                "to give it a loop of its own"
+            )
+        if self._bound and not loop.is_running():
+            here = running_loop()
+            if here is not None and here is not loop:
+                raise EventLoopError(
+                    "the event loop this AsyncHttpTransport is bound to (loop=) is not running, and this "
+                    "stream is used from another running loop: it would wait forever. Bind the transport "
+                    "to the loop that awaits it (loop=asyncio.get_running_loop()), or build it without loop= "
+                    "to give it a loop of its own"
+                )
 
     def cancel(self, task: Submitted) -> None:
         """Cancel one attempt from any thread: the sockets of its scope (given to :meth:`submit`) are

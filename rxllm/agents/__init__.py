@@ -3,11 +3,6 @@
 Events, run configs, tools, sessions that never store partials, the LLM flow and the runner. The
 names are ADK's, in snake_case. Everything that returns an Observable is cold.
 
-The room imports ``_core``, ``_rx``, ``_telemetry``, ``_models``, the tool layer (``_tools``) and,
-by name only, ``providers`` (``LlmRegistry``); never ``rxllm.service``. Its sub-rooms, bottom up:
-``_sessions`` → ``_artifacts``, ``_memory`` → ``_invocation`` → ``_flows`` → ``_agents`` →
-``_runners`` (``docs/architecture.md``).
-
 >>> from reactivex import operators as ops
 >>> from rxllm import Chunk, Content, Part, ToolCallFragment
 >>> from rxllm.agents import InMemoryRunner, LlmAgent, RunConfig, StreamingMode
@@ -37,6 +32,11 @@ support 'Let me check.' [{'order_id': 'A17'}] []
 support '' [] [{'order_id': 'A17', 'status': 'shipped Tuesday'}]
 support 'It shipped Tuesday.' [] []
 """
+
+# Layering (docs/architecture.md): this package imports _core, _rx, _telemetry, _models, the tool layer (_tools) and,
+# by name only, providers (LlmRegistry); never rxllm.service. Its sub-rooms, bottom up:
+# _sessions → _artifacts, _memory → _invocation → _flows → _agents →
+# _runners.
 
 from .._core.public import publish as _publish
 from .._tools import (

@@ -22,8 +22,6 @@ thread that decided (a timer's, or the winner's), so the source's connection is 
 (never through ``subscribe_on``, which would queue the dispose behind a blocked read). Timers
 run on the ``scheduler`` you pass (a ``TestScheduler`` in tests); items are never moved onto it.
 
-The room imports only ``_core``: an operator works on any Observable of ``LlmResponse``.
-
 >>> from reactivex.testing import TestScheduler
 >>> from rxllm import Chunk, LlmRequest
 >>> from rxllm.testing import ScriptedLlm, at_times, record_in_virtual_time, scripted_turn
@@ -35,6 +33,8 @@ The room imports only ``_core``: an operator works on any Observable of ``LlmRes
 >>> [(t, n.kind, n.value if n.kind == "N" else None) for t, n in record_in_virtual_time(stream, clock)]
 [(0.1, 'N', 'Hel'), (0.3, 'N', 'lo'), (0.3, 'C', None)]
 """
+
+# Layering (docs/architecture.md): this package imports only _core: an operator works on any Observable of LlmResponse.
 
 from .._core.public import publish as _publish
 from ._contract import check_contract

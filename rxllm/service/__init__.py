@@ -6,9 +6,6 @@ whose tools start at once (eager tools, on a tool scheduler), before/after tool-
 one intermediate response per tool round, and exactly one final response, last. :func:`to_text`
 turns the events into the answer's text.
 
-The room imports ``_core``, ``_rx``, ``_telemetry``, ``_models`` and the tool layer (``_tools``),
-never ``rxllm.agents``: the two runtimes stand side by side on the tool layer.
-
 >>> from reactivex import operators as ops
 >>> from rxllm import Chunk, ToolCallFragment
 >>> from rxllm.service import AiService, to_text
@@ -25,6 +22,9 @@ never ``rxllm.agents``: the two runtimes stand side by side on the tool layer.
 >>> "".join(to_text(service.stream("Where is order A17?"), service.has_output_guardrails).pipe(ops.to_list()).run())
 'Let me check. It shipped Tuesday.'
 """
+
+# Layering (docs/architecture.md): this package imports _core, _rx, _telemetry, _models and the tool layer (_tools),
+# never rxllm.agents: the two runtimes stand side by side on the tool layer.
 
 from .._core.public import publish as _publish
 from ._events import (

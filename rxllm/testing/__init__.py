@@ -5,10 +5,10 @@
 Every name loads from its module on first use, so importing this package (as the pytest plugin
 does in every test session of a project that has rxllm installed) costs nothing and imports no
 HTTP library: the replay helpers load the provider parsers only when asked for.
-
-The room imports ``_core``, ``_rx``, ``_models`` and ``providers`` (to replay their wire formats);
-only ``cli`` and the front doors sit above it.
 """
+
+# Layering (docs/architecture.md): this package imports _core, _rx, _models and providers (to replay their
+# wire formats); only cli and the front doors sit above it.
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -25,17 +25,6 @@ from rxllm.testing import StubResponse, StubServer, sse_turn
 REQUEST = LlmRequest(contents=[Content(role="user", parts=[Part.from_text("hi")])])
 KEY = "azure-secret-key-1234"
 TOKEN = "entra-token-5678"
-
-
-@pytest.fixture(params=["threads", "asyncio"])
-def transport(request: pytest.FixtureRequest) -> Iterator[HttpTransport | AsyncHttpTransport]:
-    made: HttpTransport | AsyncHttpTransport = (
-        HttpTransport(max_concurrent_streams=4)
-        if request.param == "threads"
-        else AsyncHttpTransport(max_concurrent_streams=4)
-    )
-    yield made
-    made.close()
 
 
 Maker = Callable[[str, HttpTransport | AsyncHttpTransport], SseChatModel]

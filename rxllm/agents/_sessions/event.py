@@ -12,9 +12,11 @@ True
 from __future__ import annotations
 
 import time
+from typing import TypeVar
 
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, TypeAdapter, ValidationError
 
+from ..._core.errors import StructuredOutputError
 from ..._core.genai_types import (
     LiveServerGoAway,
     LiveServerSessionResumptionUpdate,
@@ -82,6 +84,9 @@ class EventActions(_Model):
     end_invocation: bool | None = None
     requested_tool_confirmations: dict[str, ToolConfirmation] = Field(default_factory=dict)
     compaction: EventCompaction | None = None
+
+
+_T = TypeVar("_T")
 
 
 class Event(_Model):
@@ -169,6 +174,43 @@ class Event(_Model):
         """Whether the content's last part is a code-execution result (ADK's definition)."""
         parts = self.content.parts if self.content is not None else ()
         return bool(parts) and parts[-1].code_execution_result is not None
+
+    def parsed_as(self, schema: type[_T]) -> _T:
+        """The final answer validated as ``schema``: ``event.parsed_as(City)`` is a ``City``, for
+        a type checker too. For the final event of an agent with ``output_schema=City`` (whose
+        answer text is that object's JSON), as the value stored under its ``output_key``.
+
+        Args:
+            schema: a pydantic model class (or any type pydantic validates: ``list[City]``).
+
+        Raises:
+            StructuredOutputError: the event is not a final answer (a partial, a tool call, an
+                error), or its text does not validate against ``schema``.
+
+        >>> from pydantic import BaseModel
+        >>> from rxllm import Content, Part
+        >>> class City(BaseModel):
+        ...     name: str
+        >>> answer = Content(role="model", parts=[Part.from_text('{"name": "Paris"}')])
+        >>> Event(author="bot", content=answer).parsed_as(City)
+        City(name='Paris')
+        """
+        name = getattr(schema, "__name__", repr(schema))
+        if self.partial:
+            reason = "it is a partial event; read the final one's"
+        elif self.error_code is not None:
+            reason = f"the turn ended in {self.error_code}: {self.error_message or 'no message'}"
+        elif not self.is_final_response() or self.content is None or not self.text():
+            reason = "it is not a final answer with text (a tool call or a tool response)"
+        else:
+            try:
+                return TypeAdapter(schema).validate_json(self.text())
+            except ValidationError as exc:
+                raise StructuredOutputError(
+                    f"the event's answer does not validate as {name}: {exc.error_count()} error(s), "
+                    f"first: {exc.errors()[0]['msg']}"
+                ) from None
+        raise StructuredOutputError(f"the event holds no {name}: {reason}")
 
     def is_final_response(self) -> bool:
         """Whether this event ends the agent's turn, exactly as ADK defines it.
