@@ -36,6 +36,7 @@ from .._core.redact import Redactor
 from .._core.threads import daemon_thread
 from .base import (
     DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_FINISH_GRACE,
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_MAX_STREAM_BYTES,
     DEFAULT_READ_TIMEOUT,
@@ -340,6 +341,9 @@ class AsyncHttpTransport:
             not retried.
         max_response_bytes: cap on a non-streamed (``stream=False``) body, decoded.
         max_stream_bytes: cap on a streamed body, decoded (``None``: no cap).
+        finish_grace: seconds to wait for the body's end once the turn's finish and usage
+            arrived; a body that stalls or breaks off after them ends the turn with its whole
+            final instead of a timeout or an error (the connection is closed, not reused).
         keepalive_expiry: seconds an idle keep-alive connection is kept.
         http_client: an ``httpx2.AsyncClient`` (or a legacy ``httpx.AsyncClient``) you built (proxy,
             ``verify``, limits, headers, event hooks, mounts, ``http2=True``...) to send every request
@@ -365,6 +369,7 @@ class AsyncHttpTransport:
         total_timeout: float | None = DEFAULT_TOTAL_TIMEOUT,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_stream_bytes: int | None = DEFAULT_MAX_STREAM_BYTES,
+        finish_grace: float = DEFAULT_FINISH_GRACE,
         keepalive_expiry: float = 30.0,
         http_client: httpx2.AsyncClient | Any | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
@@ -382,6 +387,7 @@ class AsyncHttpTransport:
             total_timeout=total_timeout,
             max_response_bytes=max_response_bytes,
             max_stream_bytes=max_stream_bytes,
+            finish_grace=finish_grace,
         )
         self._timeout = self.limits.client_timeout()
         # httpcore's pool scans every connection for every request: one pool of 10,000 connections
@@ -526,12 +532,18 @@ class AsyncHttpTransport:
                         sink.on_whole(await response.aread())
                     else:
                         feed = sink.on_body
+                        settled = sink.settled
                         ended = False
-                        async for data in response.aiter_bytes():
+                        body = response.aiter_bytes()
+                        async for data in body:
                             if feed(data):
                                 ended = True
-                                response.mark_ended()
                                 break
+                            if settled():
+                                ended = await self._after_finish(body, feed, exchange.provider)
+                                break
+                        if ended:
+                            response.mark_ended()
                         sink.on_body_end(ended)
                         await response.adrain()
             except Exception as exc:
@@ -546,6 +558,23 @@ class AsyncHttpTransport:
         finally:
             if response is not None:
                 await response.aclose()
+
+    async def _after_finish(self, body: AsyncIterator[bytes], feed: Callable[[bytes], bool], provider: str) -> bool:
+        """The rest of a body whose finish and usage arrived (as :meth:`HttpTransport._after_finish`):
+        ``True`` when the end marker came within ``finish_grace`` seconds, ``False`` when the body
+        ended, stalled or broke off (the turn is whole either way; :meth:`AsyncHttpResponse.aclose`
+        closes a connection whose body did not end)."""
+        grace = self.limits.finish_grace
+        _log.debug("%s: the finish and usage arrived; waiting up to %.2fs for the body's end", provider, grace)
+        try:
+            async with asyncio.timeout(grace):
+                async for data in body:
+                    if feed(data):
+                        return True
+        except (TimeoutError, StreamTimeoutError, StreamInterruptedError) as exc:
+            _log.debug("%s: the body did not end within %.2fs of the finish and usage (%s): the turn ends "
+                       "without it", provider, grace, type(exc).__name__)
+        return False
 
     async def _open_exchange(self, exchange: Exchange, scope: CancelScope) -> AsyncHttpResponse:
         if exchange.context is None:

@@ -42,11 +42,19 @@ import httpx2
 from reactivex import abc as rx_abc
 from reactivex.scheduler import ThreadPoolScheduler
 
-from .._core.errors import ConfigurationError, HttpStatusError, RxLlmError, StreamInterruptedError, TransportError
+from .._core.errors import (
+    ConfigurationError,
+    HttpStatusError,
+    RxLlmError,
+    StreamInterruptedError,
+    StreamTimeoutError,
+    TransportError,
+)
 from .._core.redact import Redactor
 from .._core.threads import daemon_thread, thread_pool_scheduler
 from .base import (
     DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_FINISH_GRACE,
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_MAX_STREAM_BYTES,
     DEFAULT_READ_TIMEOUT,
@@ -421,6 +429,9 @@ class HttpTransport:
         max_response_bytes: cap on a non-streamed (``stream=False``) body, decoded.
         max_stream_bytes: cap on a streamed body, decoded (``None``: no cap); ignored bytes
             such as SSE comments count too.
+        finish_grace: seconds to wait for the body's end once the turn's finish and usage
+            arrived; a body that stalls or breaks off after them ends the turn with its whole
+            final instead of a timeout or an error (the connection is closed, not reused).
         keepalive_expiry: seconds an idle keep-alive connection is kept.
         http_client: an ``httpx2.Client`` (or a legacy ``httpx.Client``) you built (proxy,
             ``verify``, certificates, limits, headers, event hooks, mounts...) to send the requests
@@ -444,6 +455,7 @@ class HttpTransport:
         total_timeout: float | None = DEFAULT_TOTAL_TIMEOUT,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_stream_bytes: int | None = DEFAULT_MAX_STREAM_BYTES,
+        finish_grace: float = DEFAULT_FINISH_GRACE,
         keepalive_expiry: float = 30.0,
         http_client: httpx2.Client | Any | None = None,
         trust_env: bool = True,
@@ -461,6 +473,7 @@ class HttpTransport:
             total_timeout=total_timeout,
             max_response_bytes=max_response_bytes,
             max_stream_bytes=max_stream_bytes,
+            finish_grace=finish_grace,
         )
         self._owns_client = http_client is None
         if http_client is None:
@@ -611,12 +624,17 @@ class HttpTransport:
                     sink.on_whole(response.read())
                 else:
                     feed = sink.on_body
+                    settled = sink.settled
                     ended = False
-                    for data in response.iter_bytes():
+                    body = response.iter_bytes()
+                    for data in body:
                         if feed(data):
                             ended = True
                             break
                         if scope.cancelled:
+                            break
+                        if settled():
+                            ended = self._after_finish(body, feed, scope, exchange.provider)
                             break
                     if scope.cancelled:
                         raise TransportError("the attempt was cancelled", provider=exchange.provider)
@@ -636,6 +654,28 @@ class HttpTransport:
                 sink.on_error(exc)
                 return
             sink.on_completed()
+
+    def _after_finish(self, body: Iterator[bytes], feed: Callable[[bytes], bool], scope: CancelScope,
+                      provider: str) -> bool:
+        """The rest of a body whose finish and usage arrived: read for at most ``finish_grace``
+        seconds; ``True`` when the end marker came, ``False`` when the body ended, stalled or broke
+        off (the turn is whole either way: the caller closes the connection and ends the turn)."""
+        until = time.monotonic() + self.limits.finish_grace
+        _log.debug("%s: the finish and usage arrived; waiting up to %.2fs for the body's end", provider,
+                   self.limits.finish_grace)
+        if scope.deadline is None or scope.deadline > until:
+            scope.deadline = until  # every read of a cancellable socket is clamped to it
+        try:
+            for data in body:
+                if feed(data):
+                    return True
+                if scope.cancelled:
+                    return False
+        except (StreamTimeoutError, StreamInterruptedError) as exc:
+            if not scope.cancelled:
+                _log.debug("%s: the body did not end within %.2fs of the finish and usage (%s): the turn ends "
+                           "without it", provider, self.limits.finish_grace, type(exc).__name__)
+        return False
 
     def _open_exchange(self, exchange: Exchange) -> HttpResponse:
         if exchange.context is None:
