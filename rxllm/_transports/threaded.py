@@ -94,6 +94,7 @@ from .stack import ERRORS, core_of, shared_ssl_context, stack_of
 __all__ = ["HttpResponse", "HttpTransport", "make_cancellable", "prune"]
 
 _log = logging.getLogger("rxllm.http")
+DEFAULT_IDLE_THREAD_TIMEOUT = 30.0  # seconds an idle I/O thread waits for work before it exits
 
 
 _monotonic = time.monotonic
@@ -440,6 +441,8 @@ class HttpTransport:
             client's transport is the library's own (HTTP/1.1), else it stops the emissions at once.
         trust_env: for rxllm's own client: honour ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``,
             ``NO_PROXY``, ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` exactly as httpx2 does (default).
+        idle_thread_timeout: seconds an I/O thread waits for a next stream before it exits (after a
+            burst of streams the pool shrinks back; a later stream starts a thread again).
 
     The client is a plain ``httpx2.Client`` over ``httpx2.HTTPTransport``; the sockets are made
     cancellable by wrapping the pools' network backend (see :func:`make_cancellable`).
@@ -459,6 +462,7 @@ class HttpTransport:
         keepalive_expiry: float = 30.0,
         http_client: httpx2.Client | Any | None = None,
         trust_env: bool = True,
+        idle_thread_timeout: float = DEFAULT_IDLE_THREAD_TIMEOUT,
     ) -> None:
         if http_client is not None:
             stack = stack_of(http_client)
@@ -488,6 +492,9 @@ class HttpTransport:
             )
         self._client = http_client
         make_cancellable(http_client, watch_idle=self._owns_client)
+        if not idle_thread_timeout > 0:
+            raise ConfigurationError("idle_thread_timeout must be positive")
+        self._idle_thread_timeout = idle_thread_timeout
         self._scheduler: ThreadPoolScheduler | None = None
         self._lock = threading.Lock()
 
@@ -499,7 +506,8 @@ class HttpTransport:
         """The I/O pool (created on first use), one thread per concurrently open stream."""
         with self._lock:
             if self._scheduler is None:
-                self._scheduler = thread_pool_scheduler(self.max_concurrent_streams, "rxllm-io")
+                self._scheduler = thread_pool_scheduler(self.max_concurrent_streams, "rxllm-io",
+                                                        idle_timeout=self._idle_thread_timeout)
             return self._scheduler
 
     def open(
