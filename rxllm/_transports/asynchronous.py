@@ -50,6 +50,7 @@ from .base import (
     HttpRequest,
     TransportLimits,
     aclose_quietly,
+    body_error,
     check_client,
     check_header_values,
     check_peer,
@@ -226,6 +227,7 @@ class AsyncHttpResponse:
     async def _iterate(self, cap: int | None) -> AsyncIterator[bytes]:
         decoder = BodyDecoder(self._response.headers.get("content-encoding", ""), max_bytes=cap,
                               provider=self._provider)
+        failure: Exception | None = None
         try:
             if decoder.identity:
                 total = 0
@@ -242,14 +244,14 @@ class AsyncHttpResponse:
                 for piece in decoder.flush():
                     yield piece
         except ERRORS.timeout as exc:
-            raise timeout_error(exc, limit_of(exc, headers=True, expired=False), self._limits,
-                                self._provider) from exc
-        except ERRORS.http as exc:
-            raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}",
-                                         provider=self._provider) from exc
-        except ERRORS.stream as exc:  # e.g. a mocked transport's response whose body was already read
-            raise TransportError(f"the http_client returned a body that cannot be streamed: {type(exc).__name__}: "
-                                 f"{exc}", provider=self._provider) from exc
+            failure = detached(timeout_error(exc, limit_of(exc, headers=True, expired=False), self._limits,
+                                             self._provider), exc)
+        except Exception as exc:
+            failure = body_error(exc, self._provider)
+            if failure is None:
+                raise
+        if failure is not None:  # raised here, not in the handler: the library's error is not its context
+            raise failure
 
     async def aread(self) -> bytes:
         """The whole decoded body (at most ``max_response_bytes``)."""

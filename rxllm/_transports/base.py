@@ -37,6 +37,7 @@ from .._core.errors import (
     HttpStatusError,
     ProtocolError,
     RxLlmError,
+    StreamInterruptedError,
     StreamTimeoutError,
     TransportError,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "Transport",
     "TransportLimits",
     "aclose_quietly",
+    "body_error",
     "check_client",
     "check_header_values",
     "check_peer",
@@ -623,6 +625,26 @@ def transport_error(exc: Exception, request: HttpRequest, redactor: Redactor, pr
 
 
 _E = TypeVar("_E", bound=BaseException)
+
+
+def body_error(exc: Exception, provider: str | None) -> RxLlmError | None:
+    """The rxllm error of a failure while reading a response body (``None``: not the HTTP library's
+    nor the socket's, e.g. rxllm's own cap, which stands as raised), chained to a bare copy of
+    ``exc`` (:func:`detached`): httpx attaches the request, credentials included, to its errors.
+    Raise it outside the ``except`` block that caught ``exc``."""
+    from .stack import ERRORS
+
+    if isinstance(exc, RxLlmError):
+        return None
+    error: RxLlmError
+    if isinstance(exc, ERRORS.stream):  # e.g. a mocked transport's response whose body was already read
+        error = TransportError(f"the http_client returned a body that cannot be streamed: {type(exc).__name__}: "
+                               f"{exc}", provider=provider)
+    elif isinstance(exc, ERRORS.http + ERRORS.raw):
+        error = StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}", provider=provider)
+    else:
+        return None
+    return detached(error, exc)
 
 
 def detached(error: _E, exc: BaseException, message: str | None = None) -> _E:

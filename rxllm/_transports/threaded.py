@@ -67,6 +67,7 @@ from .base import (
     Exchange,
     HttpRequest,
     TransportLimits,
+    body_error,
     check_client,
     check_header_values,
     check_peer,
@@ -324,6 +325,7 @@ class HttpResponse(rx_abc.DisposableBase):
         decoder = BodyDecoder(self._response.headers.get("content-encoding", ""), max_bytes=cap,
                               provider=self._provider)
         raw_body = self._response.iter_raw()
+        failure: Exception | None = None
         try:
             if decoder.identity:  # every SSE stream seen so far: one generator frame less per read
                 total = 0
@@ -340,19 +342,19 @@ class HttpResponse(rx_abc.DisposableBase):
         except ERRORS.timeout as exc:
             scope = self._scope
             limit = limit_of(exc, headers=True, expired=scope is not None and scope.expired())
-            raise timeout_error(exc, limit, self._limits, self._provider) from exc
-        except ERRORS.http as exc:
-            raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}",
-                                         provider=self._provider) from exc
-        except ERRORS.stream as exc:  # e.g. a mocked transport's response whose body was already read
-            raise TransportError(f"the http_client returned a body that cannot be streamed: {type(exc).__name__}: "
-                                 f"{exc}", provider=self._provider) from exc
+            failure = detached(timeout_error(exc, limit, self._limits, self._provider), exc)
+        except Exception as exc:
+            failure = body_error(exc, self._provider)
+            if failure is None:
+                raise
         finally:
             # Closed here, on this thread, down to httpcore's body (as ``yield from`` would): left to
             # the collector it would be finalized on any thread, after the connection went back.
             close = getattr(raw_body, "close", None)
             if close is not None:
                 close()
+        if failure is not None:  # raised here, not in the handler: the library's error is not its context
+            raise failure
 
     def mark_ended(self) -> None:
         """The provider said the turn is over: :meth:`release` may read the bytes that end the body."""
