@@ -254,12 +254,15 @@ def run_rows() -> bool:
         subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", f"--junitxml={report}",
                         *selection], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, check=False)
         cases: dict[tuple[str, str], list[str]] = defaultdict(list)
+        failures: list[str] = []
         for case in ElementTree.parse(report).iter("testcase"):
             name = case.get("name", "").partition("[")[0]
             module = case.get("classname", "").rpartition(".")[2]
             outcome = "held"
-            if case.find("failure") is not None or case.find("error") is not None:
+            failure = case.find("failure") if case.find("failure") is not None else case.find("error")
+            if failure is not None:
                 outcome = "FAILED"
+                failures.append(f"{module}::{case.get('name')}: {failure.get('message', '')[:300]}")
             elif case.find("skipped") is not None:
                 outcome = "skipped"
             cases[(module, name)].append(outcome)
@@ -277,6 +280,8 @@ def run_rows() -> bool:
         held += outcomes.count("held")
         print(f"| {category} | {label} | {len(outcomes)} | {result} |")
     print(f"\n{held} of {total} cases held across {len(ROWS)} rows")
+    for line in failures:
+        print(f"FAILED {line}", file=sys.stderr)
     return not broken
 
 
@@ -296,7 +301,9 @@ def run_memory() -> bool:
             outcome, wire_bytes, peak_mb = result.stdout.split()[-3:]
             holds = outcome == expected and int(peak_mb) < bound
             ok &= holds
-            print(f"| {label} | {kind} | {outcome} | {int(wire_bytes) / 1e6:.2f} MB | {peak_mb} MB | "
+            size = int(wire_bytes)
+            shown = f"{size / 1e6:.2f} MB" if size >= 100_000 else f"{size / 1e3:.1f} kB"
+            print(f"| {label} | {kind} | {outcome} | {shown} | {peak_mb} MB | "
                   f"{'held' if holds else 'FAILED'} |")
     return ok
 
