@@ -49,6 +49,7 @@ __all__ = [
     "redact_url",
     "redact_value",
     "register_secret",
+    "register_secrets_of",
     "secure_destination",
 ]
 
@@ -144,6 +145,33 @@ def register_secret(value: str | None) -> None:
         _known.add(value)
         _known_pattern = _pattern_of(_known)
     redact_log_records()
+
+
+def register_secrets_of(headers: Mapping[str, str] | None = None, body: object = None,
+                        marked: Collection[str] = ()) -> None:
+    """:func:`register_secret` every credential in ``headers`` (the value of a header whose name is
+    a credential's, and its token after ``Bearer``) and in the JSON value ``body`` (every string
+    under an object member whose name is a credential's, at any depth): a key sent in an extra
+    header or an extra body member is then cut out of errors, logs and stored texts like the API key.
+
+    >>> register_secrets_of({"X-Gateway-Token": "Bearer gw-0123456789"}, {"auth": {"api_key": "gw-body-0123456789"}})
+    >>> redact_secrets("echo: gw-0123456789 / gw-body-0123456789")
+    'echo: *** / ***'
+    """
+    for name, value in (headers or {}).items():
+        if isinstance(name, str) and isinstance(value, str) and value and is_secret_name(name, marked):
+            register_secret(value)
+            register_secret(_SCHEME.sub("", value.strip()))
+    pending: list[tuple[object, bool]] = [(body, False)]
+    while pending:
+        item, secret = pending.pop()
+        if isinstance(item, str):
+            if secret:
+                register_secret(item)
+        elif isinstance(item, Mapping):
+            pending.extend((v, secret or (isinstance(k, str) and is_secret_name(k, marked))) for k, v in item.items())
+        elif isinstance(item, list | tuple):
+            pending.extend((v, secret) for v in item)
 
 
 def redact_secrets(text: str) -> str:

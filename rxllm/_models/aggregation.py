@@ -389,6 +389,12 @@ class StreamAggregator:
         """Whether the provider said the turn is over (end marker, finish reason or error)."""
         return self._saw_end or self._finish_reason is not None or self._error is not None
 
+    @property
+    def settled(self) -> bool:
+        """Whether the finish reason and the usage both arrived: the turn's final is whole, only
+        the provider's end marker (if it has one) can still follow."""
+        return self._finish_reason is not None and self._usage is not None
+
     def tool_call_id(self, index: int) -> str:
         """The id the final will give the call at ``index`` (the provider's, or a generated one).
 

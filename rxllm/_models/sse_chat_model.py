@@ -281,6 +281,9 @@ class _SseAttempt:
                          and not request.url[:6].lower().startswith("https:"))
         return Exchange(request, redactor, self._stream, model.provider, self._number, context, loopback_only)
 
+    def settled(self) -> bool:
+        return self._aggregator.settled
+
     def on_body_end(self, ended: bool) -> None:
         # an event the body ended in the middle of is never dispatched (the SSE standard discards it)
         aggregator = self._aggregator

@@ -38,6 +38,7 @@ from .._core.redact import Redactor
 from .._core.threads import daemon_thread
 from .base import (
     DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_FINISH_GRACE,
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_MAX_STREAM_BYTES,
     DEFAULT_READ_TIMEOUT,
@@ -51,6 +52,7 @@ from .base import (
     HttpRequest,
     TransportLimits,
     aclose_quietly,
+    body_error,
     check_client,
     check_header_values,
     check_peer,
@@ -227,6 +229,7 @@ class AsyncHttpResponse:
     async def _iterate(self, cap: int | None) -> AsyncIterator[bytes]:
         decoder = BodyDecoder(self._response.headers.get("content-encoding", ""), max_bytes=cap,
                               provider=self._provider)
+        failure: Exception | None = None
         try:
             if decoder.identity:
                 total = 0
@@ -243,14 +246,14 @@ class AsyncHttpResponse:
                 for piece in decoder.flush():
                     yield piece
         except ERRORS.timeout as exc:
-            raise timeout_error(exc, limit_of(exc, headers=True, expired=False), self._limits,
-                                self._provider) from exc
-        except ERRORS.http as exc:
-            raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}",
-                                         provider=self._provider) from exc
-        except ERRORS.stream as exc:  # e.g. a mocked transport's response whose body was already read
-            raise TransportError(f"the http_client returned a body that cannot be streamed: {type(exc).__name__}: "
-                                 f"{exc}", provider=self._provider) from exc
+            failure = detached(timeout_error(exc, limit_of(exc, headers=True, expired=False), self._limits,
+                                             self._provider), exc)
+        except Exception as exc:
+            failure = body_error(exc, self._provider)
+            if failure is None:
+                raise
+        if failure is not None:  # raised here, not in the handler: the library's error is not its context
+            raise failure
 
     async def aread(self) -> bytes:
         """The whole decoded body (at most ``max_response_bytes``)."""
@@ -345,6 +348,9 @@ class AsyncHttpTransport:
             not retried.
         max_response_bytes: cap on a non-streamed (``stream=False``) body, decoded.
         max_stream_bytes: cap on a streamed body, decoded (``None``: no cap).
+        finish_grace: seconds to wait for the body's end once the turn's finish and usage
+            arrived; a body that stalls or breaks off after them ends the turn with its whole
+            final instead of a timeout or an error (the connection is closed, not reused).
         keepalive_expiry: seconds an idle keep-alive connection is kept.
         http_client: an ``httpx2.AsyncClient`` (or a legacy ``httpx.AsyncClient``) you built (proxy,
             ``verify``, limits, headers, event hooks, mounts, ``http2=True``...) to send every request
@@ -370,6 +376,7 @@ class AsyncHttpTransport:
         total_timeout: float | None = DEFAULT_TOTAL_TIMEOUT,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_stream_bytes: int | None = DEFAULT_MAX_STREAM_BYTES,
+        finish_grace: float = DEFAULT_FINISH_GRACE,
         keepalive_expiry: float = 30.0,
         http_client: httpx2.AsyncClient | Any | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
@@ -387,6 +394,7 @@ class AsyncHttpTransport:
             total_timeout=total_timeout,
             max_response_bytes=max_response_bytes,
             max_stream_bytes=max_stream_bytes,
+            finish_grace=finish_grace,
         )
         self._timeout = self.limits.client_timeout()
         # httpcore's pool scans every connection for every request: one pool of 10,000 connections
@@ -557,12 +565,18 @@ class AsyncHttpTransport:
                         sink.on_whole(await response.aread())
                     else:
                         feed = sink.on_body
+                        settled = sink.settled
                         ended = False
-                        async for data in response.aiter_bytes():
+                        body = response.aiter_bytes()
+                        async for data in body:
                             if feed(data):
                                 ended = True
-                                response.mark_ended()
                                 break
+                            if settled():
+                                ended = await self._after_finish(body, feed, exchange.provider)
+                                break
+                        if ended:
+                            response.mark_ended()
                         sink.on_body_end(ended)
                         await response.adrain()
             except Exception as exc:
@@ -577,6 +591,23 @@ class AsyncHttpTransport:
         finally:
             if response is not None:
                 await response.aclose()
+
+    async def _after_finish(self, body: AsyncIterator[bytes], feed: Callable[[bytes], bool], provider: str) -> bool:
+        """The rest of a body whose finish and usage arrived (as :meth:`HttpTransport._after_finish`):
+        ``True`` when the end marker came within ``finish_grace`` seconds, ``False`` when the body
+        ended, stalled or broke off (the turn is whole either way; :meth:`AsyncHttpResponse.aclose`
+        closes a connection whose body did not end)."""
+        grace = self.limits.finish_grace
+        _log.debug("%s: the finish and usage arrived; waiting up to %.2fs for the body's end", provider, grace)
+        try:
+            async with asyncio.timeout(grace):
+                async for data in body:
+                    if feed(data):
+                        return True
+        except (TimeoutError, StreamTimeoutError, StreamInterruptedError) as exc:
+            _log.debug("%s: the body did not end within %.2fs of the finish and usage (%s): the turn ends "
+                       "without it", provider, grace, type(exc).__name__)
+        return False
 
     async def _open_exchange(self, exchange: Exchange, scope: CancelScope) -> AsyncHttpResponse:
         if exchange.context is None:

@@ -37,6 +37,7 @@ from .._core.errors import (
     HttpStatusError,
     ProtocolError,
     RxLlmError,
+    StreamInterruptedError,
     StreamTimeoutError,
     TransportError,
 )
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_FINISH_GRACE",
     "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_MAX_STREAM_BYTES",
     "DEFAULT_READ_TIMEOUT",
@@ -63,6 +65,7 @@ __all__ = [
     "Transport",
     "TransportLimits",
     "aclose_quietly",
+    "body_error",
     "check_client",
     "check_header_values",
     "check_peer",
@@ -92,6 +95,7 @@ DEFAULT_READ_TIMEOUT = 300.0
 DEFAULT_TOTAL_TIMEOUT = 900.0
 DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 DEFAULT_MAX_STREAM_BYTES = 256 * 1024 * 1024
+DEFAULT_FINISH_GRACE = 1.0  # after the finish chunk and usage, how long to wait for the body's end
 DRAIN_SECONDS = 0.25  # after the provider's end marker, how long to wait for the body's last bytes
 DRAIN_BYTES = 64 * 1024  # and how many of them to read at most, so the connection can be reused
 _REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-goog-request-id", "cf-ray")
@@ -164,6 +168,12 @@ class AttemptSink(Protocol):
 
     def on_body(self, data: bytes) -> bool:
         """One piece of the decoded body; ``True`` once the provider ended the turn (read no more)."""
+        ...
+
+    def settled(self) -> bool:
+        """Whether the turn's finish and its usage have arrived: all that is left is the body's end
+        (an end marker, or none at all), which a transport waits for ``finish_grace`` seconds at
+        most before it ends the body itself (a stall or a cut after it loses nothing)."""
         ...
 
     def on_body_end(self, ended: bool) -> None:
@@ -370,6 +380,7 @@ class TransportLimits:
     total_timeout: float | None = DEFAULT_TOTAL_TIMEOUT
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     max_stream_bytes: int | None = DEFAULT_MAX_STREAM_BYTES
+    finish_grace: float = DEFAULT_FINISH_GRACE
 
     def __post_init__(self) -> None:
         if self.max_concurrent_streams < 1:
@@ -381,6 +392,8 @@ class TransportLimits:
             raise ConfigurationError(
                 "connect_timeout, first_byte_timeout, read_timeout and total_timeout must be positive"
             )
+        if not self.finish_grace > 0:
+            raise ConfigurationError("finish_grace must be positive")
         if self.max_response_bytes <= 0 or (self.max_stream_bytes is not None and self.max_stream_bytes <= 0):
             raise ConfigurationError("max_response_bytes and max_stream_bytes must be positive")
 
@@ -612,6 +625,26 @@ def transport_error(exc: Exception, request: HttpRequest, redactor: Redactor, pr
 
 
 _E = TypeVar("_E", bound=BaseException)
+
+
+def body_error(exc: Exception, provider: str | None) -> RxLlmError | None:
+    """The rxllm error of a failure while reading a response body (``None``: not the HTTP library's
+    nor the socket's, e.g. rxllm's own cap, which stands as raised), chained to a bare copy of
+    ``exc`` (:func:`detached`): httpx attaches the request, credentials included, to its errors.
+    Raise it outside the ``except`` block that caught ``exc``."""
+    from .stack import ERRORS
+
+    if isinstance(exc, RxLlmError):
+        return None
+    error: RxLlmError
+    if isinstance(exc, ERRORS.stream):  # e.g. a mocked transport's response whose body was already read
+        error = TransportError(f"the http_client returned a body that cannot be streamed: {type(exc).__name__}: "
+                               f"{exc}", provider=provider)
+    elif isinstance(exc, ERRORS.http + ERRORS.raw):
+        error = StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}", provider=provider)
+    else:
+        return None
+    return detached(error, exc)
 
 
 def detached(error: _E, exc: BaseException, message: str | None = None) -> _E:

@@ -63,6 +63,9 @@ class _Errors:
         self._connect_timeout: tuple[type[Exception], ...] = ()
         self._write_timeout: tuple[type[Exception], ...] = ()
         self._local_protocol: tuple[type[Exception], ...] = ()
+        # What a body read may raise below httpx's mapping (a transport of the user's that lets
+        # httpcore's errors or the socket's through).
+        self._raw: tuple[type[Exception], ...] = (OSError,)
         # What closing a response, a body or a connection may raise once its socket was shut down or
         # the peer went away (httpx does not map httpcore's errors raised while closing a stream).
         self._close: tuple[type[Exception], ...] = (OSError, RxLlmError)
@@ -78,6 +81,7 @@ class _Errors:
         self._connect_timeout += (httpx.ConnectTimeout,)
         self._write_timeout += (httpx.WriteTimeout,)
         self._local_protocol += (httpx.LocalProtocolError,)
+        self._raw += (httpcore.NetworkError, httpcore.ProtocolError, httpcore.TimeoutException)
         self._close += (httpx.HTTPError, httpx.StreamError, httpcore.NetworkError, httpcore.ProtocolError,
                         httpcore.TimeoutException)
         if stack is not HTTPX2:
@@ -129,6 +133,11 @@ class _Errors:
     def local_protocol(self) -> tuple[type[Exception], ...]:
         self._complete()
         return self._local_protocol
+
+    @property
+    def raw(self) -> tuple[type[Exception], ...]:
+        self._complete()
+        return self._raw
 
     @property
     def close(self) -> tuple[type[Exception], ...]:

@@ -42,11 +42,19 @@ import httpx2
 from reactivex import abc as rx_abc
 from reactivex.scheduler import ThreadPoolScheduler
 
-from .._core.errors import ConfigurationError, HttpStatusError, RxLlmError, StreamInterruptedError, TransportError
+from .._core.errors import (
+    ConfigurationError,
+    HttpStatusError,
+    RxLlmError,
+    StreamInterruptedError,
+    StreamTimeoutError,
+    TransportError,
+)
 from .._core.redact import Redactor
 from .._core.threads import daemon_thread, thread_pool_scheduler
 from .base import (
     DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_FINISH_GRACE,
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_MAX_STREAM_BYTES,
     DEFAULT_READ_TIMEOUT,
@@ -59,6 +67,7 @@ from .base import (
     Exchange,
     HttpRequest,
     TransportLimits,
+    body_error,
     check_client,
     check_header_values,
     check_peer,
@@ -86,6 +95,7 @@ from .stack import ERRORS, core_of, shared_ssl_context, stack_of
 __all__ = ["HttpResponse", "HttpTransport", "make_cancellable", "prune"]
 
 _log = logging.getLogger("rxllm.http")
+DEFAULT_IDLE_THREAD_TIMEOUT = 30.0  # seconds an idle I/O thread waits for work before it exits
 
 
 _monotonic = time.monotonic
@@ -315,6 +325,7 @@ class HttpResponse(rx_abc.DisposableBase):
         decoder = BodyDecoder(self._response.headers.get("content-encoding", ""), max_bytes=cap,
                               provider=self._provider)
         raw_body = self._response.iter_raw()
+        failure: Exception | None = None
         try:
             if decoder.identity:  # every SSE stream seen so far: one generator frame less per read
                 total = 0
@@ -331,19 +342,19 @@ class HttpResponse(rx_abc.DisposableBase):
         except ERRORS.timeout as exc:
             scope = self._scope
             limit = limit_of(exc, headers=True, expired=scope is not None and scope.expired())
-            raise timeout_error(exc, limit, self._limits, self._provider) from exc
-        except ERRORS.http as exc:
-            raise StreamInterruptedError(f"the response body broke off: {type(exc).__name__}: {exc}",
-                                         provider=self._provider) from exc
-        except ERRORS.stream as exc:  # e.g. a mocked transport's response whose body was already read
-            raise TransportError(f"the http_client returned a body that cannot be streamed: {type(exc).__name__}: "
-                                 f"{exc}", provider=self._provider) from exc
+            failure = detached(timeout_error(exc, limit, self._limits, self._provider), exc)
+        except Exception as exc:
+            failure = body_error(exc, self._provider)
+            if failure is None:
+                raise
         finally:
             # Closed here, on this thread, down to httpcore's body (as ``yield from`` would): left to
             # the collector it would be finalized on any thread, after the connection went back.
             close = getattr(raw_body, "close", None)
             if close is not None:
                 close()
+        if failure is not None:  # raised here, not in the handler: the library's error is not its context
+            raise failure
 
     def mark_ended(self) -> None:
         """The provider said the turn is over: :meth:`release` may read the bytes that end the body."""
@@ -421,6 +432,9 @@ class HttpTransport:
         max_response_bytes: cap on a non-streamed (``stream=False``) body, decoded.
         max_stream_bytes: cap on a streamed body, decoded (``None``: no cap); ignored bytes
             such as SSE comments count too.
+        finish_grace: seconds to wait for the body's end once the turn's finish and usage
+            arrived; a body that stalls or breaks off after them ends the turn with its whole
+            final instead of a timeout or an error (the connection is closed, not reused).
         keepalive_expiry: seconds an idle keep-alive connection is kept.
         http_client: an ``httpx2.Client`` (or a legacy ``httpx.Client``) you built (proxy,
             ``verify``, certificates, limits, headers, event hooks, mounts...) to send the requests
@@ -429,6 +443,8 @@ class HttpTransport:
             client's transport is the library's own (HTTP/1.1), else it stops the emissions at once.
         trust_env: for rxllm's own client: honour ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``,
             ``NO_PROXY``, ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` exactly as httpx2 does (default).
+        idle_thread_timeout: seconds an I/O thread waits for a next stream before it exits (after a
+            burst of streams the pool shrinks back; a later stream starts a thread again).
 
     The client is a plain ``httpx2.Client`` over ``httpx2.HTTPTransport``; the sockets are made
     cancellable by wrapping the pools' network backend (see :func:`make_cancellable`).
@@ -444,9 +460,11 @@ class HttpTransport:
         total_timeout: float | None = DEFAULT_TOTAL_TIMEOUT,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_stream_bytes: int | None = DEFAULT_MAX_STREAM_BYTES,
+        finish_grace: float = DEFAULT_FINISH_GRACE,
         keepalive_expiry: float = 30.0,
         http_client: httpx2.Client | Any | None = None,
         trust_env: bool = True,
+        idle_thread_timeout: float = DEFAULT_IDLE_THREAD_TIMEOUT,
     ) -> None:
         if http_client is not None:
             stack = stack_of(http_client)
@@ -461,6 +479,7 @@ class HttpTransport:
             total_timeout=total_timeout,
             max_response_bytes=max_response_bytes,
             max_stream_bytes=max_stream_bytes,
+            finish_grace=finish_grace,
         )
         self._owns_client = http_client is None
         if http_client is None:
@@ -475,6 +494,9 @@ class HttpTransport:
             )
         self._client = http_client
         make_cancellable(http_client, watch_idle=self._owns_client)
+        if not idle_thread_timeout > 0:
+            raise ConfigurationError("idle_thread_timeout must be positive")
+        self._idle_thread_timeout = idle_thread_timeout
         self._scheduler: ThreadPoolScheduler | None = None
         self._lock = threading.Lock()
 
@@ -486,7 +508,8 @@ class HttpTransport:
         """The I/O pool (created on first use), one thread per concurrently open stream."""
         with self._lock:
             if self._scheduler is None:
-                self._scheduler = thread_pool_scheduler(self.max_concurrent_streams, "rxllm-io")
+                self._scheduler = thread_pool_scheduler(self.max_concurrent_streams, "rxllm-io",
+                                                        idle_timeout=self._idle_thread_timeout)
             return self._scheduler
 
     def open(
@@ -611,12 +634,17 @@ class HttpTransport:
                     sink.on_whole(response.read())
                 else:
                     feed = sink.on_body
+                    settled = sink.settled
                     ended = False
-                    for data in response.iter_bytes():
+                    body = response.iter_bytes()
+                    for data in body:
                         if feed(data):
                             ended = True
                             break
                         if scope.cancelled:
+                            break
+                        if settled():
+                            ended = self._after_finish(body, feed, scope, exchange.provider)
                             break
                     if scope.cancelled:
                         raise TransportError("the attempt was cancelled", provider=exchange.provider)
@@ -636,6 +664,28 @@ class HttpTransport:
                 sink.on_error(exc)
                 return
             sink.on_completed()
+
+    def _after_finish(self, body: Iterator[bytes], feed: Callable[[bytes], bool], scope: CancelScope,
+                      provider: str) -> bool:
+        """The rest of a body whose finish and usage arrived: read for at most ``finish_grace``
+        seconds; ``True`` when the end marker came, ``False`` when the body ended, stalled or broke
+        off (the turn is whole either way: the caller closes the connection and ends the turn)."""
+        until = time.monotonic() + self.limits.finish_grace
+        _log.debug("%s: the finish and usage arrived; waiting up to %.2fs for the body's end", provider,
+                   self.limits.finish_grace)
+        if scope.deadline is None or scope.deadline > until:
+            scope.deadline = until  # every read of a cancellable socket is clamped to it
+        try:
+            for data in body:
+                if feed(data):
+                    return True
+                if scope.cancelled:
+                    return False
+        except (StreamTimeoutError, StreamInterruptedError) as exc:
+            if not scope.cancelled:
+                _log.debug("%s: the body did not end within %.2fs of the finish and usage (%s): the turn ends "
+                           "without it", provider, self.limits.finish_grace, type(exc).__name__)
+        return False
 
     def _open_exchange(self, exchange: Exchange) -> HttpResponse:
         if exchange.context is None:

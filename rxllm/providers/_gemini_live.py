@@ -34,6 +34,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from .._core.errors import ConfigurationError, ProtocolError
 from .._core.genai_types import FunctionCallingConfigMode, LiveServerSessionResumptionUpdate
+from .._core.redact import register_secret, register_secrets_of
 from .._core.types import Blob, Content, FunctionCall, GenerateContentConfig, LlmRequest, UsageMetadata
 from .._models.live import (
     LiveAudio,
@@ -397,6 +398,8 @@ def connect_gemini_live(
     protocol = GeminiLiveProtocol(llm_request, model=model)
     url = gemini_live_url(base_url, api_version, api_key)
     headers = dict(extra_headers or {})
+    register_secret(api_key)  # the key goes in the URL's query: redacted everywhere (the model registered it)
+    register_secrets_of(headers)
     limits = limits or LiveLimits()
     if not allow_insecure_key:
         check_live_destination(url, headers, _PROVIDER)

@@ -29,6 +29,7 @@ from typing import Any, Final
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from .._core.errors import ConfigurationError, MalformedFunctionCallError, ProtocolError, ProviderError
+from .._core.redact import register_secrets_of
 from .._core.types import Blob, Content, FunctionCall, LlmRequest, UsageMetadata
 from .._models.base_llm import BaseLlm
 from .._models.live import (
@@ -364,6 +365,7 @@ class OpenAiRealtimeModel(BaseLlm):
         openai_realtime_url(base_url, model or "x")  # fails now for an unusable base_url
         self._base_url = base_url
         self._headers = dict(extra_headers or {})
+        register_secrets_of(self._headers)  # a gateway's token in a header: redacted like the key
         if key:
             self._headers["Authorization"] = f"Bearer {key}"
         self._http_client = http_client

@@ -40,7 +40,7 @@ from pydantic import BaseModel, JsonValue
 from .._core.errors import ConfigurationError, ProtocolError
 from .._core.genai_types import FunctionCallingConfigMode, HarmBlockThreshold
 from .._core.json_codec import loads
-from .._core.redact import redact_headers, redact_json, redact_url
+from .._core.redact import redact_headers, redact_json, redact_url, register_secrets_of
 from .._core.types import BUILT_IN_TOOLS, FunctionDeclaration, GenerateContentConfig, HttpOptions, LlmRequest
 from .._core.version import USER_AGENT
 from .._models.chunk import InBandError
@@ -582,6 +582,7 @@ extra_body={'ignore_eos': True, 'api_key': '***'})
             )
         self._extra_body: dict[str, Any] = _copy_json(extra_body or {})
         self._extra_body_overrides = bool(extra_body_overrides)
+        register_secrets_of(self._extra_headers, self._extra_body)  # redacted everywhere, like the key
 
     @property
     def provider(self) -> str:
@@ -635,6 +636,7 @@ extra_body={'ignore_eos': True, 'api_key': '***'})
             if http_options.extra_body_overrides is not None:
                 overrides = http_options.extra_body_overrides
             request_headers = http_options.headers or {}
+            register_secrets_of(request_headers, http_options.extra_body)
         if extra:
             body = merged = dict(body)
             merge_extra_body(merged, extra, overrides=overrides, provider=self._provider)

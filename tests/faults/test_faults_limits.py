@@ -163,11 +163,14 @@ def test_a_non_streamed_body_past_max_response_bytes_is_a_typed_error_not_retrie
 
 
 def test_limits_are_checked_when_the_transport_is_built() -> None:
-    for bad in ({"total_timeout": 0}, {"first_byte_timeout": -1}, {"max_response_bytes": 0}, {"max_stream_bytes": 0}):
+    for bad in ({"total_timeout": 0}, {"first_byte_timeout": -1}, {"max_response_bytes": 0}, {"max_stream_bytes": 0},
+                {"finish_grace": 0}):
         with pytest.raises(ConfigurationError):
             HttpTransport(**bad)  # type: ignore[arg-type]
         with pytest.raises(ConfigurationError):
             AsyncHttpTransport(**bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError):
+        HttpTransport(idle_thread_timeout=0)
 
 
 _CHILD = textwrap.dedent(

@@ -2,7 +2,8 @@
 
 * an HTTP 200 carrying a web page where an event stream was expected (a wrong ``base_url``) fails
   with "expected text/event-stream, got text/html from URL", once;
-* a certificate that does not verify fails once (the TLS front counts the connection attempts).
+* a certificate that does not verify fails once (the TLS front counts the connection attempts);
+* response headers too large for the HTTP library fail once.
 """
 
 from __future__ import annotations
@@ -66,3 +67,20 @@ def test_a_certificate_that_does_not_verify_is_not_retried(kind: str) -> None:
     (error,) = recorder.errors
     assert isinstance(error, TransportError) and not error.retryable, error
     assert len(attempts) == 1 and front.handshakes == 0
+
+
+@pytest.mark.parametrize("kind", TRANSPORT_KINDS)
+def test_response_headers_too_large_are_not_retried(kind: str) -> None:
+    # past h11's 100 KiB cap on a response head: a retry would get the same head again
+    huge = StubResponse(headers={"Content-Type": "text/event-stream", "X-Padding": "a" * 200_000},
+                        body=OPENAI.stream("never"))
+    with StubServer([huge, huge, huge]) as server:
+        transport = make_transport(kind)
+        try:
+            recorder = _run(OPENAI.model(server.url, transport=transport, retry_policy=RETRIES))
+        finally:
+            transport.close()
+        requests = len(server.requests)
+    (error,) = recorder.errors
+    assert isinstance(error, TransportError) and not error.retryable, error
+    assert requests == 1
