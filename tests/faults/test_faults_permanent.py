@@ -27,19 +27,25 @@ def _run(model: object) -> Recorder:
     return recorder
 
 
-@pytest.mark.parametrize("kind", TRANSPORT_KINDS)
-def test_a_web_page_instead_of_an_event_stream_says_so_and_is_not_retried(kind: str) -> None:
-    page = StubResponse(headers={"Content-Type": "text/html; charset=utf-8"}, body=[b"<html>login</html>"])
-    with StubServer([page, page, page]) as server:
+def _call_thrice_offered(kind: str, response: StubResponse) -> tuple[Recorder, int, str]:
+    """One call (retries allowed) to a server that would give ``response`` three times: what the
+    caller got, how many requests the server received, and the server's URL."""
+    with StubServer([response, response, response]) as server:
         transport = make_transport(kind)
         try:
             recorder = _run(OPENAI.model(server.url, transport=transport, retry_policy=RETRIES))
         finally:
             transport.close()
-        requests = len(server.requests)
+        return recorder, len(server.requests), server.url
+
+
+@pytest.mark.parametrize("kind", TRANSPORT_KINDS)
+def test_a_web_page_instead_of_an_event_stream_says_so_and_is_not_retried(kind: str) -> None:
+    page = StubResponse(headers={"Content-Type": "text/html; charset=utf-8"}, body=[b"<html>login</html>"])
+    recorder, requests, url = _call_thrice_offered(kind, page)
     (error,) = recorder.errors
     assert isinstance(error, ProtocolError) and not error.retryable
-    assert f"expected text/event-stream, got text/html from {server.url}/v1/chat/completions" in str(error)
+    assert f"expected text/event-stream, got text/html from {url}/v1/chat/completions" in str(error)
     assert requests == 1
 
 
@@ -74,13 +80,7 @@ def test_response_headers_too_large_are_not_retried(kind: str) -> None:
     # past h11's 100 KiB cap on a response head: a retry would get the same head again
     huge = StubResponse(headers={"Content-Type": "text/event-stream", "X-Padding": "a" * 200_000},
                         body=OPENAI.stream("never"))
-    with StubServer([huge, huge, huge]) as server:
-        transport = make_transport(kind)
-        try:
-            recorder = _run(OPENAI.model(server.url, transport=transport, retry_policy=RETRIES))
-        finally:
-            transport.close()
-        requests = len(server.requests)
+    recorder, requests, _ = _call_thrice_offered(kind, huge)
     (error,) = recorder.errors
     assert isinstance(error, TransportError) and not error.retryable, error
     assert requests == 1
