@@ -168,6 +168,49 @@ def first_partial(chunks: int, reps: int) -> dict[str, Any]:
 # --- short calls: CPU per call ----------------------------------------------------------------------
 
 
+def short_call_contenders(url: str, client: httpx2.Client) -> dict[str, Callable[[], str]]:
+    """The short-call contenders on the server's ``url`` (``.../text/<chunks>``), each returning the final text.
+
+    The floor reuses ``client`` (``iter_lines`` + ``json.loads`` + join); rxllm reuses one
+    ``OpenAiChatModel`` per row, on its I/O thread as by default, and with
+    ``scheduler=ImmediateScheduler()``. ``call_instructions.py`` counts the same contenders.
+    """
+    from reactivex.scheduler import ImmediateScheduler
+
+    def floor() -> str:
+        pieces = []
+        with client.stream("POST", f"{url}/chat/completions", json={"model": "bench", "stream": True}) as r:
+            for line in r.iter_lines():
+                if not line.startswith("data: "):
+                    continue
+                data = line[6:]
+                if data == "[DONE]":
+                    break
+                choices = json.loads(data)["choices"]
+                if choices:
+                    content = choices[0]["delta"].get("content")
+                    if content:
+                        pieces.append(content)
+        return "".join(pieces)
+
+    def rxllm_call(model: OpenAiChatModel) -> Callable[[], str]:
+        def call() -> str:
+            items: list[LlmResponse] = model.generate_content(REQUEST, stream=True).pipe(ops.to_list()).run()
+            return items[-1].text()
+
+        return call
+
+    never = RetryPolicy.never()
+    return {
+        "floor (httpx2.Client, reused)": floor,
+        "rxllm (I/O thread, the default)": rxllm_call(
+            OpenAiChatModel("bench", base_url=url, api_key="bench", retry_policy=never)),
+        "rxllm (scheduler=ImmediateScheduler())": rxllm_call(
+            OpenAiChatModel("bench", base_url=url, api_key="bench", retry_policy=never,
+                            scheduler=ImmediateScheduler())),
+    }
+
+
 def short_calls(chunks: int, reps: int) -> dict[str, Any]:
     """CPU per call of a ``chunks``-chunk stream (``time.process_time``: this process, every thread),
     sequential calls on a reused client, interleaved ``reps`` times; medians, and rxllm minus the floor.
@@ -177,43 +220,8 @@ def short_calls(chunks: int, reps: int) -> dict[str, Any]:
     on its I/O thread as by default, and with ``scheduler=ImmediateScheduler()`` (the attempt runs on
     the subscribing thread: the same code without the hand-off to the I/O thread and back).
     """
-    from reactivex.scheduler import ImmediateScheduler
-
     with BenchServer() as server, httpx2.Client(timeout=60) as client:
-        url = f"{server.url}/text/{chunks}"
-
-        def floor() -> str:
-            pieces = []
-            with client.stream("POST", f"{url}/chat/completions", json={"model": "bench", "stream": True}) as r:
-                for line in r.iter_lines():
-                    if not line.startswith("data: "):
-                        continue
-                    data = line[6:]
-                    if data == "[DONE]":
-                        break
-                    choices = json.loads(data)["choices"]
-                    if choices:
-                        content = choices[0]["delta"].get("content")
-                        if content:
-                            pieces.append(content)
-            return "".join(pieces)
-
-        def rxllm_call(model: OpenAiChatModel) -> Callable[[], str]:
-            def call() -> str:
-                items: list[LlmResponse] = model.generate_content(REQUEST, stream=True).pipe(ops.to_list()).run()
-                return items[-1].text()
-
-            return call
-
-        never = RetryPolicy.never()
-        contenders: dict[str, Callable[[], str]] = {
-            "floor (httpx2.Client, reused)": floor,
-            "rxllm (I/O thread, the default)": rxllm_call(
-                OpenAiChatModel("bench", base_url=url, api_key="bench", retry_policy=never)),
-            "rxllm (scheduler=ImmediateScheduler())": rxllm_call(
-                OpenAiChatModel("bench", base_url=url, api_key="bench", retry_policy=never,
-                                scheduler=ImmediateScheduler())),
-        }
+        contenders = short_call_contenders(f"{server.url}/text/{chunks}", client)
         texts = {run() for run in contenders.values()}
         assert len(texts) == 1, texts
         cpu: dict[str, list[float]] = {name: [] for name in contenders}
