@@ -86,6 +86,7 @@ _POOL_SHARD = 256
 _STOP_SECONDS = 2.0  # close(): how long a stopped stream gets to end before it is cancelled
 _CLOSE_SECONDS = 10.0  # close(): how long the whole cleanup on the loop may take
 _log = logging.getLogger("rxllm.http")
+_grace_log = logging.getLogger("rxllm.http.grace")  # the finish grace's own lines, beside the one per request
 
 
 _attempt_scope: contextvars.ContextVar[CancelScope | None] = contextvars.ContextVar("rxllm_attempt_scope", default=None)
@@ -598,14 +599,14 @@ class AsyncHttpTransport:
         ended, stalled or broke off (the turn is whole either way; :meth:`AsyncHttpResponse.aclose`
         closes a connection whose body did not end)."""
         grace = self.limits.finish_grace
-        _log.debug("%s: the finish and usage arrived; waiting up to %.2fs for the body's end", provider, grace)
+        _grace_log.debug("%s: the finish and usage arrived; waiting up to %.2fs for the body's end", provider, grace)
         try:
             async with asyncio.timeout(grace):
                 async for data in body:
                     if feed(data):
                         return True
         except (TimeoutError, StreamTimeoutError, StreamInterruptedError) as exc:
-            _log.debug("%s: the body did not end within %.2fs of the finish and usage (%s): the turn ends "
+            _grace_log.debug("%s: the body did not end within %.2fs of the finish and usage (%s): the turn ends "
                        "without it", provider, grace, type(exc).__name__)
         return False
 

@@ -95,6 +95,7 @@ from .stack import ERRORS, core_of, shared_ssl_context, stack_of
 __all__ = ["HttpResponse", "HttpTransport", "make_cancellable", "prune"]
 
 _log = logging.getLogger("rxllm.http")
+_grace_log = logging.getLogger("rxllm.http.grace")  # the finish grace's own lines, beside the one per request
 DEFAULT_IDLE_THREAD_TIMEOUT = 30.0  # seconds an idle I/O thread waits for work before it exits
 
 
@@ -671,7 +672,7 @@ class HttpTransport:
         seconds; ``True`` when the end marker came, ``False`` when the body ended, stalled or broke
         off (the turn is whole either way: the caller closes the connection and ends the turn)."""
         until = time.monotonic() + self.limits.finish_grace
-        _log.debug("%s: the finish and usage arrived; waiting up to %.2fs for the body's end", provider,
+        _grace_log.debug("%s: the finish and usage arrived; waiting up to %.2fs for the body's end", provider,
                    self.limits.finish_grace)
         if scope.deadline is None or scope.deadline > until:
             scope.deadline = until  # every read of a cancellable socket is clamped to it
@@ -683,7 +684,7 @@ class HttpTransport:
                     return False
         except (StreamTimeoutError, StreamInterruptedError) as exc:
             if not scope.cancelled:
-                _log.debug("%s: the body did not end within %.2fs of the finish and usage (%s): the turn ends "
+                _grace_log.debug("%s: the body did not end within %.2fs of the finish and usage (%s): the turn ends "
                            "without it", provider, self.limits.finish_grace, type(exc).__name__)
         return False
 
