@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import argparse
 import gc
-import re
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _callgrind import instructions
 
 NAMES = ["floor (httpx2.Client, reused)", "rxllm (I/O thread, the default)", "rxllm (scheduler=ImmediateScheduler())"]
 WARMUP = 20
@@ -50,14 +49,7 @@ def _run(name: str, url: str, n: int) -> None:
 
 
 def _instructions(name: str, url: str, n: int) -> int:
-    out = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
-         "--run", name, url, str(n)],
-        capture_output=True, text=True, check=True,
-    ).stderr
-    match = re.search(r"Collected\s*:\s*(\d+)", out)
-    assert match, out[-2000:]
-    return int(match.group(1))
+    return instructions(__file__, name, url, str(n))
 
 
 def main() -> int:

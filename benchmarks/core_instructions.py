@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-import subprocess
-import sys
+
+from _callgrind import instructions
 
 PROVIDERS = ["openai-chat", "anthropic", "gemini"]
 
@@ -70,14 +69,7 @@ def _run(mode: str, n: int, total: int, provider: str = "openai-chat") -> None:
 
 
 def _instructions(mode: str, n: int, total: int, provider: str) -> int:
-    out = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
-         "--run", mode, str(n), "--chunks", str(total), "--provider", provider],
-        capture_output=True, text=True, check=True,
-    ).stderr
-    match = re.search(r"Collected\s*:\s*(\d+)", out)
-    assert match, out
-    return int(match.group(1))
+    return instructions(__file__, mode, str(n), "--chunks", str(total), "--provider", provider)
 
 
 def main() -> int:

@@ -31,12 +31,11 @@ from __future__ import annotations
 
 import argparse
 import gc
-import re
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
+
+from _callgrind import instructions
 
 WARMUP = 20
 
@@ -135,14 +134,7 @@ def _run(what: str, n: int) -> None:
 
 
 def _instructions(what: str, n: int) -> int:
-    out = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
-         "--run", what, str(n)],
-        capture_output=True, text=True, check=True,
-    ).stderr
-    match = re.search(r"Collected\s*:\s*(\d+)", out)
-    assert match, out
-    return int(match.group(1))
+    return instructions(__file__, what, str(n))
 
 
 def _cpu_ms(turns: int) -> dict[str, float]:

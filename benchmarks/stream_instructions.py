@@ -18,12 +18,11 @@ Run (needs ``valgrind``; about a minute per contender)::
 from __future__ import annotations
 
 import argparse
-import re
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _callgrind import instructions
 
 FLOOR_OF = {
     "rxllm, partials dropped": "floor (httpx iter_lines + json.loads)",
@@ -73,14 +72,7 @@ def _run(name: str, url: str, n: int) -> None:
 
 
 def _instructions(name: str, url: str, n: int) -> int:
-    out = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
-         "--run", name, url, str(n)],
-        capture_output=True, text=True, check=True,
-    ).stderr
-    match = re.search(r"Collected\s*:\s*(\d+)", out)
-    assert match, out[-2000:]
-    return int(match.group(1))
+    return instructions(__file__, name, url, str(n))
 
 
 def main() -> int:

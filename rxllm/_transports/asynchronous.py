@@ -607,7 +607,7 @@ class AsyncHttpTransport:
                         return True
         except (TimeoutError, StreamTimeoutError, StreamInterruptedError) as exc:
             _grace_log.debug("%s: the body did not end within %.2fs of the finish and usage (%s): the turn ends "
-                       "without it", provider, grace, type(exc).__name__)
+                             "without it", provider, grace, type(exc).__name__)
         return False
 
     async def _open_exchange(self, exchange: Exchange, scope: CancelScope) -> AsyncHttpResponse:

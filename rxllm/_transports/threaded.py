@@ -673,7 +673,7 @@ class HttpTransport:
         off (the turn is whole either way: the caller closes the connection and ends the turn)."""
         until = time.monotonic() + self.limits.finish_grace
         _grace_log.debug("%s: the finish and usage arrived; waiting up to %.2fs for the body's end", provider,
-                   self.limits.finish_grace)
+                         self.limits.finish_grace)
         if scope.deadline is None or scope.deadline > until:
             scope.deadline = until  # every read of a cancellable socket is clamped to it
         try:
@@ -684,8 +684,8 @@ class HttpTransport:
                     return False
         except (StreamTimeoutError, StreamInterruptedError) as exc:
             if not scope.cancelled:
-                _grace_log.debug("%s: the body did not end within %.2fs of the finish and usage (%s): the turn ends "
-                           "without it", provider, self.limits.finish_grace, type(exc).__name__)
+                _grace_log.debug("%s: the body did not end within %.2fs of the finish and usage (%s): the turn "
+                                 "ends without it", provider, self.limits.finish_grace, type(exc).__name__)
         return False
 
     def _open_exchange(self, exchange: Exchange) -> HttpResponse:
