@@ -95,9 +95,16 @@ PROBES = {"typed_ok.py", "typed_bad.py"}
 ERROR_LINE = re.compile(r"^\s*(?P<file>\S+?):\d+(:\d+)?(: | - )error")  # mypy's and pyright's error lines
 
 
+# each checker's own count of its errors ("Found 1 error in 1 file", "1 error, 0 warnings, ...")
+ERROR_TOTAL = re.compile(r"^(?:Found )?(?P<count>\d+) errors?(?: in |, )", re.MULTILINE)
+
+
 def _errors_outside_probes(output: str) -> list[str]:
-    return [line for line in output.splitlines()
-            if (match := ERROR_LINE.match(line)) and Path(match["file"]).name not in PROBES]
+    lines = [line for line in output.splitlines() if ERROR_LINE.match(line)]
+    total = ERROR_TOTAL.search(output)
+    # every error the checker counted is one line read here: none hides from the filter below
+    assert total is not None and int(total["count"]) == len(lines), output
+    return [line for line in lines if (match := ERROR_LINE.match(line)) and Path(match["file"]).name not in PROBES]
 
 
 @pytest.fixture(scope="module")
