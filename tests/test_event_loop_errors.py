@@ -9,6 +9,8 @@ The streams come from a real loopback server.
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -38,7 +40,7 @@ from rxllm.agents import (
 from rxllm.aio import AwaitableObservable
 from rxllm.operators import final
 from rxllm.service import AiService
-from rxllm.testing import ScriptedLlm, StubResponse, StubServer, scripted_turn
+from rxllm.testing import Hold, ScriptedLlm, StubResponse, StubServer, scripted_turn
 
 BOUND = 10.0  # safety only: a hang fails here instead of stalling the suite
 
@@ -245,3 +247,185 @@ def test_a_sqlite_store_awaited_with_no_running_loop_raises_an_rxllm_error(tmp_p
             next(service.list_sessions("app", "u1").__await__())
     finally:
         service.close()
+
+
+# -- the check is per stream: other streams' work on the blocked loop does not count ---------------
+
+
+def held_stream(gate: threading.Event) -> StubResponse:
+    """An OpenAI stream of "Hel", "lo" that stops after "Hel" until ``gate`` is set."""
+    events = OPENAI.stream("Hel", "lo")
+    return StubResponse(body=[*events[:2], Hold(gate, timeout=BOUND), *events[2:]])
+
+
+@pytest.mark.parametrize("way", [*BLOCKING_WAYS, "model.stream"])
+def test_a_loop_thread_may_block_on_a_threaded_stream_while_a_bound_transport_stream_is_open(
+    server: StubServer, way: str
+) -> None:
+    """A notebook cell inside ``async for`` over a stream of a transport bound to the cell's loop:
+    a blocking wait for a stream of another transport completes (the open stream waits meanwhile)."""
+    gate = threading.Event()
+    server.enqueue(held_stream(gate))
+    threaded = HttpTransport()
+    with StubServer() as other:
+        other.enqueue(OPENAI.response("Good", "bye"))
+        elsewhere = OPENAI.model(other.url, transport=threaded)
+
+        async def main() -> tuple[list[str], str | None]:
+            transport = AsyncHttpTransport(loop=asyncio.get_running_loop())
+            model = OPENAI.model(server.url, transport=transport)
+            seen: list[str] = []
+            blocked_for: str | None = None
+            try:
+                async for partial in model.generate_content("hi", stream=True):
+                    seen.append(partial.text())
+                    if blocked_for is None:  # the bound stream is open, its request held by the server
+                        if way == "model.stream":
+                            blocked_for = "".join(p.text() for p in elsewhere.stream("bye"))  # partials
+                        else:
+                            result = BLOCKING_WAYS[way](elsewhere.generate_content("bye", stream=True))
+                            blocked_for = (result[-1] if isinstance(result, list) else result).text()
+                        gate.set()
+                return seen, blocked_for
+            finally:
+                await transport.aclose()
+
+        try:
+            seen, blocked_for = bounded(main)
+        finally:
+            gate.set()
+            threaded.close()
+        assert len(other.requests) == 1
+    assert seen == ["Hel", "lo", "Hello"]
+    assert blocked_for == "Goodbye"
+
+
+@pytest.mark.parametrize("way", BLOCKING_WAYS)
+def test_blocking_for_another_stream_of_the_bound_transport_while_one_is_open_still_fails_at_once(
+    server: StubServer, way: str
+) -> None:
+    """The stream waited on needs the blocked loop itself: refused, and the open stream goes on."""
+    gate = threading.Event()
+    server.enqueue(held_stream(gate), OPENAI.response("Good", "bye"))
+
+    async def main() -> tuple[list[str], EventLoopError]:
+        transport = AsyncHttpTransport(loop=asyncio.get_running_loop())
+        model = OPENAI.model(server.url, transport=transport)
+        seen: list[str] = []
+        refused: EventLoopError | None = None
+        try:
+            async for partial in model.generate_content("hi", stream=True):
+                seen.append(partial.text())
+                if refused is None:
+                    with pytest.raises(EventLoopError, match="async for") as caught:
+                        BLOCKING_WAYS[way](model.generate_content("bye", stream=True))
+                    refused = caught.value
+                    gate.set()
+            assert refused is not None
+            return seen, refused
+        finally:
+            await transport.aclose()
+
+    try:
+        seen, refused = bounded(main)
+    finally:
+        gate.set()
+    assert seen == ["Hel", "lo", "Hello"]
+    assert isinstance(refused, RuntimeError)
+
+
+class SubmitSeen(AsyncHttpTransport):
+    """An AsyncHttpTransport that counts the work it queues on its loop (a semaphore released per submit)."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.submitted = threading.Semaphore(0)
+
+    def submit(self, coroutine: Any, scope: Any = None) -> Any:
+        handle = super().submit(coroutine, scope)
+        self.submitted.release()
+        return handle
+
+
+def tool_call_body(name: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-stub",
+        "object": "chat.completion",
+        "model": "stub",
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": name, "arguments": "{}"}}],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+    }
+
+
+def test_work_an_open_run_queues_on_the_blocked_loop_meanwhile_does_not_count(server: StubServer) -> None:
+    """An agent run streams on a transport bound to the loop; a blocking wait for another stream
+    blocks that loop; meanwhile the run's tool returns on a worker and queues the next model call
+    on the blocked loop. That call is the run's, not the waited stream's: the wait completes."""
+    go = threading.Event()
+    released = threading.Event()
+    server.enqueue(
+        StubResponse.json(200, tool_call_body("wait_here")), StubResponse.json(200, OPENAI.complete_body("Done."))
+    )
+
+    def wait_here() -> str:
+        """Wait for the test."""
+        go.wait(BOUND)
+        return "ok"
+
+    threaded = HttpTransport()
+    with StubServer() as other:
+        other.enqueue(
+            StubResponse(
+                headers={"content-type": "application/json"},
+                body=[json.dumps(OPENAI.complete_body("Goodbye")).encode()],
+                before_headers=[Hold(released, timeout=BOUND)],
+                chunked=False,
+            )
+        )
+        elsewhere = OPENAI.model(other.url, transport=threaded)
+
+        async def main() -> tuple[list[str], str]:
+            transport = SubmitSeen(loop=asyncio.get_running_loop())
+            runner = runner_of(OPENAI.model(server.url, transport=transport), wait_here)
+            assert transport.submitted.acquire(timeout=0) is False
+            texts: list[str] = []
+            blocked_for = ""
+
+            def orchestrate() -> None:  # while the loop's thread blocks in the wait below
+                assert other.wait_for_requests(1, BOUND)  # the wait is on
+                go.set()  # the tool returns on its worker: the run's next model call is queued ...
+                assert transport.submitted.acquire(timeout=BOUND)  # ... on the blocked loop
+                released.set()  # the waited stream answers
+
+            try:
+                async for event in runner.run_async("u1", "s1", "go"):
+                    texts.append(event.text())
+                    if event.function_calls() and not blocked_for:
+                        assert transport.submitted.acquire(timeout=0)  # the first model call
+                        helper = threading.Thread(target=orchestrate)
+                        helper.start()
+                        blocked_for = elsewhere.generate_content("bye").run().text()
+                        helper.join()
+                return texts, blocked_for
+            finally:
+                await transport.aclose()
+
+        try:
+            texts, blocked_for = bounded(main)
+        finally:
+            go.set()
+            released.set()
+            threaded.close()
+    assert blocked_for == "Goodbye"
+    assert texts[-1] == "Done."
+    assert len(server.requests) == 2

@@ -11,7 +11,9 @@ already buffered.
 A wait that could never end fails at once with :class:`~rxllm.EventLoopError`: iterating on the
 thread of a running event loop while the stream needs that loop to emit (an
 ``AsyncHttpTransport`` bound to it, an ``async def`` tool running there). Iterating on a loop's
-thread (a notebook cell) over a stream that emits elsewhere works; it blocks the loop meanwhile.
+thread (a notebook cell) over a stream that emits elsewhere works; it blocks the loop meanwhile,
+and other streams' work on that loop (an ``async for`` the wait interrupts) waits until it ends
+(the check is per stream).
 
 Leaving the loop early (``break``, an exception, Ctrl-C while waiting) disposes the
 subscription, which closes rxllm's connection at once: the iterator is dropped when the ``for``
@@ -30,7 +32,7 @@ from reactivex import abc as rx_abc
 from reactivex.internal.exceptions import SequenceContainsNoElementsError
 
 from .._core.errors import EventLoopError
-from .._core.loop_work import check_wait, running_loop, waiting
+from .._core.loop_work import Wait, begin, running_loop
 from .buffer import DEFAULT_MAX_BUFFER, END, WAIT, StreamBuffer, check_max_buffer
 
 __all__ = ["DEFAULT_MAX_BUFFER", "BlockingIterator", "iterate", "run"]
@@ -82,31 +84,66 @@ class BlockingIterator(Generic[T]):
 class _Channel(StreamBuffer[T]):
     """The buffer behind :class:`BlockingIterator`: the iterating thread waits on its condition."""
 
-    __slots__ = ("_what",)
+    __slots__ = ("_wait", "_what")
 
     def __init__(self, source: rx_abc.ObservableBase[T], max_buffer: int, what: str) -> None:
         super().__init__(source, max_buffer)
         self._what = what
+        self._wait: Wait | None = None  # on a running loop's thread: the work this stream has on it
+
+    def start(self) -> None:
+        if self._subscription is not None or self._closed:
+            return
+        wait = self._wait = begin(running_loop(), self._wake)
+        if wait is None:
+            super().start()
+            return
+        try:
+            with wait.subscribing():  # work queued while subscribing is this stream's
+                super().start()
+        except BaseException:
+            self._end_wait()
+            raise
 
     def next(self) -> T:
         self.start()
         cond = self._cond
         loop = running_loop()
+        wait = self._wait
+        if loop is not None and (wait is None or wait.loop is not loop):
+            # iterated on another loop's thread than the one it was started on: count from now on
+            self._end_wait()
+            wait = self._wait = begin(loop, self._wake)
+        elif loop is None:
+            wait = None  # this thread blocks no loop
         try:
-            with waiting(loop, self._wake), cond:
+            with cond:
                 while True:
                     item = self.poll()
                     if item is END:
+                        self._end_wait()
                         raise StopIteration
                     if item is not WAIT:
                         return cast(T, item)
-                    check_wait(loop, self._what)
+                    if wait is not None:
+                        wait.check(self._what)
                     cond.wait()
         except BaseException as exc:
+            self._end_wait()  # the stream ended (its error), or the consumer leaves
             # Ctrl-C (KeyboardInterrupt) while waiting, or a wait that could never end: leave, disposing
             if not isinstance(exc, Exception) or isinstance(exc, EventLoopError):
                 self.close()
             raise
+
+    def close(self) -> None:
+        super().close()
+        self._end_wait()
+
+    def _end_wait(self) -> None:
+        wait = self._wait
+        if wait is not None:
+            self._wait = None
+            wait.end()
 
     def _wake(self) -> None:
         with self._cond:
@@ -191,16 +228,25 @@ def run(source: rx_abc.ObservableBase[T], scheduler: rx_abc.SchedulerBase | None
         Exception: the error the stream ended with.
     """
     last: _Last[T] = _Last()
-    loop = running_loop()
-    subscription = source.subscribe(last.on_next, last.on_error, last.on_completed, scheduler=scheduler)
+    wait = begin(running_loop(), last.wake)
     try:
-        with waiting(loop, last.wake), last.cond:
-            while not last.terminated:
-                check_wait(loop, what)
-                last.cond.wait()
-    except BaseException:
-        subscription.dispose()
-        raise
+        if wait is None:
+            subscription = source.subscribe(last.on_next, last.on_error, last.on_completed, scheduler=scheduler)
+        else:
+            with wait.subscribing():  # work queued while subscribing is this stream's
+                subscription = source.subscribe(last.on_next, last.on_error, last.on_completed, scheduler=scheduler)
+        try:
+            with last.cond:
+                while not last.terminated:
+                    if wait is not None:
+                        wait.check(what)
+                    last.cond.wait()
+        except BaseException:
+            subscription.dispose()
+            raise
+    finally:
+        if wait is not None:
+            wait.end()
     if last.error is not None:
         raise last.error
     if not last.has_value:

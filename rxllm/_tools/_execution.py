@@ -39,6 +39,7 @@ from reactivex.disposable import Disposable, SingleAssignmentDisposable
 from reactivex.scheduler import TimeoutScheduler
 
 from .._core.errors import ToolError, ToolTimeoutError
+from .._core.loop_work import current_owner, owning
 from .._rx.direct import Direct
 from ._loops import check_timeout, default_tool_scheduler, running_loop, using_loop
 from ._tool import BaseTool, ToolResult
@@ -56,20 +57,29 @@ class ToolRuntime:
         timeout: seconds a call may take when its tool sets no timeout; None for no limit.
         timer_scheduler: where timeouts are timed (a ``TestScheduler`` in tests); None for
             reactivex's ``TimeoutScheduler``.
+        owner: on whose behalf the tools queue work on ``loop`` (``rxllm._core.loop_work``): the
+            blocking wait that subscribed the run, else the run itself; None for unknown.
     """
 
     scheduler: rx_abc.SchedulerBase | None = None
     loop: asyncio.AbstractEventLoop | None = None
     timeout: float | None = None
     timer_scheduler: rx_abc.SchedulerBase | None = None
+    owner: object | None = None
 
     def __post_init__(self) -> None:
         check_timeout(self.timeout, "tool_timeout")
 
     @classmethod
     def capture(cls, *, scheduler: rx_abc.SchedulerBase | None = None, timeout: float | None = None) -> ToolRuntime:
-        """A runtime for a run subscribed now: its loop is the one running on this thread, if any."""
-        return cls(scheduler=scheduler, loop=running_loop(), timeout=timeout)
+        """A runtime for a run subscribed now: its loop is the one running on this thread, if any.
+
+        Its tools' work on that loop belongs to the blocking wait subscribing the run, if any, else
+        to the run alone (a blocking wait on the loop's thread for another stream does not count it).
+        """
+        loop = running_loop()
+        owner = (current_owner() or object()) if loop is not None else None
+        return cls(scheduler=scheduler, loop=loop, timeout=timeout, owner=owner)
 
 
 def execute_tool(
@@ -123,7 +133,7 @@ def execute_tool(
                 return
             items: list[Any] = []
             try:
-                with using_loop(where.loop):
+                with using_loop(where.loop), owning(where.owner):
                     source = tool.run(dict(args), tool_context)
                     inner.disposable = source.subscribe(
                         items.append, lambda error: finish(_as_tool_error(tool, error)), lambda: finish(items)
