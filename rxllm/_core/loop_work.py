@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextvars import ContextVar
 
 from .errors import EventLoopError
@@ -54,14 +54,22 @@ def current_owner() -> object | None:
     return _owner.get()
 
 
-@contextlib.contextmanager
-def owning(owner: object | None) -> Iterator[None]:
+class _Owning:
+    __slots__ = ("_owner", "_token")
+
+    def __init__(self, owner: object | None) -> None:
+        self._owner = owner
+
+    def __enter__(self) -> None:
+        self._token = _owner.set(self._owner)
+
+    def __exit__(self, *exc_info: object) -> None:
+        _owner.reset(self._token)
+
+
+def owning(owner: object | None) -> contextlib.AbstractContextManager[None]:
     """While active on this thread, work queued (:func:`hold`) is ``owner``'s (``None``: unknown)."""
-    token = _owner.set(owner)
-    try:
-        yield
-    finally:
-        _owner.reset(token)
+    return _Owning(owner)
 
 
 def _released() -> None:

@@ -37,7 +37,7 @@ from pydantic import JsonValue, TypeAdapter
 
 from .errors import ConfigurationError
 
-__all__ = ["INVALID_STRUCTURED_OUTPUT", "OutputSchema", "ResponseSchema", "output_schema"]
+__all__ = ["INVALID_STRUCTURED_OUTPUT", "OutputSchema", "ResponseSchema", "output_schema", "type_adapter"]
 
 ResponseSchema: TypeAlias = dict[str, JsonValue] | type[Any] | GenericAlias | UnionType
 """What ``response_schema`` / ``output_type`` take: a class, a generic alias, a union or a JSON Schema dict."""
@@ -62,7 +62,7 @@ class OutputSchema:
             self.name: str = _schema_name(title if isinstance(title, str) else "response")
         else:
             try:
-                self._adapter = TypeAdapter(cast(Any, schema))
+                self._adapter = type_adapter(schema)
                 self.json_schema = self._adapter.json_schema()
             except Exception as exc:  # pydantic raises several kinds for a type it cannot handle
                 raise ConfigurationError(f"response_schema {schema!r} has no JSON schema: {exc}") from exc
@@ -117,6 +117,34 @@ class OutputSchema:
 def _schema_name(name: str) -> str:
     cleaned = "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:64]
     return cleaned or "response"
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_adapter(schema: type[Any] | GenericAlias | UnionType) -> TypeAdapter[Any]:
+    return TypeAdapter(cast(Any, schema))
+
+
+def type_adapter(schema: Any) -> TypeAdapter[Any]:
+    """pydantic's ``TypeAdapter`` of ``schema``, built once per type (the one :class:`OutputSchema`
+    uses, bounded to 256 types); an unhashable type form gets a new one each call.
+
+    Raises:
+        Exception: what ``TypeAdapter`` raises for a type it cannot handle (not cached).
+    """
+    try:
+        return _cached_adapter(schema)
+    except TypeError:
+        if _hashable(schema):
+            raise  # pydantic's own error for a type it cannot handle (a TypeError too)
+        return TypeAdapter(schema)  # an unhashable type form: built without the cache
+
+
+def _hashable(value: object) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 @functools.lru_cache(maxsize=256)

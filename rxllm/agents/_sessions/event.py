@@ -12,9 +12,9 @@ True
 from __future__ import annotations
 
 import time
-from typing import TypeVar
+from typing import TypeVar, cast
 
-from pydantic import Field, JsonValue, TypeAdapter, ValidationError
+from pydantic import Field, JsonValue, ValidationError
 
 from ..._core.errors import StructuredOutputError
 from ..._core.genai_types import (
@@ -23,6 +23,7 @@ from ..._core.genai_types import (
     LiveServerToolCallCancellation,
     Transcription,
 )
+from ..._core.schema import type_adapter
 from ..._core.types import Content, FinishReason, FunctionCall, FunctionResponse, UsageMetadata, _Model
 from ..._tools._confirmation import ToolConfirmation
 from ..._tools._context import random_uuid4
@@ -204,7 +205,7 @@ class Event(_Model):
             reason = "it is not a final answer with text (a tool call or a tool response)"
         else:
             try:
-                return TypeAdapter(schema).validate_json(self.text())
+                return cast(_T, type_adapter(schema).validate_json(self.text()))  # built once per type
             except ValidationError as exc:
                 raise StructuredOutputError(
                     f"the event's answer does not validate as {name}: {exc.error_count()} error(s), "
