@@ -3,10 +3,11 @@
 The session (as google-genai's ``client.aio.live.connect`` and ADK Java's ``GeminiLlmConnection``
 speak it):
 
-* The client opens ``{base}/ws/google.ai.generativelanguage.{version}.GenerativeService.BidiGenerateContent?key=KEY``
-  (an ephemeral token, ``auth_tokens/...``, goes to ``BidiGenerateContentConstrained`` on
-  ``v1alpha`` as ``?access_token=``). The key travels in the URL query; every URL rxllm shows
-  (reprs, logs, errors) has it replaced by ``***``.
+* The client opens ``{base}/ws/google.ai.generativelanguage.{version}.GenerativeService.BidiGenerateContent``
+  with the API key in the upgrade request's ``x-goog-api-key`` header, as google-genai does (an
+  ephemeral token, ``auth_tokens/...``, goes to ``BidiGenerateContentConstrained`` on ``v1alpha``
+  as ``Authorization: Token ...``). The URL carries no credential; the key is registered for
+  redaction, so no repr, log line or error shows it.
 * Its first message is ``{"setup": {...}}``: the model, ``generationConfig`` (with
   ``responseModalities`` and ``speechConfig``), ``systemInstruction``, ``tools``,
   ``safetySettings``, ``inputAudioTranscription`` / ``outputAudioTranscription``,
@@ -30,7 +31,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from .._core.errors import ConfigurationError, ProtocolError
 from .._core.genai_types import FunctionCallingConfigMode, LiveServerSessionResumptionUpdate
@@ -56,7 +57,7 @@ from .._transports.websocket import WebSocketConnection, WebSocketLimits
 from ._gemini import _MODEL_ROLES, _generation_config, _parts, _safety_settings, _tools
 from ._wire import ToolChoice, tool_choice
 
-__all__ = ["GeminiLiveProtocol", "camel_keys", "connect_gemini_live", "gemini_live_url"]
+__all__ = ["GeminiLiveProtocol", "camel_keys", "connect_gemini_live", "gemini_live_headers", "gemini_live_url"]
 
 _PROVIDER: Final = "gemini"
 _SERVER_KEYS: Final = frozenset(
@@ -75,19 +76,43 @@ _SERVER_KEYS: Final = frozenset(
 
 
 def gemini_live_url(base_url: str, api_version: str, api_key: str | None) -> str:
-    """The BidiGenerateContent WebSocket URL of ``base_url`` (``http`` → ``ws``, ``https`` → ``wss``)."""
+    """The BidiGenerateContent WebSocket URL of ``base_url`` (``http`` → ``ws``, ``https`` → ``wss``).
+
+    It carries no credential (see :func:`gemini_live_headers`); an ephemeral token
+    (``auth_tokens/...``) selects the constrained method on ``v1alpha``.
+    """
     parts = urlsplit(base_url.strip().rstrip("/"))
     scheme = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}.get(parts.scheme)
     if scheme is None or not parts.netloc:
         raise ConfigurationError(f"a live base_url needs http(s):// or ws(s):// and a host: {parts.scheme!r}",
                                  provider=_PROVIDER)
-    method, version, query = "BidiGenerateContent", api_version, ""
+    method, version = "BidiGenerateContent", api_version
     if api_key is not None and api_key.startswith("auth_tokens/"):
-        method, version, query = "BidiGenerateContentConstrained", "v1alpha", f"access_token={quote(api_key, safe='')}"
-    elif api_key is not None:
-        query = f"key={quote(api_key, safe='')}"
+        method, version = "BidiGenerateContentConstrained", "v1alpha"
     path = f"{parts.path}/ws/google.ai.generativelanguage.{version}.GenerativeService.{method}"
-    return urlunsplit((scheme, parts.netloc, path, query, ""))
+    return urlunsplit((scheme, parts.netloc, path, "", ""))
+
+
+def gemini_live_headers(api_key: str | None, extra_headers: Mapping[str, str] | None) -> dict[str, str]:
+    """The upgrade request's headers: the credential as google-genai sends it (``x-goog-api-key``;
+    ``Authorization: Token ...`` for an ephemeral token), then ``extra_headers`` (a header of the
+    same name, in any case, replaces it).
+
+    >>> gemini_live_headers("k-1", {"X-Trace": "1"})
+    {'x-goog-api-key': 'k-1', 'X-Trace': '1'}
+    >>> gemini_live_headers("auth_tokens/abc", None)
+    {'authorization': 'Token auth_tokens/abc'}
+    """
+    headers: dict[str, str] = {}
+    if api_key is not None and api_key.startswith("auth_tokens/"):
+        headers["authorization"] = f"Token {api_key}"
+    elif api_key is not None:
+        headers["x-goog-api-key"] = api_key
+    if extra_headers:
+        replaced = {name.lower() for name in extra_headers}
+        headers = {name: value for name, value in headers.items() if name not in replaced}
+        headers.update(extra_headers)
+    return headers
 
 
 _CAMEL = re.compile(r"_([a-z0-9])")
@@ -397,8 +422,8 @@ def connect_gemini_live(
     check_live_client(http_client, _PROVIDER)
     protocol = GeminiLiveProtocol(llm_request, model=model)
     url = gemini_live_url(base_url, api_version, api_key)
-    headers = dict(extra_headers or {})
-    register_secret(api_key)  # the key goes in the URL's query: redacted everywhere (the model registered it)
+    headers = gemini_live_headers(api_key, extra_headers)
+    register_secret(api_key)  # redacted everywhere, whichever header carries it (the model registered it)
     register_secrets_of(headers)
     limits = limits or LiveLimits()
     if not allow_insecure_key:

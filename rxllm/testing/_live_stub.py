@@ -40,9 +40,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace, TracebackType
 from typing import Any, Literal
+from urllib.parse import parse_qsl, urlsplit
 
 from .._core.redact import redact_url
-from .._transports.ws_server import PeerClosedError, ServerPeer, WebSocketServer
+from .._transports.ws_server import PeerClosedError, Refusal, ServerPeer, WebSocketServer
 
 __all__ = [
     "CloseWith",
@@ -106,7 +107,7 @@ class LiveConnectionRecord:
 
     Attributes:
         path: the upgrade request's path.
-        query: its query parameters (``key`` and ``access_token`` as sent: tests check them).
+        query: its query parameters (tests check that no credential travels there).
         headers: its headers, names lower-cased.
         messages: every client message in order, parsed JSON (a non-JSON message as it came).
         close_code: the client's close code; ``None`` while open or when it ended without one.
@@ -182,6 +183,10 @@ class LiveStubServer:
             an empty script.
         echo: after the script, answer each realtime audio frame with an audio delta of the
             same bytes.
+        api_key: when given, the upgrade is refused (401, the service's error JSON) unless it
+            carries this key where the service reads it (Gemini: the ``x-goog-api-key`` header;
+            OpenAI: ``Authorization: Bearer``) and its URL carries no credential (``key=`` or
+            ``access_token=``).
 
     Attributes:
         url: ``ws://127.0.0.1:PORT`` (a model's ``base_url``).
@@ -189,17 +194,23 @@ class LiveStubServer:
     """
 
     def __init__(
-        self, protocol: LiveProtocolName, scripts: Sequence[Sequence[LiveStep]] = (), *, echo: bool = False
+        self,
+        protocol: LiveProtocolName,
+        scripts: Sequence[Sequence[LiveStep]] = (),
+        *,
+        echo: bool = False,
+        api_key: str | None = None,
     ) -> None:
         if protocol not in ("gemini", "openai"):
             raise ValueError(f"protocol must be 'gemini' or 'openai', not {protocol!r}")
         self.protocol = protocol
         self._scripts = [list(s) for s in scripts]
         self._echo = echo
+        self._api_key = api_key
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self.connections: list[LiveConnectionRecord] = []
-        self._server = WebSocketServer(self._handle)
+        self._server = WebSocketServer(self._handle, refuse=None if api_key is None else self._check_key)
         self.url = self._server.url
 
     def __enter__(self) -> LiveStubServer:
@@ -221,6 +232,21 @@ class LiveStubServer:
         with self._arrived:
             self._arrived.wait_for(lambda: len(self.connections) > index, timeout)
             return self.connections[index]
+
+    def _check_key(self, request: Any) -> Refusal | None:  # wsproto's Request (only the transports import wsproto)
+        """The upgrade refused unless it carries :attr:`_api_key` as the service reads it, and
+        no credential in its URL."""
+        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in request.extra_headers}
+        query = dict(parse_qsl(urlsplit(request.target).query))
+        if self.protocol == "gemini":
+            sent = headers.get("x-goog-api-key")
+        else:
+            sent = headers.get("authorization", "").removeprefix("Bearer ") or None
+        if sent == self._api_key and not {"key", "access_token"} & query.keys():
+            return None
+        body = {"error": {"code": 401, "message": "API key not valid. Please pass a valid API key.",
+                          "status": "UNAUTHENTICATED"}}
+        return Refusal(401, json.dumps(body).encode(), [(b"content-type", b"application/json")])
 
     def _handle(self, peer: ServerPeer) -> None:
         record = LiveConnectionRecord(peer.path, dict(peer.query), dict(peer.headers))

@@ -76,7 +76,7 @@ def test_audio_in_sends_20_ms_frames_in_order_then_closes_the_socket(tmp_path: P
     assert [len(d) for d in data] == [640] * 5 + [100]
     with wave.open(str(wav), "rb") as source:
         assert b"".join(data) == source.readframes(source.getnframes())  # nothing lost or reordered
-    assert record.query == {"key": "AIza-test-key"}
+    assert record.headers["x-goog-api-key"] == "AIza-test-key" and record.query == {}
     assert record.close_code == 1000
 
 

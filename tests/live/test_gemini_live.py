@@ -16,6 +16,7 @@ from rxllm import (
     FunctionCallingConfig,
     FunctionDeclaration,
     GenerateContentConfig,
+    HttpStatusError,
     LiveConnectConfig,
     LiveLimits,
     LlmRequest,
@@ -29,6 +30,7 @@ from rxllm import (
     ToolConfig,
     TransportError,
 )
+from rxllm.providers._gemini_live import connect_gemini_live
 from rxllm.providers.gemini import GeminiModel
 from rxllm.providers.openai import OpenAiRealtimeModel
 from rxllm.testing import CloseWith, Drop, Expect, LiveStubServer, Oversized, Reply, gemini
@@ -45,10 +47,10 @@ def model_for(server: LiveStubServer) -> GeminiModel:
     return GeminiModel("gemini-live-2.5-flash", base_url=server.url, api_key=KEY)
 
 
-def test_a_text_turn_streams_partials_then_the_whole_turn_and_the_key_travels_only_in_the_query() -> None:
+def test_a_text_turn_streams_partials_then_the_whole_turn_and_the_key_travels_only_in_its_header() -> None:
     script = [*OPEN, Expect("clientContent"), Reply(gemini.text("Shipped")), Reply(gemini.text(" today."), binary=True),
               Reply(gemini.turn_complete(7, 3))]
-    with LiveStubServer("gemini", [script]) as server:
+    with LiveStubServer("gemini", [script], api_key=KEY) as server:  # refuses a key anywhere else
         connection = model_for(server).connect(LlmRequest(config=GenerateContentConfig(system_instruction="Be brief.")))
         assert KEY not in repr(connection)
         connection.send_content(HELLO)
@@ -57,7 +59,8 @@ def test_a_text_turn_streams_partials_then_the_whole_turn_and_the_key_travels_on
         assert record.wait_closed()  # take_while disposed: the session closed
     assert out.texts() == ["Shipped", " today.", "Shipped today."]
     assert out.items[-1].turn_complete and out.items[-1].usage_metadata.total_token_count == 10
-    assert record.query == {"key": KEY} and KEY not in record.target
+    assert record.headers["x-goog-api-key"] == KEY  # as google-genai sends it
+    assert record.query == {} and KEY not in record.target and "authorization" not in record.headers
     assert record.path.endswith("GenerativeService.BidiGenerateContent")
     setup, sent = record.messages[0]["setup"], record.messages[1]
     assert setup["model"] == "models/gemini-live-2.5-flash"
@@ -255,6 +258,38 @@ def test_a_key_is_never_sent_over_plain_ws_to_a_remote_host() -> None:
     with pytest.raises(ConfigurationError, match="refusing to send a credential over plain ws://") as info:
         OpenAiRealtimeModel("gpt-realtime", base_url="ws://live.example.com/v1", api_key=KEY).connect(LlmRequest())
     assert KEY not in str(info.value)
+
+
+@pytest.mark.parametrize("key", [KEY, "auth_tokens/ephemeral-0123456789"])
+def test_a_gemini_key_in_its_header_is_never_sent_over_plain_ws_to_a_remote_host(key: str) -> None:
+    """The live check itself (GeminiModel already refuses such a base_url when it is built)."""
+    with pytest.raises(ConfigurationError, match="refusing to send a credential over plain ws://") as info:
+        connect_gemini_live(LlmRequest(), model="gemini-live-2.5-flash", base_url="ws://live.example.com",
+                            api_version="v1beta", api_key=key, extra_headers=None, http_client=None, limits=None)
+    assert key not in str(info.value)
+
+
+def test_a_key_the_server_refuses_fails_receive_and_no_error_shows_it() -> None:
+    with LiveStubServer("gemini", [OPEN], api_key="AIza-the-right-key-000000") as server:
+        connection = model_for(server).connect(LlmRequest())
+        out = collect(connection.receive()).wait()
+        assert server.connections == []  # refused at the upgrade
+    assert isinstance(out.error, HttpStatusError) and out.error.status_code == 401
+    assert out.error.provider_message == "API key not valid. Please pass a valid API key."
+    assert KEY not in str(out.error) and KEY not in repr(out.error) and KEY not in repr(connection)
+
+
+def test_an_ephemeral_token_goes_to_the_constrained_method_as_an_authorization_token() -> None:
+    token = "auth_tokens/ephemeral-0123456789"
+    with LiveStubServer("gemini", [[*OPEN, Expect("clientContent"), Reply(gemini.turn_complete())]]) as server:
+        connection = GeminiModel("gemini-live-2.5-flash", base_url=server.url, api_key=token).connect(LlmRequest())
+        connection.send_content(HELLO)
+        collect(connection.receive(), until_turn_complete=True).wait()
+        assert token not in repr(connection)
+        record = server.connection(0)
+    assert record.headers["authorization"] == f"Token {token}" and "x-goog-api-key" not in record.headers
+    assert record.query == {} and token not in record.target
+    assert record.path.endswith("v1alpha.GenerativeService.BidiGenerateContentConstrained")
 
 
 def _two_tools() -> list[Tool]:

@@ -35,7 +35,7 @@ from rxllm._models.live import (
     LiveTurnComplete,
     LiveUsage,
 )
-from rxllm.providers._gemini_live import GeminiLiveProtocol, gemini_live_url
+from rxllm.providers._gemini_live import GeminiLiveProtocol, gemini_live_headers, gemini_live_url
 from rxllm.providers._openai_realtime import OpenAiRealtimeProtocol, openai_realtime_url
 from rxllm.testing import gemini, openai
 
@@ -126,13 +126,20 @@ def test_go_away_resumption_and_cancellation_become_fields() -> None:
 # --- Gemini Live ------------------------------------------------------------------------------------------
 
 
-def test_gemini_url_puts_the_key_in_the_query_and_tokens_on_the_constrained_method() -> None:
+def test_gemini_url_carries_no_credential_and_tokens_go_to_the_constrained_method() -> None:
     assert gemini_live_url("https://generativelanguage.googleapis.com", "v1beta", "k-1") == (
         "wss://generativelanguage.googleapis.com/ws/google.ai.generativelanguage.v1beta.GenerativeService."
-        "BidiGenerateContent?key=k-1")
-    token = gemini_live_url("http://127.0.0.1:9", "v1beta", "auth_tokens/abc")
-    assert token.startswith("ws://127.0.0.1:9/ws/google.ai.generativelanguage.v1alpha.GenerativeService."
-                            "BidiGenerateContentConstrained?access_token=auth_tokens%2Fabc")
+        "BidiGenerateContent")
+    assert gemini_live_url("http://127.0.0.1:9", "v1beta", "auth_tokens/abc") == (
+        "ws://127.0.0.1:9/ws/google.ai.generativelanguage.v1alpha.GenerativeService.BidiGenerateContentConstrained")
+
+
+def test_gemini_credential_headers_are_google_genais_and_extra_headers_replace_them() -> None:
+    assert gemini_live_headers("k-1", None) == {"x-goog-api-key": "k-1"}
+    assert gemini_live_headers("auth_tokens/abc", None) == {"authorization": "Token auth_tokens/abc"}
+    assert gemini_live_headers(None, None) == {}
+    assert gemini_live_headers("k-1", {"X-Goog-Api-Key": "gateway", "X-Trace": "1"}) == {
+        "X-Goog-Api-Key": "gateway", "X-Trace": "1"}
 
 
 def test_gemini_setup_carries_model_config_tools_and_live_options() -> None:

@@ -59,6 +59,9 @@ def test_google_genai_live_client_runs_a_session_against_the_gemini_stub(monkeyp
     (tool_response,) = record.of_kind("toolResponse")
     answer = tool_response.get("toolResponse") or tool_response["tool_response"]
     assert (answer.get("functionResponses") or answer["function_responses"])[0]["id"] == "c1"
+    # how the official SDK authenticates (what GeminiModel.connect does too): the key in a header, none in the URL
+    assert record.headers["x-goog-api-key"] == "AIza-genai-key"
+    assert record.query == {} and record.path.endswith("GenerativeService.BidiGenerateContent")
 
 
 def test_openai_sdk_realtime_client_runs_a_session_against_the_openai_stub() -> None:
