@@ -318,7 +318,7 @@ class _SseAttempt:
             request = dataclasses.replace(request, headers=traced.trace_headers(request.headers))
             context = traced.current
         if self._emit is not _Emit.SINGLE:
-            on_chunk = _on_chunk(_EMITTERS[self._emit], self._aggregator, self._observer.on_next, traced)
+            on_chunk = _on_chunk(_EMITTERS[self._emit], self._aggregator, self._observer, traced)
             reader = self._reader = SseReader(model._parser_factory(), on_chunk,
                                               max_line_bytes=model._max_line_bytes)
             self.on_body = reader.feed
@@ -412,18 +412,24 @@ def _final_events(aggregator: StreamAggregator) -> list[ModelStreamEvent]:
 def _on_chunk(
     emit: Callable[[Chunk, StreamAggregator, Callable[[Any], None]], None],
     aggregator: StreamAggregator,
-    on_next: Callable[[Any], None],
+    observer: _ScopedObserver,
     traced: AttemptTelemetry | None,
 ) -> Callable[[Chunk], None]:
     """What each chunk goes through; traced, it also marks the first chunk (one slot read per chunk)."""
+    on_next = observer.on_next
     if traced is None:
-        if emit is _emit_partials:  # the hot path: one call less per chunk
+        if emit is _emit_partials:  # the hot path: two calls less per chunk
             accept = aggregator.accept_one
+            scope = observer.scope
 
             def emit_partials(chunk: Chunk) -> None:
                 partial = accept(chunk)
-                if partial is not None:
-                    on_next(partial)
+                if partial is not None and scope.active:  # _ScopedObserver.on_next, inline
+                    try:
+                        observer.observer.on_next(partial)
+                    except Exception as raised:
+                        _log_on_next_raised(raised)
+                        raise
 
             return emit_partials
         return lambda chunk: emit(chunk, aggregator, on_next)
@@ -492,38 +498,43 @@ class _ScopedObserver(rx_abc.ObserverBase[Any]):
     100,000-chunk stream) stayed alive until that pass, long after the subscriber let go of it.
     """
 
-    __slots__ = ("_observer", "_scope", "redactor")
+    __slots__ = ("observer", "redactor", "scope")
 
     def __init__(self, observer: rx_abc.ObserverBase[Any], scope: CancelScope) -> None:
-        self._observer = observer
-        self._scope = scope
+        self.observer = observer  # read per item by the hot path of _on_chunk (which inlines on_next)
+        self.scope = scope
         self.redactor: Redactor | None = None
 
     def on_next(self, value: Any) -> None:
-        if self._scope.active:
+        if self.scope.active:
             try:
-                self._observer.on_next(value)
-            except Exception as raised:  # reactivex disposes the subscription: nobody else will see this
-                _root_log.error("a subscriber's on_next raised; the stream was stopped: %s", raised, exc_info=raised)
+                self.observer.on_next(value)
+            except Exception as raised:
+                _log_on_next_raised(raised)
                 raise
 
     def on_error(self, error: Exception) -> None:
-        if self._scope.finish():
+        if self.scope.finish():
             if self.redactor is not None:
                 redact_error(error, self.redactor)
-            observer, self._observer = self._observer, _RELEASED
+            observer, self.observer = self.observer, _RELEASED
             try:
                 observer.on_error(error)
             except Exception as unhandled:  # no on_error handler (reactivex re-raises), or a failing one
                 _log_unhandled(unhandled, error)
 
     def on_completed(self) -> None:
-        if self._scope.finish():
-            observer, self._observer = self._observer, _RELEASED
+        if self.scope.finish():
+            observer, self.observer = self.observer, _RELEASED
             try:
                 observer.on_completed()
             except Exception as unhandled:
                 _log_unhandled(unhandled, None)
+
+
+def _log_on_next_raised(raised: Exception) -> None:
+    """A subscriber's ``on_next`` raised: reactivex disposes the subscription, so nobody else would see it."""
+    _root_log.error("a subscriber's on_next raised; the stream was stopped: %s", raised, exc_info=raised)
 
 
 def _log_unhandled(unhandled: Exception, error: Exception | None) -> None:
