@@ -684,8 +684,10 @@ def request_headers(request: HttpRequest) -> dict[str, str]:
     from .decoding import ACCEPT_ENCODING
 
     headers = dict(request.headers)
-    if not any(name.lower() == "accept-encoding" for name in headers):
-        headers["Accept-Encoding"] = ACCEPT_ENCODING
+    for name in headers:  # a loop, not any(<generator>): once per request
+        if name.lower() == "accept-encoding":
+            return headers
+    headers["Accept-Encoding"] = ACCEPT_ENCODING
     return headers
 
 
