@@ -50,7 +50,7 @@ from .model_stream import (
 from .prompt import Prompt, as_request
 from .provider import ChunkParser, RequestMapper
 from .retry import RetryPolicy, never_retries, subscribe_with_retries
-from .sse import DEFAULT_MAX_LINE_BYTES
+from .sse import DEFAULT_MAX_LINE_BYTES, SseDecoder
 from .structured_stream import structured_responses
 
 __all__ = ["SseChatModel", "default_transport"]
@@ -300,7 +300,7 @@ class _SseAttempt:
         self._traced = traced
         self._number = number
         self._aggregator = StreamAggregator(provider=model.provider)
-        self._reader: SseReader | None = None
+        self._reader: SseReader | _PartialsReader | None = None
         # The SSE reader's own ``feed`` once the request is built: the transport calls it once per
         # network read, with no frame of this class in between.
         self.on_body: Callable[[bytes], bool] = _no_body
@@ -317,7 +317,11 @@ class _SseAttempt:
             traced.start(redactor.url(request.url))
             request = dataclasses.replace(request, headers=traced.trace_headers(request.headers))
             context = traced.current
-        if self._emit is not _Emit.SINGLE:
+        if self._emit is _Emit.PARTIALS and traced is None:  # the hot path: no frame per chunk between the reads
+            partials = self._reader = _PartialsReader(model._parser_factory(), self._aggregator, self._observer,
+                                                      model._max_line_bytes)
+            self.on_body = partials.feed
+        elif self._emit is not _Emit.SINGLE:
             on_chunk = _on_chunk(_EMITTERS[self._emit], self._aggregator, self._observer, traced)
             reader = self._reader = SseReader(model._parser_factory(), on_chunk,
                                               max_line_bytes=model._max_line_bytes)
@@ -353,6 +357,44 @@ class _SseAttempt:
         if self._traced is not None:
             self._traced.end()
         self._observer.on_completed()
+
+
+class _PartialsReader:
+    """:class:`~rxllm._models.drive.SseReader` fused with the untraced partials path of
+    :func:`_on_chunk` and :meth:`_ScopedObserver.on_next`: per event, the parser, the aggregator
+    and the subscriber, in one loop (three Python frames less per chunk; the same calls in the same
+    order, the same end: ``True`` once a chunk said ``end_of_stream``)."""
+
+    __slots__ = ("_accept", "_decoder", "_observer", "_parse", "_scope")
+
+    def __init__(self, parser: ChunkParser, aggregator: StreamAggregator, observer: _ScopedObserver,
+                 max_line_bytes: int) -> None:
+        self._decoder = SseDecoder(max_line_bytes=max_line_bytes)
+        self._parse = parser.parse
+        self._accept = aggregator.accept_one
+        self._observer = observer
+        self._scope = observer.scope
+
+    def feed(self, data: bytes) -> bool:
+        """Take one read; ``True`` once a chunk said ``end_of_stream`` (read nothing more after it)."""
+        parse, accept, scope = self._parse, self._accept, self._scope
+        for event in self._decoder.feed(data):
+            chunk = parse(event)
+            if chunk is None:
+                continue
+            partial = accept(chunk)
+            if partial is not None and scope.active:
+                try:
+                    self._observer.observer.on_next(partial)
+                except Exception as raised:
+                    _log_on_next_raised(raised)
+                    raise
+            if chunk[_END_OF_STREAM]:  # by position, as SseReader reads it
+                return True
+        return False
+
+
+_END_OF_STREAM = Chunk._fields.index("end_of_stream")
 
 
 def _no_body(data: bytes) -> bool:
@@ -417,21 +459,7 @@ def _on_chunk(
 ) -> Callable[[Chunk], None]:
     """What each chunk goes through; traced, it also marks the first chunk (one slot read per chunk)."""
     on_next = observer.on_next
-    if traced is None:
-        if emit is _emit_partials:  # the hot path: two calls less per chunk
-            accept = aggregator.accept_one
-            scope = observer.scope
-
-            def emit_partials(chunk: Chunk) -> None:
-                partial = accept(chunk)
-                if partial is not None and scope.active:  # _ScopedObserver.on_next, inline
-                    try:
-                        observer.observer.on_next(partial)
-                    except Exception as raised:
-                        _log_on_next_raised(raised)
-                        raise
-
-            return emit_partials
+    if traced is None:  # the untraced partials take _PartialsReader instead
         return lambda chunk: emit(chunk, aggregator, on_next)
 
     if emit is _emit_partials:
