@@ -615,3 +615,25 @@ def test_a_body_held_open_after_the_end_marker_neither_delays_the_final_nor_leak
         assert harness.wait_idle()
     finally:
         release.set()
+
+
+def test_each_request_is_redacted_with_its_own_headers_when_consecutive_calls_differ() -> None:
+    """The credential check's verdict is kept for the last URL and headers only: a call whose
+    request carries another credential value is redacted with that value, not the previous one."""
+    from rxllm import GenerateContentConfig, HttpOptions
+    from rxllm.providers.openai import OpenAiChatModel
+
+    first, second = "first-credential-0001", "second-credential-0002"
+    echoes = [StubResponse.json(401, {"error": {"message": f"bad credential {value}"}}) for value in (first, second)]
+    with StubServer(echoes) as server:
+        model = OpenAiChatModel("m", base_url=server.url, api_key="sk-test-key-0123", secret_names=("x-custom",),
+                                retry_policy=RetryPolicy.never(), scheduler=ImmediateScheduler())
+        messages = []
+        for value in (first, second):
+            request = REQUEST.model_copy(update={"config": GenerateContentConfig(
+                http_options=HttpOptions(headers={"X-Custom": value}))})
+            with pytest.raises(HttpStatusError) as raised:
+                model.generate_content(request, stream=True).run()
+            messages.append(raised.value.provider_message)
+        assert [r.headers.get("x-custom") for r in server.requests] == [first, second]
+    assert messages == ["bad credential ***", "bad credential ***"]

@@ -22,7 +22,7 @@ from reactivex.scheduler import TimeoutScheduler
 
 from .._core.errors import ConfigurationError, RxLlmError
 
-__all__ = ["RetryPolicy", "retry_before_first_item"]
+__all__ = ["RetryPolicy", "never_retries", "retry_before_first_item", "subscribe_with_retries"]
 
 _log = logging.getLogger("rxllm.retry")
 _T = TypeVar("_T")
@@ -114,9 +114,33 @@ def retry_before_first_item(
         An Observable: subscribing starts attempt 1; disposing cancels the attempt in flight
         or the pending timer.
     """
-    if type(policy) is RetryPolicy and policy.max_attempts == 1:  # delay_for would always say "give up"
+    if never_retries(policy):
         return source
     return _RetryBeforeFirstItem(source, policy, scheduler or TimeoutScheduler.singleton())
+
+
+def never_retries(policy: RetryPolicy) -> bool:
+    """Whether ``policy`` makes exactly one attempt (a :class:`RetryPolicy` of ``max_attempts=1``,
+    whose ``delay_for`` always says "give up"; a subclass may decide otherwise)."""
+    return type(policy) is RetryPolicy and policy.max_attempts == 1
+
+
+def subscribe_with_retries(
+    source: reactivex.Observable[_T],
+    policy: RetryPolicy,
+    scheduler: rx_abc.SchedulerBase | None,
+    observer: rx_abc.ObserverBase[_T],
+    subscribe_scheduler: rx_abc.SchedulerBase | None = None,
+) -> rx_abc.DisposableBase:
+    """Subscribe ``observer`` to ``retry_before_first_item(source, policy, scheduler)`` from inside
+    another Observable's subscription (no layer of its own): attempt 1 starts now.
+
+    Returns:
+        What cancels the attempt in flight or the pending backoff timer.
+    """
+    attempts = _Attempts(source, policy, scheduler or TimeoutScheduler.singleton(), observer, subscribe_scheduler)
+    attempts.start()
+    return attempts
 
 
 class _RetryBeforeFirstItem(reactivex.Observable[_T]):

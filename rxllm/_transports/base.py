@@ -256,7 +256,8 @@ class CancelScope:
     ``active`` and nothing more is delivered.
     """
 
-    __slots__ = ("_closed", "_finished", "_shut", "_streams", "attached", "cancelled", "deadline", "loopback_only")
+    __slots__ = ("_closed", "_finished", "_shut", "_streams", "active", "attached", "cancelled", "deadline",
+                 "loopback_only")
 
     def __init__(self) -> None:
         self._streams: list[Any] = []  # the wrapped network streams attached (each has .sock, .owner)
@@ -265,6 +266,9 @@ class CancelScope:
         self._finished = False
         self.attached: bool = False  # a socket was attached at some point (then cancel() has shut it down)
         self.cancelled: bool = False
+        # Neither cancelled nor finished: items may still be delivered (a plain attribute, not a
+        # property: it is read once per delivered item; only cancel() and finish() clear it).
+        self.active: bool = True
         self.deadline: float | None = None  # time.monotonic() when the attempt's total_timeout fires
         self.loopback_only: bool = False  # the attempt's credential may only go to a loopback peer (Exchange)
 
@@ -279,16 +283,12 @@ class CancelScope:
         deadline = self.deadline
         return deadline is not None and time.monotonic() >= deadline - 0.05
 
-    @property
-    def active(self) -> bool:
-        """Neither cancelled nor finished: items may still be delivered."""
-        return not (self.cancelled or self._finished)
-
     def finish(self) -> bool:
         """Mark the terminal event and detach the sockets; ``True`` if the scope was still active."""
         with _owners:
             was_active = not (self.cancelled or self._finished)
             self._finished = True
+            self.active = False
             self._closed = True
             self._streams = []
         return was_active
@@ -320,6 +320,7 @@ class CancelScope:
         with _owners:
             if cancel:
                 self.cancelled = True
+                self.active = False
             self._shut = True
             streams, self._streams = self._streams, []
             for stream in streams:
@@ -683,8 +684,10 @@ def request_headers(request: HttpRequest) -> dict[str, str]:
     from .decoding import ACCEPT_ENCODING
 
     headers = dict(request.headers)
-    if not any(name.lower() == "accept-encoding" for name in headers):
-        headers["Accept-Encoding"] = ACCEPT_ENCODING
+    for name in headers:  # a loop, not any(<generator>): once per request
+        if name.lower() == "accept-encoding":
+            return headers
+    headers["Accept-Encoding"] = ACCEPT_ENCODING
     return headers
 
 

@@ -323,18 +323,19 @@ class HttpResponse(rx_abc.DisposableBase):
         return self._body
 
     def _iterate(self, cap: int | None) -> Iterator[bytes]:
-        decoder = BodyDecoder(self._response.headers.get("content-encoding", ""), max_bytes=cap,
-                              provider=self._provider)
+        encoding = self._response.headers.get("content-encoding", "")
+        # No Content-Encoding header (every SSE stream seen so far): no decoder is built unless the cap is passed.
+        decoder = BodyDecoder(encoding, max_bytes=cap, provider=self._provider) if encoding else None
         raw_body = self._response.iter_raw()
         failure: Exception | None = None
         try:
-            if decoder.identity:  # every SSE stream seen so far: one generator frame less per read
+            if decoder is None or decoder.identity:  # one generator frame less per read
                 total = 0
                 most = sys.maxsize if cap is None else cap
                 for raw in raw_body:
                     total += len(raw)
                     if total > most:  # the cap is counted here, inline (once per HTTP chunk)
-                        decoder.count(total)  # raises ResponseTooLargeError
+                        (decoder or BodyDecoder("", max_bytes=cap, provider=self._provider)).count(total)  # raises
                     yield raw
             else:
                 for raw in raw_body:

@@ -474,7 +474,7 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
 "stream":true,"stream_options":{"include_usage":true}}')
     """
 
-    __slots__ = ("_max_tokens_param",)
+    __slots__ = ("_authorization", "_max_tokens_param", "_url")
 
     def __init__(
         self,
@@ -515,6 +515,9 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
             extra_body_overrides=extra_body_overrides,
         )
         self._max_tokens_param = max_tokens_param
+        # Built once: neither the base URL nor the key changes after construction.
+        self._url = self._endpoint("/chat/completions")
+        self._authorization: dict[str, str] = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
     def _repr_settings(self) -> dict[str, object]:
         return {"max_tokens_param": self._max_tokens_param}
@@ -526,10 +529,10 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
             ConfigurationError: for parts, roles or options Chat Completions cannot express.
         """
         return self._post(
-            self._endpoint("/chat/completions"),
+            self._url,
             self.to_body(llm_request, model=model, stream=stream),
             stream=stream,
-            provider_headers={"Authorization": f"Bearer {self._api_key}"} if self._api_key else {},
+            provider_headers=self._authorization,  # read only (_post copies it into the request's headers)
             http_options=llm_request.config.http_options,
         )
 
@@ -541,20 +544,23 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
             ConfigurationError: for parts, roles or options Chat Completions cannot express.
         """
         config = llm_request.config
-        check_gemini_only_options(config, api=_API, provider=_PROVIDER)
-        for field, _ in built_in_tools(config):
-            raise refuse_built_in(field, api=_API, provider=_PROVIDER)
-        choice = tool_choice(config, provider=_PROVIDER)
-        wire_choice = openai_tool_choice(choice, api=_API, named=_named_function)
-        body: dict[str, Any] = {"model": model, "messages": _messages(llm_request)}
-        tools = [_tool(declaration) for declaration in choice.declarations(api_takes_names=False)]
-        if tools:
-            body["tools"] = tools
-            if wire_choice is not None:
-                body["tool_choice"] = wire_choice
-            if choice.parallel is not None:
-                body["parallel_tool_calls"] = choice.parallel
-        self._add_config(body, config)
+        if not config.model_fields_set:  # every option at its default (None): nothing to check or add
+            body: dict[str, Any] = {"model": model, "messages": _messages(llm_request)}
+        else:
+            check_gemini_only_options(config, api=_API, provider=_PROVIDER)
+            for field, _ in built_in_tools(config):
+                raise refuse_built_in(field, api=_API, provider=_PROVIDER)
+            choice = tool_choice(config, provider=_PROVIDER)
+            wire_choice = openai_tool_choice(choice, api=_API, named=_named_function)
+            body = {"model": model, "messages": _messages(llm_request)}
+            tools = [_tool(declaration) for declaration in choice.declarations(api_takes_names=False)]
+            if tools:
+                body["tools"] = tools
+                if wire_choice is not None:
+                    body["tool_choice"] = wire_choice
+                if choice.parallel is not None:
+                    body["parallel_tool_calls"] = choice.parallel
+            self._add_config(body, config)
         if stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}

@@ -307,3 +307,31 @@ def test_bad_constructor_arguments() -> None:
         OpenAiChatRequestMapper(base_url="", api_key=None)
     with pytest.raises(ConfigurationError):
         OpenAiChatRequestMapper(base_url="http://h", api_key=None, max_tokens_param="tokens")  # type: ignore[arg-type]
+
+
+def test_a_default_config_maps_as_one_whose_options_are_set_to_their_defaults(
+    mapper: OpenAiChatRequestMapper,
+) -> None:
+    """The request of a config with no option set (built without checking any option) is the one
+    of a config whose every option was passed as its default, byte for byte, streamed or not."""
+    contents = (user(Part.from_text("Where is order A17?")),)
+    # every option passed as None (response_schema refuses an explicit None: left out)
+    options = {name: None for name in GenerateContentConfig.model_fields if name != "response_schema"}
+    every_option_none = GenerateContentConfig(**options)  # type: ignore[arg-type]
+    assert every_option_none.model_fields_set and not GenerateContentConfig().model_fields_set
+    for stream in (True, False):
+        fast = mapper.to_http_request(LlmRequest(contents=contents), model="gpt-4o-mini", stream=stream)
+        slow = mapper.to_http_request(LlmRequest(contents=contents, config=every_option_none), model="gpt-4o-mini",
+                                      stream=stream)
+        assert (fast.url, fast.body, fast.headers) == (slow.url, slow.body, slow.headers)
+    assert json.loads(fast.body) == {"model": "gpt-4o-mini",
+                                     "messages": [{"role": "user", "content": "Where is order A17?"}]}
+
+
+def test_a_config_with_an_option_set_is_still_checked(mapper: OpenAiChatRequestMapper) -> None:
+    request = LlmRequest(contents=(user(Part.from_text("hi")),), config=GenerateContentConfig(temperature=0.5))
+    assert json.loads(mapper.to_http_request(request, model="m", stream=False).body)["temperature"] == 0.5
+    csv = GenerateContentConfig(response_mime_type="text/csv")
+    refused = LlmRequest(contents=(user(Part.from_text("hi")),), config=csv)
+    with pytest.raises(ConfigurationError, match="text/csv"):
+        mapper.to_http_request(refused, model="m", stream=False)
