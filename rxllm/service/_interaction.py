@@ -22,6 +22,11 @@ Disposal sets ``_stopped``, cancels the relay (nothing more is delivered, not ev
 signal) and disposes the model call (its connection is closed). A tool already running finishes;
 its result is dropped. A retriever or tool scheduled but not started never runs.
 
+Plumbing. Per round the interaction subscribes the model's event stream once, with one observer
+of its own (no operator chained per round or per event); each event is dispatched on its type;
+what it holds to dispose (the model call, scheduled work, running tools) is one list under the
+lock. The request's config is the service's, built once (the models are immutable).
+
 The interaction reads the service it runs for only through :class:`ServiceView` (``AiService`` is
 one), so ``._service`` imports this module and never the reverse.
 """
@@ -31,11 +36,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any, Protocol
 
-import reactivex
+from reactivex import Observable
 from reactivex import abc as rx_abc
-from reactivex.disposable import CompositeDisposable, Disposable, SingleAssignmentDisposable
 
 from .._core.errors import GuardrailError, LimitExceededError, ProtocolError, RxLlmError
 from .._core.json_codec import without_lone_surrogates
@@ -52,9 +57,10 @@ from .._core.types import (
     UsageMetadata,
 )
 from .._models import model_stream
-from .._models.base_llm import BaseLlm, model_stream_events
+from .._models.base_llm import BaseLlm
 from .._models.structured_stream import StructuredStream
-from .._telemetry.otel import TracedScope, add_usage, traced, usage_attributes, within
+from .._rx.direct import Direct
+from .._telemetry.otel import TracedScope, add_usage, otel, traced, usage_attributes, within
 from .._tools import BaseTool, request_config
 from .._tools._loops import wait_for_awaitable
 from . import _events as events
@@ -62,7 +68,7 @@ from ._guardrails import OutputGuardrail, apply_output_guardrails
 from ._relay import BoundedRelay
 from ._tool_execution import ToolEnvironment, execute_tool
 
-__all__ = ["Retriever", "ServiceView", "start_interaction"]
+__all__ = ["Retriever", "ServiceView", "interaction_config", "start_interaction"]
 
 Retriever = Callable[[str], Iterable[str] | Awaitable[Iterable[str]]]
 """Finds content for the user message's text (retrieval-augmented generation): returns snippets.
@@ -128,12 +134,13 @@ class _ToolRun:
 class _Round:
     """One model call and the tools it started (mutable fields guarded by the interaction's lock)."""
 
-    __slots__ = ("ended", "number", "pending", "reported", "response", "runs", "stream_done")
+    __slots__ = ("calls", "ended", "number", "pending", "reported", "response", "runs", "stream_done")
 
     def __init__(self, number: int) -> None:
         self.number = number
         self.reported = 0  # complete calls the stream reported (model thread only)
         self.response: LlmResponse | None = None
+        self.calls: list[FunctionCall] = []  # the response's function calls, once the stream completed
         self.runs: dict[str, _ToolRun] = {}  # by call id, in start order
         self.pending = 0
         self.stream_done = False
@@ -144,15 +151,32 @@ def _key(call: FunctionCall, position: int) -> str:
     return call.id if call.id else f"#{position}:{call.name}"
 
 
-class _Interaction:
+def interaction_config(service: ServiceView) -> GenerateContentConfig:
+    """The config of every model call of ``service``'s interactions: its system message, its tools'
+    declarations and its structured output (immutable: built once, shared by every request)."""
+    config = request_config(GenerateContentConfig(), service.system_message, service.tool_declarations)
+    if service.output_type is not None:
+        config = config.model_copy(update={"response_schema": service.output_type})
+    return config
+
+
+class _Interaction(rx_abc.DisposableBase):
+    """One subscription's state machine; disposing it cancels the interaction (see :meth:`dispose`)."""
+
     def __init__(
         self,
         service: ServiceView,
         user_content: Content,
         observer: rx_abc.ObserverBase[Any],
+        config: GenerateContentConfig,
         telemetry: TracedScope | None = None,
     ) -> None:
         self._service = service
+        self._model = service.model
+        self._config = config
+        self._output_type = service.output_type
+        self._max_rounds = service.max_rounds
+        self._scheduler: rx_abc.SchedulerBase | None = None  # the tool scheduler, read when first needed
         self._telemetry = telemetry
         self._telemetry_context = telemetry.context if telemetry is not None else None
         self._usage: UsageMetadata | None = None
@@ -162,7 +186,7 @@ class _Interaction:
         )
         self._lock = threading.Lock()
         self._stopped = False
-        self._disposables = CompositeDisposable()
+        self._disposables: list[rx_abc.DisposableBase] = []  # disposed by _stop (guarded by _lock)
         self._contents: list[Content] = []
         self._rounds = 0
         self._tools = ToolEnvironment(service.tools_by_name, user_content, timeout=service.tool_timeout)
@@ -176,7 +200,7 @@ class _Interaction:
         else:
             self._contents.append(self._user_content)
             self._start_round()
-        return Disposable(self.dispose)
+        return self
 
     def dispose(self) -> None:
         """Cancel: nothing more is emitted (no terminal signal either); the model call is closed."""
@@ -187,7 +211,17 @@ class _Interaction:
         """Stop every producer: no further round, tool or event; the model call is disposed."""
         with self._lock:
             self._stopped = True
-        self._disposables.dispose()
+            disposables, self._disposables = self._disposables, []
+        for disposable in disposables:
+            disposable.dispose()
+
+    def _hold(self, disposable: rx_abc.DisposableBase) -> None:
+        """Dispose ``disposable`` when the interaction stops (at once when it already has)."""
+        with self._lock:
+            if not self._stopped:
+                self._disposables.append(disposable)
+                return
+        disposable.dispose()
 
     def _fail(self, error: Exception) -> None:
         self._stop()
@@ -205,7 +239,10 @@ class _Interaction:
                 _log.exception("unexpected error on the tool scheduler")
                 self._fail(_mapped(exc, "work on the tool scheduler"))
 
-        self._disposables.add(self._service.tool_scheduler.schedule(action))
+        scheduler = self._scheduler
+        if scheduler is None:
+            scheduler = self._scheduler = self._service.tool_scheduler
+        self._hold(scheduler.schedule(action))
 
     def _resolve(self, value: Any) -> Any:
         """``value``, or the result of an ``async def`` retriever's or guardrail's coroutine.
@@ -215,7 +252,7 @@ class _Interaction:
         """
 
         def on_start(cancel: Callable[[], None]) -> None:
-            self._disposables.add(Disposable(cancel))
+            self._hold(_Cancel(cancel))
 
         return wait_for_awaitable(value, self._tools.runtime.loop, on_start)
 
@@ -241,13 +278,6 @@ class _Interaction:
 
     # -- rounds ---------------------------------------------------------------------------------
 
-    def _request(self) -> LlmRequest:
-        service = self._service
-        config = request_config(GenerateContentConfig(), service.system_message, service.tool_declarations)
-        if service.output_type is not None:
-            config = config.model_copy(update={"response_schema": service.output_type})
-        return LlmRequest(contents=tuple(self._contents), config=config)
-
     def _start_round(self) -> None:
         with self._lock:
             if self._stopped:
@@ -255,44 +285,43 @@ class _Interaction:
             self._rounds += 1
             round_ = _Round(self._rounds)
         try:
-            model_events = within(self._telemetry_context, model_stream_events(self._service.model, self._request()))
+            request = LlmRequest(contents=tuple(self._contents), config=self._config)
+            model_events: Observable[model_stream.ModelStreamEvent] = self._model.stream_events(request)
+            if self._telemetry_context is not None:
+                model_events = within(self._telemetry_context, model_events)
         except Exception as exc:
             self._fail(_mapped(exc, "the model call"))
             return
-
-        def on_next(event: model_stream.ModelStreamEvent) -> None:
-            self._on_model_event(round_, event)
 
         def on_error(error: Exception) -> None:
             if not self._stopped:
                 self._fail(_mapped(error, "the model call"))
 
-        def on_completed() -> None:
-            self._on_model_completed(round_)
-
-        subscription = SingleAssignmentDisposable()
-        self._disposables.add(subscription)  # disposed at once when the interaction already stopped
-        subscription.disposable = model_events.subscribe(on_next, on_error, on_completed)
+        # disposed at once when the interaction stopped meanwhile (or during subscribe)
+        self._hold(model_events.subscribe(
+            partial(self._on_model_event, round_), on_error, partial(self._on_model_completed, round_)
+        ))
 
     def _on_model_event(self, round_: _Round, event: model_stream.ModelStreamEvent) -> None:
         if self._stopped:
             return
-        relay = self._relay
         if isinstance(event, model_stream.TextDeltaEvent):
             if not self._guarded and event.text:
-                relay.on_next(events.PartialResponseEvent(event.text))
+                self._relay.on_next(events.PartialResponseEvent(event.text))
+        elif isinstance(event, model_stream.ToolCallDeltaEvent):
+            self._relay.on_next(
+                events.PartialToolCallEvent(event.index, event.id, event.name, event.arguments_delta)
+            )
         elif isinstance(event, model_stream.ThoughtDeltaEvent):
             if event.text:
-                relay.on_next(events.PartialThinkingEvent(event.text))
-        elif isinstance(event, model_stream.ToolCallDeltaEvent):
-            relay.on_next(events.PartialToolCallEvent(event.index, event.id, event.name, event.arguments_delta))
+                self._relay.on_next(events.PartialThinkingEvent(event.text))
         elif isinstance(event, model_stream.ToolCallCompleteEvent):
-            relay.on_next(events.CompleteToolCallEvent(event.index, event.call))
+            self._relay.on_next(events.CompleteToolCallEvent(event.index, event.call))
             position = round_.reported
             round_.reported += 1
             self._start_tool(round_, event.call, _key(event.call, position))
         elif isinstance(event, model_stream.ResponseCompleteEvent):
-            output_type = self._service.output_type
+            output_type = self._output_type
             round_.response = (event.response if output_type is None
                                else StructuredStream(output_type).finish(event.response))
 
@@ -304,7 +333,7 @@ class _Interaction:
             self._fail(ProtocolError("the model's stream completed without its final response"))
             return
         self._usage = add_usage(self._usage, response.usage_metadata)  # rounds are sequential
-        calls = response.function_calls()
+        calls = round_.calls = response.function_calls()
         if response.error_code is None and calls:
             self._relay.on_next(events.IntermediateResponseEvent(response))
             for position, call in enumerate(calls):  # a call the stream never reported complete runs now
@@ -331,18 +360,16 @@ class _Interaction:
             run = round_.runs[key] = _ToolRun(call)
             round_.pending += 1
 
+        def done(result: FunctionResponse, failed: bool) -> None:
+            self._tool_done(round_, run, result, failed)
+
         def work() -> None:
             self._relay.on_next(events.BeforeToolExecutionEvent(call))
             if self._stopped:  # stopped while the subscriber took the event: the tool never starts
                 return
-            running = execute_tool(
-                self._tools,
-                call,
-                lambda result, failed: self._tool_done(round_, run, result, failed),
-                telemetry_context=self._telemetry_context,
-                fail=self._fail,
-            )
-            self._disposables.add(running)  # disposed at once when the interaction already stopped
+            # disposed at once when the interaction already stopped
+            running = execute_tool(self._tools, call, done, telemetry_context=self._telemetry_context, fail=self._fail)
+            self._hold(running)
 
         self._schedule(work)
 
@@ -363,15 +390,15 @@ class _Interaction:
     def _end_round(self, round_: _Round) -> None:
         response = round_.response
         assert response is not None
-        calls = response.function_calls()
+        calls = round_.calls
         if response.error_code is not None or not calls:
             self._finish(response)
             return
-        if round_.number >= self._service.max_rounds:
+        if round_.number >= self._max_rounds:
             self._fail(
                 LimitExceededError(
                     f"the model still requested tools after {round_.number} round(s) (max_rounds="
-                    f"{self._service.max_rounds}); raise max_rounds if this is expected"
+                    f"{self._max_rounds}); raise max_rounds if this is expected"
                 )
             )
             return
@@ -414,6 +441,20 @@ class _Interaction:
         self._stop()
 
 
+class _Cancel(rx_abc.DisposableBase):
+    """Calls ``cancel`` on the first ``dispose``."""
+
+    __slots__ = ("_cancel",)
+
+    def __init__(self, cancel: Callable[[], None]) -> None:
+        self._cancel: Callable[[], None] | None = cancel
+
+    def dispose(self) -> None:
+        cancel, self._cancel = self._cancel, None
+        if cancel is not None:
+            cancel()
+
+
 def _mapped(error: BaseException, what: str) -> RxLlmError:
     """``error`` itself when it is rxllm's, else an :class:`~rxllm.RxLlmError` chaining it."""
     if isinstance(error, RxLlmError):
@@ -433,20 +474,27 @@ def _with_retrieved(content: Content, found: Sequence[str]) -> Content:
 
 
 def start_interaction(
-    service: ServiceView, user_content: Content
-) -> reactivex.Observable[events.AiServiceStreamingEvent]:
+    service: ServiceView, user_content: Content, config: GenerateContentConfig | None = None
+) -> Observable[events.AiServiceStreamingEvent]:
     """The cold Observable of one interaction: each subscription runs its own, in its own span
-    (``invoke_agent AiService``: its model calls and tools nest inside, on whichever thread)."""
+    (``invoke_agent AiService``: its model calls and tools nest inside, on whichever thread).
 
-    def interaction(telemetry: TracedScope | None) -> reactivex.Observable[events.AiServiceStreamingEvent]:
+    ``config`` is :func:`interaction_config` of ``service`` (built here when not given). With
+    telemetry off the Observable is a direct one (nothing scheduled, no operator in between).
+    """
+    config = interaction_config(service) if config is None else config
+
+    def interaction(telemetry: TracedScope | None) -> Observable[events.AiServiceStreamingEvent]:
         def subscribe(
             observer: rx_abc.ObserverBase[events.AiServiceStreamingEvent],
             scheduler: rx_abc.SchedulerBase | None = None,
         ) -> rx_abc.DisposableBase:
-            return _Interaction(service, user_content, observer, telemetry).start()
+            return _Interaction(service, user_content, observer, config, telemetry).start()
 
-        return reactivex.create(subscribe)
+        return Direct(subscribe)
 
+    if otel() is None:
+        return interaction(None)
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.agent.name": "AiService",

@@ -78,7 +78,33 @@ class BoundedRelay(Generic[T]):
 
     def on_next(self, value: T) -> None:
         """Offer an item."""
-        self._offer(_NEXT, value)
+        lock = self._lock
+        with lock:
+            if self._closed:
+                return
+            if self._draining:
+                if len(self._queue) < self._capacity:
+                    self._queue.append((_NEXT, value))
+                    return
+                self._overflow_locked()
+                overflowed = True
+            else:
+                self._draining = True
+                overflowed = False
+        if overflowed:
+            self._on_failure()  # the thread inside on_next delivers the error as soon as it returns
+            return
+        # Uncontended (the common case): delivered here, on this thread, as _drain would.
+        try:
+            self._observer.on_next(value)
+        except BaseException:
+            self._raised()
+            raise
+        with lock:
+            if self._cancelled or (self._overflow is None and not self._queue):
+                self._draining = False
+                return
+        self._drain_queued()
 
     def on_error(self, error: Exception) -> None:
         """Offer the error; nothing after it is accepted."""
@@ -102,7 +128,6 @@ class BoundedRelay(Generic[T]):
             self._queue.clear()
 
     def _offer(self, kind: int, value: Any) -> None:
-        overflowed = False
         with self._lock:
             if self._closed:
                 return
@@ -112,34 +137,48 @@ class BoundedRelay(Generic[T]):
                 if kind != _NEXT or len(self._queue) < self._capacity:
                     self._queue.append((kind, value))
                     return
-                self._closed = True
-                self._queue.clear()
-                self._overflow = BufferOverflowError(
-                    f"the subscriber fell more than {self._capacity} events behind (it blocked, or was slower than "
-                    "the stream on another thread); rather than drop events silently, the stream fails. Do not block "
-                    "in on_next, or raise the buffer size"
-                )
+                self._overflow_locked()
                 overflowed = True
             else:
                 self._draining = True
+                overflowed = False
         if overflowed:
             self._on_failure()  # the thread inside on_next delivers the error as soon as it returns
             return
         self._drain(kind, value)
 
+    def _overflow_locked(self) -> None:
+        """Under the lock: an item found the queue full while another thread delivers; that thread
+        delivers the error as soon as its ``on_next`` returns, ahead of the queued signals (dropped)."""
+        self._closed = True
+        self._queue.clear()
+        self._overflow = BufferOverflowError(
+            f"the subscriber fell more than {self._capacity} events behind (it blocked, or was slower than "
+            "the stream on another thread); rather than drop events silently, the stream fails. Do not block "
+            "in on_next, or raise the buffer size"
+        )
+
+    def _raised(self) -> None:
+        """The subscriber raised from a callback: nothing more is delivered, the producers stop."""
+        with self._lock:
+            self._draining = False
+            self._closed = True
+            self._cancelled = True
+            self._queue.clear()
+        _log.error("the subscriber raised from a callback; the interaction is cancelled", exc_info=True)
+        self._on_failure()
+
     def _drain(self, kind: int, value: Any) -> None:
+        try:
+            self._deliver(kind, value)
+        except BaseException:
+            self._raised()
+            raise
+        self._drain_queued()
+
+    def _drain_queued(self) -> None:
+        """After a delivery, while holding the drain: deliver what other threads queued meanwhile."""
         while True:
-            try:
-                self._deliver(kind, value)
-            except BaseException:
-                with self._lock:
-                    self._draining = False
-                    self._closed = True
-                    self._cancelled = True
-                    self._queue.clear()
-                _log.error("the subscriber raised from a callback; the interaction is cancelled", exc_info=True)
-                self._on_failure()
-                raise
             with self._lock:
                 if self._cancelled:
                     self._draining = False
@@ -153,6 +192,11 @@ class BoundedRelay(Generic[T]):
                 else:
                     self._draining = False
                     return
+            try:
+                self._deliver(kind, value)
+            except BaseException:
+                self._raised()
+                raise
 
     def _deliver(self, kind: int, value: Any) -> None:
         if kind == _NEXT:

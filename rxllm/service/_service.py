@@ -14,7 +14,7 @@ from .._rx.aio import AwaitableObservable, awaitable
 from .._tools import BaseTool, ToolLike, check_timeout, tool_declarations, tools_by_name
 from ._events import AiServiceStreamingEvent
 from ._guardrails import OutputGuardrail, check_guardrails
-from ._interaction import Retriever, start_interaction
+from ._interaction import Retriever, interaction_config, start_interaction
 from ._relay import check_positive_int
 from ._tool_execution import default_tool_scheduler
 
@@ -120,6 +120,7 @@ class AiService:
         self._output_type = output_type
         if output_type is not None:
             output_schema(output_type)  # fails here, naming the type, rather than on the first call
+        self._config = interaction_config(self)  # immutable: every request of every interaction shares it
 
     def __repr__(self) -> str:
         tools = [tool.name for tool in self._tools]
@@ -228,4 +229,4 @@ class AiService:
             content = user_message if user_message.role == "user" else user_message.model_copy(update={"role": "user"})
         else:
             raise ConfigurationError(f"user_message must be a str or a Content, got {type(user_message).__name__}")
-        return awaitable(start_interaction(self, content))
+        return awaitable(start_interaction(self, content, self._config))

@@ -91,4 +91,6 @@ def execute_tool(
 
     # call_tool fails only for a KeyboardInterrupt in the tool: that ends the turn through ``fail``.
     outcome = call_tool(environment.tools_by_name, call, environment.context_for(call), runtime=environment.runtime)
-    return within(telemetry_context, outcome).subscribe(report, fail)
+    if telemetry_context is not None:
+        outcome = within(telemetry_context, outcome)
+    return outcome.subscribe(report, fail)
