@@ -44,6 +44,7 @@ import functools
 import json
 import sys
 import uuid
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -261,6 +262,7 @@ def _held_by_a_slot_and_a_local() -> int:
 _UNSHARED = _held_by_a_slot_and_a_local()
 _PROBES = 8
 _getrefcount = sys.getrefcount
+_weakref = weakref.ref
 
 
 def generate_function_call_id() -> str:
@@ -372,10 +374,10 @@ class StreamAggregator:
         self._has_emitted = False
         self._saw_end = False
         self._quiet = False  # in absorb(): no partial is built
-        # Each of the first ``_PROBES`` partials is held here until the next one is built, which
+        # Each of the first ``_PROBES`` partials is watched (a weak reference) until the next one is built, which
         # looks whether anybody else still holds it: if so the subscriber keeps partials, and the
         # rest are built off the collector's lists (``_untrack``, see build_partial).
-        self._last: LlmResponse | None = None
+        self._last: weakref.ref[LlmResponse] | None = None
         self._probes = _PROBES
         self._untrack: _Untrack | None = None
 
@@ -499,14 +501,15 @@ class StreamAggregator:
                 return build_partial(text, thought)
             # One of the first partials: is the one before still held by anybody but this aggregator?
             last = self._last
-            if last is not None and _getrefcount(last) > _UNSHARED:
+            if last is not None and last() is not None:
                 untrack = self._untrack = _gc_untrack()  # the subscriber keeps partials (None: not CPython)
                 self._probes = 0
                 self._last = None
             else:
                 partial = build_partial(text, thought)
                 self._probes = probes - 1
-                self._last = partial if probes > 1 else None
+                # a weak reference, not the partial: an open stream at rest holds 72 bytes, not ~1 KiB
+                self._last = _weakref(partial) if probes > 1 else None
                 return partial
         return build_partial(text, thought, untrack)
 

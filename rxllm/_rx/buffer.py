@@ -67,7 +67,7 @@ class StreamBuffer(Generic[T]):
     """The end of the :class:`BufferOverflowError` message: what the consumer can change."""
 
     def __init__(self, source: rx_abc.ObservableBase[T], max_buffer: int) -> None:
-        self._source = source
+        self._source: rx_abc.ObservableBase[T] | None = source
         self._max_buffer = max_buffer
         self._cond = threading.Condition()  # reentrant: a finalizer may close the buffer from inside it
         self._items: deque[T] = deque()
@@ -84,7 +84,9 @@ class StreamBuffer(Generic[T]):
             return
         self._consumer_thread = threading.get_ident()
         self._subscription = SingleAssignmentDisposable()
-        self._subscription.disposable = self._source.subscribe(self._on_next, self._on_error, self._on_completed)
+        source, self._source = self._source, None  # not kept: an open stream holds its subscription only
+        assert source is not None
+        self._subscription.disposable = source.subscribe(self._on_next, self._on_error, self._on_completed)
 
     def poll(self) -> Any:
         """The next item, :data:`END` or :data:`WAIT`; raises the error the stream ended with.
