@@ -33,7 +33,6 @@ from typing import Any, TypeVar, cast
 
 import reactivex
 from reactivex import abc as rx_abc
-from reactivex.disposable import SerialDisposable
 
 __all__ = [
     "Direct",
@@ -157,6 +156,23 @@ class _Slot(rx_abc.DisposableBase):
             current.dispose()
 
 
+class _SerialSlot(_Slot):
+    """Holds the latest of a series of disposables: setting one disposes the one before it
+    (``SerialDisposable`` without its lock)."""
+
+    __slots__ = ()
+
+    def set(self, disposable: rx_abc.DisposableBase) -> None:
+        if self.disposed:
+            disposable.dispose()
+            return
+        previous, self._current = self._current, disposable
+        if previous is not None:
+            previous.dispose()
+        if self.disposed:  # disposed on another thread meanwhile
+            disposable.dispose()
+
+
 NO_DISPOSAL: rx_abc.DisposableBase = _Nothing()
 _CALLBACK_TYPES = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, types.BuiltinMethodType)
 _LOCK_OF_LOCKS = threading.Lock()
@@ -201,11 +217,12 @@ class Direct(reactivex.Observable[T]):
             kind not in _CALLBACK_TYPES
             and (isinstance(on_next, rx_abc.ObserverBase) or callable(getattr(on_next, "on_next", None)))
         ):
-            observer = cast(rx_abc.ObserverBase[T], on_next)
+            # string casts: a subscripted generic built per subscribe costs more than the subscribe
+            observer = cast("rx_abc.ObserverBase[T]", on_next)
             sink: _Sink[T] = _Sink(observer.on_next, observer.on_error, observer.on_completed)
         else:
             sink = _Sink(
-                _ignore if on_next is None else cast(Callable[[T], None], on_next),
+                _ignore if on_next is None else cast("Callable[[T], None]", on_next),
                 on_error or _raise,
                 on_completed or _ignore,
             )
@@ -260,7 +277,7 @@ _NOTHING: Direct[Any] = Direct(_complete)
 
 def nothing_now() -> reactivex.Observable[T]:
     """Completion without items, delivered during ``subscribe``."""
-    return cast(reactivex.Observable[T], _NOTHING)
+    return cast("reactivex.Observable[T]", _NOTHING)
 
 
 def fail_now(error: Exception) -> reactivex.Observable[T]:
@@ -308,6 +325,67 @@ def defer_now(factory: Callable[[], reactivex.Observable[T]]) -> reactivex.Obser
     return Direct(subscribe)
 
 
+class _FirstThen(rx_abc.DisposableBase):
+    """Subscribes ``first`` (its items to ``on_item``, its error to ``observer``) and, the moment it
+    completes, the Observable ``follow()`` returns (to ``observer``; an exception ``follow`` raises
+    is delivered as ``on_error``). Disposing disposes whichever is active and prevents ``follow``.
+
+    One object is the completion callback and the subscription (two closures, two slots and a
+    dict before): this runs for every step, store and tool call of a run.
+    """
+
+    __slots__ = ("_disposed", "_first", "_follow", "_observer", "_scheduler", "_second")
+
+    def __init__(
+        self,
+        follow: Callable[[], reactivex.Observable[Any]],
+        observer: rx_abc.ObserverBase[Any],
+        scheduler: rx_abc.SchedulerBase | None,
+    ) -> None:
+        self._follow = follow
+        self._observer = observer
+        self._scheduler = scheduler
+        self._first: rx_abc.DisposableBase | None = None
+        self._second: rx_abc.DisposableBase | None = None
+        self._disposed = False
+
+    def start(self, first: reactivex.Observable[Any], on_item: Callable[[Any], None]) -> _FirstThen:
+        # ``first`` may complete (and ``follow`` start) before this assignment: separate slots
+        subscription = first.subscribe(on_item, self._observer.on_error, self.on_completed, scheduler=self._scheduler)
+        if self._disposed:
+            subscription.dispose()
+        else:
+            self._first = subscription
+            if self._disposed:  # disposed on another thread meanwhile
+                subscription.dispose()
+        return self
+
+    def on_completed(self) -> None:
+        if self._disposed:
+            return
+        try:
+            source = self._follow()
+        except Exception as exc:
+            self._observer.on_error(exc)
+            return
+        subscription = source.subscribe(self._observer, scheduler=self._scheduler)
+        if self._disposed:
+            subscription.dispose()
+        else:
+            self._second = subscription
+            if self._disposed:
+                subscription.dispose()
+
+    def dispose(self) -> None:
+        self._disposed = True
+        first, self._first = self._first, None
+        second, self._second = self._second, None
+        if first is not None:
+            first.dispose()
+        if second is not None:
+            second.dispose()
+
+
 def _first_then(
     first: reactivex.Observable[Any],
     on_item: Callable[[Any], None],
@@ -315,32 +393,8 @@ def _first_then(
     observer: rx_abc.ObserverBase[U],
     scheduler: rx_abc.SchedulerBase | None,
 ) -> rx_abc.DisposableBase:
-    """Subscribe ``first`` (its items to ``on_item``, its error to ``observer``) and, the moment it
-    completes, the Observable ``follow()`` returns (to ``observer``; an exception ``follow`` raises
-    is delivered as ``on_error``). Disposing disposes whichever is active and prevents ``follow``."""
-    first_subscription = _Slot()
-    second_subscription = _Slot()
-    state = {"disposed": False}
-
-    def on_completed() -> None:
-        if state["disposed"]:
-            return
-        try:
-            source = follow()
-        except Exception as exc:
-            observer.on_error(exc)
-            return
-        second_subscription.set(source.subscribe(observer, scheduler=scheduler))
-
-    # ``first`` may complete (and ``follow`` start) before this assignment: separate slots.
-    first_subscription.set(first.subscribe(on_item, observer.on_error, on_completed, scheduler=scheduler))
-
-    def dispose() -> None:
-        state["disposed"] = True
-        first_subscription.dispose()
-        second_subscription.dispose()
-
-    return _Action(dispose)
+    """Subscribe ``first`` then ``follow()`` (see :class:`_FirstThen`)."""
+    return _FirstThen(follow, observer, scheduler).start(first, on_item)
 
 
 def then_now(first: reactivex.Observable[T], second: Callable[[], reactivex.Observable[T]]) -> reactivex.Observable[T]:
@@ -372,6 +426,13 @@ def collect_then(
     def subscribe(
         observer: rx_abc.ObserverBase[U], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
+        if type(source) is _Emit:  # its item is known: no subscription to collect it
+            try:
+                follow = then([cast("_Emit[T]", source).value])
+            except Exception as exc:
+                observer.on_error(exc)
+                return NO_DISPOSAL
+            return follow.subscribe(observer, scheduler=scheduler)
         items: list[T] = []
         return _first_then(source, items.append, lambda: then(items), observer, scheduler)
 
@@ -441,7 +502,7 @@ class _Serial:
         self._ended = False
         self._completed = False
         self._disposed = False
-        self._subscription = SerialDisposable()
+        self._subscription = _SerialSlot()
 
     def push(self, source: reactivex.Observable[Any]) -> None:
         with self._lock:
@@ -503,8 +564,8 @@ class _Serial:
                         return  # completed during subscribe: the loop below takes the next one
                 self._drain(self._next())  # completed later, on this thread
 
-            self._subscription.disposable = source.subscribe(
-                observer.on_next, observer.on_error, on_completed, scheduler=self._scheduler
+            self._subscription.set(
+                source.subscribe(observer.on_next, observer.on_error, on_completed, scheduler=self._scheduler)
             )
             with self._lock:
                 done[1] = True
