@@ -29,7 +29,7 @@ import threading
 import types
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import reactivex
 from reactivex import abc as rx_abc
@@ -217,12 +217,12 @@ class Direct(reactivex.Observable[T]):
             kind not in _CALLBACK_TYPES
             and (isinstance(on_next, rx_abc.ObserverBase) or callable(getattr(on_next, "on_next", None)))
         ):
-            # string casts: a subscripted generic built per subscribe costs more than the subscribe
-            observer = cast("rx_abc.ObserverBase[T]", on_next)
+            # no typing.cast here: a call (and a subscripted generic) per subscribe
+            observer: rx_abc.ObserverBase[T] = on_next  # type: ignore[assignment]
             sink: _Sink[T] = _Sink(observer.on_next, observer.on_error, observer.on_completed)
         else:
             sink = _Sink(
-                _ignore if on_next is None else cast("Callable[[T], None]", on_next),
+                _ignore if on_next is None else on_next,  # type: ignore[arg-type]
                 on_error or _raise,
                 on_completed or _ignore,
             )
@@ -246,6 +246,38 @@ class Direct(reactivex.Observable[T]):
         self, observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
         return self.subscribe(observer, scheduler=scheduler)
+
+
+def _forward(
+    source: reactivex.Observable[T], observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None
+) -> rx_abc.DisposableBase:
+    """``source.subscribe(observer, scheduler=scheduler)`` where ``observer`` is the sink of the
+    subscription being set up and what this returns is disposed only with it (a pass-through: the
+    source's items, error and completion are that subscription's own).
+
+    A :class:`Direct` source's subscribe function then gets that sink itself: no second sink in
+    between, one call less per item. What a second sink would do, the shared one does: nothing is
+    delivered after its terminal signal or its dispose (which disposes what this returned); an
+    exception raised while subscribing is delivered as ``on_error`` (raised again when the
+    source had already ended, dropped when the sink had ended before).
+    """
+    if type(observer) is not _Sink or type(source).subscribe is not Direct.subscribe:
+        return source.subscribe(observer, scheduler=scheduler)
+    sink: _Sink[T] = observer
+    ended_before = sink.stopped
+    try:
+        inner = source._fn(sink, scheduler)  # type: ignore[attr-defined]
+    except Exception as exc:
+        if ended_before:
+            return NO_DISPOSAL
+        if sink.stopped:
+            raise
+        sink.on_error(exc)
+        return NO_DISPOSAL
+    if inner is not NO_DISPOSAL and sink.stopped:  # ended during subscribe: release it now
+        inner.dispose()
+        return NO_DISPOSAL
+    return inner  # type: ignore[no-any-return]
 
 
 class _Emit(Direct[T]):
@@ -277,7 +309,7 @@ _NOTHING: Direct[Any] = Direct(_complete)
 
 def nothing_now() -> reactivex.Observable[T]:
     """Completion without items, delivered during ``subscribe``."""
-    return cast("reactivex.Observable[T]", _NOTHING)
+    return _NOTHING
 
 
 def fail_now(error: Exception) -> reactivex.Observable[T]:
@@ -320,7 +352,7 @@ def defer_now(factory: Callable[[], reactivex.Observable[T]]) -> reactivex.Obser
         except Exception as exc:
             observer.on_error(exc)
             return NO_DISPOSAL
-        return source.subscribe(observer, scheduler=scheduler)
+        return _forward(source, observer, scheduler)
 
     return Direct(subscribe)
 
@@ -368,7 +400,7 @@ class _FirstThen(rx_abc.DisposableBase):
         except Exception as exc:
             self._observer.on_error(exc)
             return
-        subscription = source.subscribe(self._observer, scheduler=self._scheduler)
+        subscription = _forward(source, self._observer, self._scheduler)
         if self._disposed:
             subscription.dispose()
         else:
@@ -428,11 +460,11 @@ def collect_then(
     ) -> rx_abc.DisposableBase:
         if type(source) is _Emit:  # its item is known: no subscription to collect it
             try:
-                follow = then([cast("_Emit[T]", source).value])
+                follow = then([source.value])
             except Exception as exc:
                 observer.on_error(exc)
                 return NO_DISPOSAL
-            return follow.subscribe(observer, scheduler=scheduler)
+            return _forward(follow, observer, scheduler)
         items: list[T] = []
         return _first_then(source, items.append, lambda: then(items), observer, scheduler)
 
@@ -650,7 +682,7 @@ def on_dispose(source: reactivex.Observable[T], action: Callable[[], None]) -> r
             finally:
                 subscription.dispose()
 
-        subscription.set(source.subscribe(observer, scheduler=scheduler))
+        subscription.set(_forward(source, observer, scheduler))
         return _Action(dispose)
 
     return Direct(subscribe)

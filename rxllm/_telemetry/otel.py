@@ -615,8 +615,10 @@ def within(context: Any, source: reactivex.Observable[_T]) -> reactivex.Observab
     What ``source`` captures at subscribe time (a model call's parent span) is then ``context``'s
     span, whichever thread subscribes.
     """
+    if context is None:  # telemetry was off when the context was captured: nothing to check
+        return source
     hooks = otel()
-    if context is None or hooks is None:
+    if hooks is None:
         return source
 
     def subscribe(
