@@ -176,15 +176,17 @@ def run_llm_flow(agent: FlowAgent, ctx: InvocationContext) -> reactivex.Observab
     def on_end(scope: TracedScope) -> None:
         usage_attributes(scope.span, ctx.total_usage_metadata)
 
-    attributes: dict[str, Any] = {
-        "gen_ai.operation.name": "invoke_agent",
-        "gen_ai.agent.name": agent.name,
-        "gen_ai.conversation.id": ctx.session.id,
-        "gen_ai.request.model": agent.model.model,
-        "rxllm.invocation_id": ctx.invocation_id,
-    }
-    if agent.description:
-        attributes["gen_ai.agent.description"] = agent.description
+    def attributes() -> dict[str, Any]:  # made only when a span is
+        found: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": agent.name,
+            "gen_ai.conversation.id": ctx.session.id,
+            "gen_ai.request.model": agent.model.model,
+            "rxllm.invocation_id": ctx.invocation_id,
+        }
+        if agent.description:
+            found["gen_ai.agent.description"] = agent.description
+        return found
 
     def parent() -> object:  # the runner's (the subscriber's span) or, for a sub-agent, its parent agent's
         return ctx.telemetry_context
@@ -235,7 +237,7 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
         session: Session, groups: tuple[ToolGroup, ...], readonly: ReadonlyContext
     ) -> reactivex.Observable[Event]:
         tools = group_tools(groups)
-        callback_ctx = CallbackContext(ctx, step.state)
+        callback_ctx = _callback_context(agent, ctx, step)
         targets = transfer_targets(agent)
         step.tools = {tool.name: tool for tool in _request_tools(agent, targets, tools)}
         request = build_request(agent, ctx, session, readonly, tools)
@@ -301,6 +303,13 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
     return ctx._with_session_now(with_session)
 
 
+def _callback_context(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> CallbackContext | None:
+    """What the step's model callbacks get; None when there is no callback (none is made for nothing)."""
+    if ctx.plugins or agent.before_model_callbacks or agent.after_model_callbacks or agent.on_model_error_callbacks:
+        return CallbackContext(ctx, step.state)
+    return None
+
+
 def _invoke(kind: str, agent: FlowAgent, callback: Callable[..., T], *args: Any) -> T:
     try:
         return callback(*args)
@@ -325,7 +334,7 @@ def _model_answer(kind: str) -> Callable[[object], LlmResponse]:
 
 
 def _call_model(
-    agent: FlowAgent, ctx: InvocationContext, callback_ctx: CallbackContext, request: LlmRequest
+    agent: FlowAgent, ctx: InvocationContext, callback_ctx: CallbackContext | None, request: LlmRequest
 ) -> reactivex.Observable[LlmResponse]:
     """Before-model callbacks (plugins first), the model call, on-error and after-model callbacks."""
     current = [request]
@@ -360,12 +369,12 @@ def _call_model(
     )
 
 
-def _before_model(callback: Callable[..., object], callback_ctx: CallbackContext, current: list[LlmRequest]) -> object:
+def _before_model(callback: Callable[..., object], callback_ctx: CallbackContext | None, current: list[LlmRequest]) -> object:
     return callback(callback_ctx, current[0])
 
 
 def _model_call(
-    agent: FlowAgent, ctx: InvocationContext, callback_ctx: CallbackContext, request: LlmRequest
+    agent: FlowAgent, ctx: InvocationContext, callback_ctx: CallbackContext | None, request: LlmRequest
 ) -> reactivex.Observable[LlmResponse]:
     if ctx.is_cancelled:
         return reactivex.never()
@@ -377,13 +386,14 @@ def _model_call(
 def _with_model_callbacks(
     agent: FlowAgent,
     ctx: InvocationContext,
-    callback_ctx: CallbackContext,
+    callback_ctx: CallbackContext | None,
     request: LlmRequest,
     responses: reactivex.Observable[LlmResponse],
 ) -> reactivex.Observable[LlmResponse]:
     """The model's responses through the on-model-error and after-model callbacks (plugins first)."""
     on_error = [p.on_model_error_callback for p in ctx.plugins] + list(agent.on_model_error_callbacks)
     if on_error:
+        assert callback_ctx is not None  # made whenever there is a callback (_callback_context)
 
         def recover(error: Exception, _: reactivex.Observable[LlmResponse]) -> reactivex.Observable[LlmResponse]:
             calls: list[tuple[object, Call]] = [
@@ -402,6 +412,7 @@ def _with_model_callbacks(
     after = [p.after_model_callback for p in ctx.plugins] + list(agent.after_model_callbacks)
     if not after:
         return responses
+    assert callback_ctx is not None  # made whenever there is a callback (_callback_context)
 
     def apply_after(response: LlmResponse) -> reactivex.Observable[LlmResponse]:
         calls: list[tuple[object, Call]] = [(callback, partial(callback, callback_ctx, response)) for callback in after]

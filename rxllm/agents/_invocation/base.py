@@ -184,7 +184,11 @@ class InvocationContext:
         The copy shares the invocation: its id, session, services, run config, plugins, model-call
         count and cancellation; it has its own agent, branch and ``end_invocation`` flag.
         """
-        child = copy.copy(self)
+        if type(self) is InvocationContext:  # copy.copy, without its reduce protocol (once per agent run)
+            child = object.__new__(InvocationContext)
+            child.__dict__.update(self.__dict__)
+        else:
+            child = copy.copy(self)
         child.agent = agent
         child.branch = branch
         child.end_invocation = False
