@@ -93,7 +93,8 @@ class _Sink(rx_abc.ObserverBase[T], rx_abc.DisposableBase):
             try:
                 self._on_error(error)
             finally:
-                self.dispose()
+                if self.subscription is not None:  # (a downstream dispose may have released it already)
+                    self.dispose()
 
     def on_completed(self) -> None:
         if not self.stopped:
@@ -101,7 +102,8 @@ class _Sink(rx_abc.ObserverBase[T], rx_abc.DisposableBase):
             try:
                 self._on_completed()
             finally:
-                self.dispose()
+                if self.subscription is not None:  # (a downstream dispose may have released it already)
+                    self.dispose()
 
     def dispose(self) -> None:
         self.stopped = True
@@ -291,7 +293,7 @@ class _Emit(Direct[T]):
             observer.on_completed()
             return NO_DISPOSAL
 
-        super().__init__(subscribe)
+        self._fn = self._subscribe = subscribe  # Direct.__init__, inlined (one per emitted item)
 
 
 def emit_now(value: T) -> reactivex.Observable[T]:
@@ -359,22 +361,24 @@ def defer_now(factory: Callable[[], reactivex.Observable[T]]) -> reactivex.Obser
 
 class _FirstThen(rx_abc.DisposableBase):
     """Subscribes ``first`` (its items to ``on_item``, its error to ``observer``) and, the moment it
-    completes, the Observable ``follow()`` returns (to ``observer``; an exception ``follow`` raises
-    is delivered as ``on_error``). Disposing disposes whichever is active and prevents ``follow``.
+    completes, the Observable ``follow(*args)`` returns (to ``observer``; an exception ``follow``
+    raises is delivered as ``on_error``). Disposing disposes whichever is active and prevents ``follow``.
 
     One object is the completion callback and the subscription (two closures, two slots and a
     dict before): this runs for every step, store and tool call of a run.
     """
 
-    __slots__ = ("_disposed", "_first", "_follow", "_observer", "_scheduler", "_second")
+    __slots__ = ("_args", "_disposed", "_first", "_follow", "_observer", "_scheduler", "_second")
 
     def __init__(
         self,
-        follow: Callable[[], reactivex.Observable[Any]],
+        follow: Callable[..., reactivex.Observable[Any]],
+        args: tuple[Any, ...],
         observer: rx_abc.ObserverBase[Any],
         scheduler: rx_abc.SchedulerBase | None,
     ) -> None:
         self._follow = follow
+        self._args = args
         self._observer = observer
         self._scheduler = scheduler
         self._first: rx_abc.DisposableBase | None = None
@@ -396,7 +400,7 @@ class _FirstThen(rx_abc.DisposableBase):
         if self._disposed:
             return
         try:
-            source = self._follow()
+            source = self._follow(*self._args)
         except Exception as exc:
             self._observer.on_error(exc)
             return
@@ -418,17 +422,6 @@ class _FirstThen(rx_abc.DisposableBase):
             second.dispose()
 
 
-def _first_then(
-    first: reactivex.Observable[Any],
-    on_item: Callable[[Any], None],
-    follow: Callable[[], reactivex.Observable[U]],
-    observer: rx_abc.ObserverBase[U],
-    scheduler: rx_abc.SchedulerBase | None,
-) -> rx_abc.DisposableBase:
-    """Subscribe ``first`` then ``follow()`` (see :class:`_FirstThen`)."""
-    return _FirstThen(follow, observer, scheduler).start(first, on_item)
-
-
 def then_now(first: reactivex.Observable[T], second: Callable[[], reactivex.Observable[T]]) -> reactivex.Observable[T]:
     """``first``, then the Observable ``second()`` returns, subscribed the moment ``first`` completes.
 
@@ -441,7 +434,7 @@ def then_now(first: reactivex.Observable[T], second: Callable[[], reactivex.Obse
     def subscribe(
         observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
-        return _first_then(first, observer.on_next, second, observer, scheduler)
+        return _FirstThen(second, (), observer, scheduler).start(first, observer.on_next)
 
     return Direct(subscribe)
 
@@ -466,7 +459,7 @@ def collect_then(
                 return NO_DISPOSAL
             return _forward(follow, observer, scheduler)
         items: list[T] = []
-        return _first_then(source, items.append, lambda: then(items), observer, scheduler)
+        return _FirstThen(then, (items,), observer, scheduler).start(source, items.append)
 
     return Direct(subscribe)
 
