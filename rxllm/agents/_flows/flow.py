@@ -369,7 +369,9 @@ def _call_model(
     )
 
 
-def _before_model(callback: Callable[..., object], callback_ctx: CallbackContext | None, current: list[LlmRequest]) -> object:
+def _before_model(
+    callback: Callable[..., object], callback_ctx: CallbackContext | None, current: list[LlmRequest]
+) -> object:
     return callback(callback_ctx, current[0])
 
 
