@@ -326,3 +326,87 @@ def test_a_direct_observable_has_the_lock_stock_operators_take_on_their_source()
     with source.lock:  # made on first use, then the same one
         assert source.lock is source.lock
     assert emit_now(5).pipe(ops.delay(0.0), ops.to_list()).run() == [5]  # delay takes its source's lock
+
+
+def _held_source(log: list[str], emitters: list[rx_abc.ObserverBase[int]]) -> reactivex.Observable[int]:
+    """A Direct source that emits 1 and holds its observer (to emit later, from the test)."""
+
+    def subscribe(observer: rx_abc.ObserverBase[int], _: object = None) -> rx_abc.DisposableBase:
+        log.append("subscribed")
+        emitters.append(observer)
+        observer.on_next(1)
+        return Disposable(lambda: log.append("disposed"))
+
+    return Direct(subscribe)
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        pytest.param(lambda source: defer_now(lambda: source), id="defer_now"),
+        pytest.param(lambda source: collect_then(emit_now(0), lambda _: source), id="collect_then-of-known-item"),
+        pytest.param(lambda source: collect_then(nothing_now(), lambda _: source), id="collect_then"),
+        pytest.param(lambda source: then_now(nothing_now(), lambda: source), id="then_now"),
+    ],
+)
+def test_a_pass_through_of_a_direct_source_stops_and_releases_it_as_a_subscription_of_its_own(wrap: Any) -> None:
+    # the pass-through operators hand their own observer to a Direct source: what it delivers after
+    # the subscriber disposed is dropped, and disposing releases the source
+    log: list[str] = []
+    emitters: list[rx_abc.ObserverBase[int]] = []
+    recorder = Recorder()
+    subscription = wrap(_held_source(log, emitters)).subscribe(recorder)
+    assert recorder.items == [1] and log == ["subscribed"]
+    emitters[0].on_next(2)
+    subscription.dispose()
+    assert log == ["subscribed", "disposed"]
+    emitters[0].on_next(3)
+    emitters[0].on_completed()
+    assert recorder.items == [1, 2] and recorder.completed == 0 and not recorder.errors
+
+    # completing later releases the source too, and nothing passes after it
+    log.clear()
+    emitters.clear()
+    recorder = Recorder()
+    wrap(_held_source(log, emitters)).subscribe(recorder)
+    emitters[0].on_completed()
+    assert log == ["subscribed", "disposed"] and recorder.completed == 1
+    emitters[0].on_next(4)
+    emitters[0].on_error(ValueError("late"))
+    assert recorder.items == [1] and recorder.completed == 1 and not recorder.errors
+
+
+def test_a_pass_through_delivers_an_exception_raised_while_subscribing_its_source_as_on_error() -> None:
+    def broken(observer: rx_abc.ObserverBase[int], _: object = None) -> rx_abc.DisposableBase:
+        observer.on_next(1)
+        raise ValueError("subscribe failed")
+
+    recorder = Recorder()
+    defer_now(lambda: Direct(broken)).subscribe(recorder)
+    assert recorder.items == [1] and [str(e) for e in recorder.errors] == ["subscribe failed"]
+
+    def raises_after_completing(observer: rx_abc.ObserverBase[int], _: object = None) -> rx_abc.DisposableBase:
+        observer.on_completed()
+        raise ValueError("after the end")
+
+    with pytest.raises(ValueError, match="after the end"):  # as a Direct subscription of its own: raised again
+        defer_now(lambda: Direct(raises_after_completing)).subscribe(Recorder())
+
+
+def test_collect_then_of_a_known_item_calls_then_per_subscription_and_delivers_its_error() -> None:
+    calls: list[list[int]] = []
+
+    def then(items: list[int]) -> reactivex.Observable[int]:
+        calls.append(items)
+        if len(calls) == 2:
+            raise ValueError("then failed")
+        return emit_now(items[0] + 1)
+
+    stream = collect_then(emit_now(41), then)
+    assert calls == []  # cold
+    first, second = Recorder(), Recorder()
+    stream.subscribe(first)
+    stream.subscribe(second)
+    assert calls == [[41], [41]]
+    assert first.items == [42] and first.completed == 1
+    assert second.items == [] and [str(e) for e in second.errors] == ["then failed"]

@@ -29,11 +29,10 @@ import threading
 import types
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import reactivex
 from reactivex import abc as rx_abc
-from reactivex.disposable import SerialDisposable
 
 __all__ = [
     "Direct",
@@ -94,7 +93,8 @@ class _Sink(rx_abc.ObserverBase[T], rx_abc.DisposableBase):
             try:
                 self._on_error(error)
             finally:
-                self.dispose()
+                if self.subscription is not None:  # (a downstream dispose may have released it already)
+                    self.dispose()
 
     def on_completed(self) -> None:
         if not self.stopped:
@@ -102,7 +102,8 @@ class _Sink(rx_abc.ObserverBase[T], rx_abc.DisposableBase):
             try:
                 self._on_completed()
             finally:
-                self.dispose()
+                if self.subscription is not None:  # (a downstream dispose may have released it already)
+                    self.dispose()
 
     def dispose(self) -> None:
         self.stopped = True
@@ -157,6 +158,23 @@ class _Slot(rx_abc.DisposableBase):
             current.dispose()
 
 
+class _SerialSlot(_Slot):
+    """Holds the latest of a series of disposables: setting one disposes the one before it
+    (``SerialDisposable`` without its lock)."""
+
+    __slots__ = ()
+
+    def set(self, disposable: rx_abc.DisposableBase) -> None:
+        if self.disposed:
+            disposable.dispose()
+            return
+        previous, self._current = self._current, disposable
+        if previous is not None:
+            previous.dispose()
+        if self.disposed:  # disposed on another thread meanwhile
+            disposable.dispose()
+
+
 NO_DISPOSAL: rx_abc.DisposableBase = _Nothing()
 _CALLBACK_TYPES = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, types.BuiltinMethodType)
 _LOCK_OF_LOCKS = threading.Lock()
@@ -201,11 +219,12 @@ class Direct(reactivex.Observable[T]):
             kind not in _CALLBACK_TYPES
             and (isinstance(on_next, rx_abc.ObserverBase) or callable(getattr(on_next, "on_next", None)))
         ):
-            observer = cast(rx_abc.ObserverBase[T], on_next)
+            # no typing.cast here: a call (and a subscripted generic) per subscribe
+            observer: rx_abc.ObserverBase[T] = on_next  # type: ignore[assignment]
             sink: _Sink[T] = _Sink(observer.on_next, observer.on_error, observer.on_completed)
         else:
             sink = _Sink(
-                _ignore if on_next is None else cast(Callable[[T], None], on_next),
+                _ignore if on_next is None else on_next,  # type: ignore[arg-type]
                 on_error or _raise,
                 on_completed or _ignore,
             )
@@ -231,6 +250,38 @@ class Direct(reactivex.Observable[T]):
         return self.subscribe(observer, scheduler=scheduler)
 
 
+def _forward(
+    source: reactivex.Observable[T], observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None
+) -> rx_abc.DisposableBase:
+    """``source.subscribe(observer, scheduler=scheduler)`` where ``observer`` is the sink of the
+    subscription being set up and what this returns is disposed only with it (a pass-through: the
+    source's items, error and completion are that subscription's own).
+
+    A :class:`Direct` source's subscribe function then gets that sink itself: no second sink in
+    between, one call less per item. What a second sink would do, the shared one does: nothing is
+    delivered after its terminal signal or its dispose (which disposes what this returned); an
+    exception raised while subscribing is delivered as ``on_error`` (raised again when the
+    source had already ended, dropped when the sink had ended before).
+    """
+    if type(observer) is not _Sink or type(source).subscribe is not Direct.subscribe:
+        return source.subscribe(observer, scheduler=scheduler)
+    sink: _Sink[T] = observer
+    ended_before = sink.stopped
+    try:
+        inner = source._fn(sink, scheduler)  # type: ignore[attr-defined]
+    except Exception as exc:
+        if ended_before:
+            return NO_DISPOSAL
+        if sink.stopped:
+            raise
+        sink.on_error(exc)
+        return NO_DISPOSAL
+    if inner is not NO_DISPOSAL and sink.stopped:  # ended during subscribe: release it now
+        inner.dispose()
+        return NO_DISPOSAL
+    return inner  # type: ignore[no-any-return]
+
+
 class _Emit(Direct[T]):
     """``emit_now(value)``: its value is readable, so :func:`concat_map_now` can pass it on without subscribing."""
 
@@ -242,7 +293,7 @@ class _Emit(Direct[T]):
             observer.on_completed()
             return NO_DISPOSAL
 
-        super().__init__(subscribe)
+        self._fn = self._subscribe = subscribe  # Direct.__init__, inlined (one per emitted item)
 
 
 def emit_now(value: T) -> reactivex.Observable[T]:
@@ -260,7 +311,7 @@ _NOTHING: Direct[Any] = Direct(_complete)
 
 def nothing_now() -> reactivex.Observable[T]:
     """Completion without items, delivered during ``subscribe``."""
-    return cast(reactivex.Observable[T], _NOTHING)
+    return _NOTHING
 
 
 def fail_now(error: Exception) -> reactivex.Observable[T]:
@@ -303,44 +354,72 @@ def defer_now(factory: Callable[[], reactivex.Observable[T]]) -> reactivex.Obser
         except Exception as exc:
             observer.on_error(exc)
             return NO_DISPOSAL
-        return source.subscribe(observer, scheduler=scheduler)
+        return _forward(source, observer, scheduler)
 
     return Direct(subscribe)
 
 
-def _first_then(
-    first: reactivex.Observable[Any],
-    on_item: Callable[[Any], None],
-    follow: Callable[[], reactivex.Observable[U]],
-    observer: rx_abc.ObserverBase[U],
-    scheduler: rx_abc.SchedulerBase | None,
-) -> rx_abc.DisposableBase:
-    """Subscribe ``first`` (its items to ``on_item``, its error to ``observer``) and, the moment it
-    completes, the Observable ``follow()`` returns (to ``observer``; an exception ``follow`` raises
-    is delivered as ``on_error``). Disposing disposes whichever is active and prevents ``follow``."""
-    first_subscription = _Slot()
-    second_subscription = _Slot()
-    state = {"disposed": False}
+class _FirstThen(rx_abc.DisposableBase):
+    """Subscribes ``first`` (its items to ``on_item``, its error to ``observer``) and, the moment it
+    completes, the Observable ``follow(*args)`` returns (to ``observer``; an exception ``follow``
+    raises is delivered as ``on_error``). Disposing disposes whichever is active and prevents ``follow``.
 
-    def on_completed() -> None:
-        if state["disposed"]:
+    One object is the completion callback and the subscription (two closures, two slots and a
+    dict before): this runs for every step, store and tool call of a run.
+    """
+
+    __slots__ = ("_args", "_disposed", "_first", "_follow", "_observer", "_scheduler", "_second")
+
+    def __init__(
+        self,
+        follow: Callable[..., reactivex.Observable[Any]],
+        args: tuple[Any, ...],
+        observer: rx_abc.ObserverBase[Any],
+        scheduler: rx_abc.SchedulerBase | None,
+    ) -> None:
+        self._follow = follow
+        self._args = args
+        self._observer = observer
+        self._scheduler = scheduler
+        self._first: rx_abc.DisposableBase | None = None
+        self._second: rx_abc.DisposableBase | None = None
+        self._disposed = False
+
+    def start(self, first: reactivex.Observable[Any], on_item: Callable[[Any], None]) -> _FirstThen:
+        # ``first`` may complete (and ``follow`` start) before this assignment: separate slots
+        subscription = first.subscribe(on_item, self._observer.on_error, self.on_completed, scheduler=self._scheduler)
+        if self._disposed:
+            subscription.dispose()
+        else:
+            self._first = subscription
+            if self._disposed:  # disposed on another thread meanwhile
+                subscription.dispose()
+        return self
+
+    def on_completed(self) -> None:
+        if self._disposed:
             return
         try:
-            source = follow()
+            source = self._follow(*self._args)
         except Exception as exc:
-            observer.on_error(exc)
+            self._observer.on_error(exc)
             return
-        second_subscription.set(source.subscribe(observer, scheduler=scheduler))
+        subscription = _forward(source, self._observer, self._scheduler)
+        if self._disposed:
+            subscription.dispose()
+        else:
+            self._second = subscription
+            if self._disposed:
+                subscription.dispose()
 
-    # ``first`` may complete (and ``follow`` start) before this assignment: separate slots.
-    first_subscription.set(first.subscribe(on_item, observer.on_error, on_completed, scheduler=scheduler))
-
-    def dispose() -> None:
-        state["disposed"] = True
-        first_subscription.dispose()
-        second_subscription.dispose()
-
-    return _Action(dispose)
+    def dispose(self) -> None:
+        self._disposed = True
+        first, self._first = self._first, None
+        second, self._second = self._second, None
+        if first is not None:
+            first.dispose()
+        if second is not None:
+            second.dispose()
 
 
 def then_now(first: reactivex.Observable[T], second: Callable[[], reactivex.Observable[T]]) -> reactivex.Observable[T]:
@@ -355,7 +434,7 @@ def then_now(first: reactivex.Observable[T], second: Callable[[], reactivex.Obse
     def subscribe(
         observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
-        return _first_then(first, observer.on_next, second, observer, scheduler)
+        return _FirstThen(second, (), observer, scheduler).start(first, observer.on_next)
 
     return Direct(subscribe)
 
@@ -372,8 +451,15 @@ def collect_then(
     def subscribe(
         observer: rx_abc.ObserverBase[U], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
+        if type(source) is _Emit:  # its item is known: no subscription to collect it
+            try:
+                follow = then([source.value])
+            except Exception as exc:
+                observer.on_error(exc)
+                return NO_DISPOSAL
+            return _forward(follow, observer, scheduler)
         items: list[T] = []
-        return _first_then(source, items.append, lambda: then(items), observer, scheduler)
+        return _FirstThen(then, (items,), observer, scheduler).start(source, items.append)
 
     return Direct(subscribe)
 
@@ -441,7 +527,7 @@ class _Serial:
         self._ended = False
         self._completed = False
         self._disposed = False
-        self._subscription = SerialDisposable()
+        self._subscription = _SerialSlot()
 
     def push(self, source: reactivex.Observable[Any]) -> None:
         with self._lock:
@@ -503,8 +589,8 @@ class _Serial:
                         return  # completed during subscribe: the loop below takes the next one
                 self._drain(self._next())  # completed later, on this thread
 
-            self._subscription.disposable = source.subscribe(
-                observer.on_next, observer.on_error, on_completed, scheduler=self._scheduler
+            self._subscription.set(
+                source.subscribe(observer.on_next, observer.on_error, on_completed, scheduler=self._scheduler)
             )
             with self._lock:
                 done[1] = True
@@ -589,7 +675,7 @@ def on_dispose(source: reactivex.Observable[T], action: Callable[[], None]) -> r
             finally:
                 subscription.dispose()
 
-        subscription.set(source.subscribe(observer, scheduler=scheduler))
+        subscription.set(_forward(source, observer, scheduler))
         return _Action(dispose)
 
     return Direct(subscribe)

@@ -543,7 +543,7 @@ class TracedScope:
 def traced(
     source_of: Callable[[TracedScope | None], reactivex.Observable[_T]],
     name: str,
-    attributes: dict[str, Any],
+    attributes: dict[str, Any] | Callable[[], dict[str, Any]],
     *,
     parent: Callable[[], Any] | None = None,
     on_end: Callable[[TracedScope], None] | None = None,
@@ -554,13 +554,16 @@ def traced(
     (when it is None or not given: the one current on the subscribing thread) and
     ``source_of(scope)`` builds what runs in it (subscribed with the span current); hand
     ``scope.context`` to inner work that another thread subscribes, with :func:`within`.
-    ``scope`` is ``None`` when telemetry is off (then this is ``defer(source_of(None))``). The
+    ``scope`` is ``None`` when telemetry is off (then this is ``defer(source_of(None))``).
+    ``attributes`` may be a function returning them, called only when a span is made. The
     span ends on completion (``on_end`` runs first), on error (status ERROR) or when disposed
     (``rxllm.outcome=cancelled``). Items pass straight through.
     """
     hooks = otel()
     if hooks is None:
         return defer_now(partial(source_of, None))
+    if callable(attributes):
+        attributes = attributes()
 
     def subscribe(
         observer: rx_abc.ObserverBase[_T], scheduler: rx_abc.SchedulerBase | None = None
@@ -615,8 +618,10 @@ def within(context: Any, source: reactivex.Observable[_T]) -> reactivex.Observab
     What ``source`` captures at subscribe time (a model call's parent span) is then ``context``'s
     span, whichever thread subscribes.
     """
+    if context is None:  # telemetry was off when the context was captured: nothing to check
+        return source
     hooks = otel()
-    if context is None or hooks is None:
+    if hooks is None:
         return source
 
     def subscribe(

@@ -6,12 +6,13 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import reactivex
 from reactivex import operators as ops
 from reactivex.scheduler import ImmediateScheduler
 from virtual_clock import CountingScheduler
 
-from rxllm import Chunk
-from rxllm.agents import InMemoryRunner, LlmAgent, RunConfig, SequentialAgent, StreamingMode
+from rxllm import Chunk, Content, Part
+from rxllm.agents import Event, InMemoryRunner, LlmAgent, RunConfig, SequentialAgent, StreamingMode
 from rxllm.testing import ScriptedLlm, scripted_turn
 
 from .support import ANSWER, APP, SESSION, USER, history, order_runner, question, worked_example_model
@@ -66,3 +67,24 @@ def test_event_and_invocation_ids_are_distinct_uuid4_strings() -> None:
         parsed = uuid.UUID(value)
         assert (parsed.version, parsed.variant, str(parsed)) == (4, uuid.RFC_4122, value)
     assert new_invocation_id().startswith("e-")
+
+
+
+class _EmittingLlmAgent(LlmAgent):
+    """Replaces the flow with one event it only emits (as a custom agent ported from Java)."""
+
+    def _run_async_impl(self, ctx: Any) -> Any:
+        content = Content(role="model", parts=(Part.from_text("emitted, not stored by me"),))
+        return reactivex.of(Event(invocation_id=ctx.invocation_id, author=self.name, content=content))
+
+
+def test_an_llm_agent_subclass_with_its_own_run_still_has_the_events_it_only_emits_stored() -> None:
+    # LlmAgent's own flow stores every event before emitting it (run_async checks nothing then);
+    # a subclass that replaces the run and only emits still gets its events stored
+    runner = InMemoryRunner(_EmittingLlmAgent("custom", ScriptedLlm([])), app_name=APP)
+    runner.session_service.create_session(APP, USER, session_id=SESSION).run()
+    events = runner.run_async(USER, SESSION, question()).pipe(ops.to_list()).run()
+    assert [e.text() for e in events] == ["emitted, not stored by me"]
+    stored = history(runner)
+    assert [(e.author, e.text()) for e in stored] == [("user", question().parts[0].text), ("custom", events[0].text())]
+    assert stored[-1].id == events[0].id

@@ -311,6 +311,10 @@ class LlmAgent(BaseAgent):
         """The on-tool-error callbacks, in order."""
         return self._on_tool_error
 
+    def _stores_its_events(self) -> bool:
+        # the flow stores every non-partial event before it emits it; a subclass with its own run may not
+        return type(self)._run_async_impl is LlmAgent._run_async_impl
+
     def _run_async_impl(self, ctx: InvocationContext) -> reactivex.Observable[Event]:
         """Run the LLM flow (see ``rxllm.agents._flows.flow``): cold; disposing cancels the model call and
         runs no further tools or model calls."""

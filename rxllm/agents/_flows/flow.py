@@ -90,7 +90,7 @@ from .output_schema import (
     structured_response_text,
     validate_output,
 )
-from .tool_requests import process_request_by_tools
+from .tool_requests import edits_requests, process_request_by_tools
 from .transfer import TRANSFER_TOOL, transfer_instruction, transfer_targets
 
 __all__ = ["build_request", "run_llm_flow"]
@@ -176,15 +176,17 @@ def run_llm_flow(agent: FlowAgent, ctx: InvocationContext) -> reactivex.Observab
     def on_end(scope: TracedScope) -> None:
         usage_attributes(scope.span, ctx.total_usage_metadata)
 
-    attributes: dict[str, Any] = {
-        "gen_ai.operation.name": "invoke_agent",
-        "gen_ai.agent.name": agent.name,
-        "gen_ai.conversation.id": ctx.session.id,
-        "gen_ai.request.model": agent.model.model,
-        "rxllm.invocation_id": ctx.invocation_id,
-    }
-    if agent.description:
-        attributes["gen_ai.agent.description"] = agent.description
+    def attributes() -> dict[str, Any]:  # made only when a span is
+        found: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": agent.name,
+            "gen_ai.conversation.id": ctx.session.id,
+            "gen_ai.request.model": agent.model.model,
+            "rxllm.invocation_id": ctx.invocation_id,
+        }
+        if agent.description:
+            found["gen_ai.agent.description"] = agent.description
+        return found
 
     def parent() -> object:  # the runner's (the subscriber's span) or, for a sub-agent, its parent agent's
         return ctx.telemetry_context
@@ -231,44 +233,53 @@ def _should_continue(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> b
 
 
 def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactivex.Observable[Event]:
-    def model_step(session: Session, groups: tuple[ToolGroup, ...]) -> reactivex.Observable[Event]:
+    def model_step(
+        session: Session, groups: tuple[ToolGroup, ...], readonly: ReadonlyContext
+    ) -> reactivex.Observable[Event]:
         tools = group_tools(groups)
-        callback_ctx = CallbackContext(ctx, step.state)
+        callback_ctx = _callback_context(agent, ctx, step)
         targets = transfer_targets(agent)
         step.tools = {tool.name: tool for tool in _request_tools(agent, targets, tools)}
-        request = build_request(agent, ctx, session, ReadonlyContext(ctx, step.state), tools)
+        request = build_request(agent, ctx, session, readonly, tools)
 
         def handle_response(response: LlmResponse) -> reactivex.Observable[Event]:
             return _handle_event(agent, ctx, step, _to_event(agent, ctx, step, response))
 
-        def call(processed: list[LlmRequest]) -> reactivex.Observable[Event]:
-            responses = within(ctx.telemetry_context, _call_model(agent, ctx, callback_ctx, processed[-1]))
+        def call(processed: LlmRequest) -> reactivex.Observable[Event]:
+            responses = within(ctx.telemetry_context, _call_model(agent, ctx, callback_ctx, processed))
             return concat_map_now(responses, handle_response)
 
+        if not edits_requests(groups):
+            return call(request)
         tool_ctx = ToolContext(ctx, step.state, None)  # the tools edit the request (ADK's processLlmRequest)
         owner, loop = _owner(agent), ctx.tool_runtime.loop
-        return collect_then(process_request_by_tools(groups, request, tool_ctx, owner, loop), call)
+        processed = process_request_by_tools(groups, request, tool_ctx, owner, loop)
+        return collect_then(processed, lambda requests: call(requests[-1]))
 
-    def compact_then_model_step(session: Session, groups: tuple[ToolGroup, ...]) -> reactivex.Observable[Event]:
+    def compact_then_model_step(
+        session: Session, groups: tuple[ToolGroup, ...], readonly: ReadonlyContext
+    ) -> reactivex.Observable[Event]:
         # ADK Java's Compaction request processor, before the contents are built: the summary it
         # stores is part of this request's history
         compactor = ctx.request_compactor
         if compactor is None:
-            return model_step(session, groups)
+            return model_step(session, groups, readonly)
 
         def with_summary(stored: list[Event]) -> reactivex.Observable[Event]:
             if not stored:
-                return model_step(session, groups)
-            return model_step(session.model_copy(update={"events": (*session.events, *stored)}), groups)
+                return model_step(session, groups, readonly)
+            return model_step(session.model_copy(update={"events": (*session.events, *stored)}), groups, readonly)
 
         return collect_then(compactor.compact(session, ctx.session_service), with_summary)
 
-    def resume_then_model_step(session: Session, groups: tuple[ToolGroup, ...]) -> reactivex.Observable[Event]:
+    def resume_then_model_step(
+        session: Session, groups: tuple[ToolGroup, ...], readonly: ReadonlyContext
+    ) -> reactivex.Observable[Event]:
         # ADK's RequestConfirmationLlmRequestProcessor: calls the client confirmed (or refused) run
         # again first, their responses stored before the request is built
         pending = calls_to_resume(session.events, agent.name)
         if pending is None:
-            return compact_then_model_step(session, groups)
+            return compact_then_model_step(session, groups, readonly)
         tools = group_tools(groups)
         step.tools = {tool.name: tool for tool in _request_tools(agent, transfer_targets(agent), tools)}
         calls = Event(
@@ -277,15 +288,26 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
             content=Content(role="model", parts=tuple(Part(function_call=c) for c in pending.calls)),
         )
         resumed = _run_tools(agent, ctx, step, calls, pending.confirmations)
-        fetched = partial(collect_then, ctx.session_now())
-        return then_now(resumed, lambda: fetched(lambda now: compact_then_model_step(now[0], groups)))
+
+        def fetched() -> reactivex.Observable[Event]:
+            return ctx._with_session_now(lambda now: compact_then_model_step(now, groups, readonly))
+
+        return then_now(resumed, fetched)
 
     def with_session(session: Session) -> reactivex.Observable[Event]:
         step.state = State(session.state)  # toolsets are expanded before every model call (ADK's canonicalTools)
-        groups = agent.canonical_tool_groups(ReadonlyContext(ctx, step.state))
-        return collect_then(groups, lambda found: resume_then_model_step(session, found[-1]))
+        readonly = ReadonlyContext(ctx, step.state)  # the step's view: its toolsets' and its instructions'
+        groups = agent.canonical_tool_groups(readonly)
+        return collect_then(groups, lambda found: resume_then_model_step(session, found[-1], readonly))
 
-    return collect_then(ctx.session_now(), lambda sessions: with_session(sessions[0]))
+    return ctx._with_session_now(with_session)
+
+
+def _callback_context(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> CallbackContext | None:
+    """What the step's model callbacks get; None when there is no callback (none is made for nothing)."""
+    if ctx.plugins or agent.before_model_callbacks or agent.after_model_callbacks or agent.on_model_error_callbacks:
+        return CallbackContext(ctx, step.state)
+    return None
 
 
 def _invoke(kind: str, agent: FlowAgent, callback: Callable[..., T], *args: Any) -> T:
@@ -312,7 +334,7 @@ def _model_answer(kind: str) -> Callable[[object], LlmResponse]:
 
 
 def _call_model(
-    agent: FlowAgent, ctx: InvocationContext, callback_ctx: CallbackContext, request: LlmRequest
+    agent: FlowAgent, ctx: InvocationContext, callback_ctx: CallbackContext | None, request: LlmRequest
 ) -> reactivex.Observable[LlmResponse]:
     """Before-model callbacks (plugins first), the model call, on-error and after-model callbacks."""
     current = [request]
@@ -347,12 +369,14 @@ def _call_model(
     )
 
 
-def _before_model(callback: Callable[..., object], callback_ctx: CallbackContext, current: list[LlmRequest]) -> object:
+def _before_model(
+    callback: Callable[..., object], callback_ctx: CallbackContext | None, current: list[LlmRequest]
+) -> object:
     return callback(callback_ctx, current[0])
 
 
 def _model_call(
-    agent: FlowAgent, ctx: InvocationContext, callback_ctx: CallbackContext, request: LlmRequest
+    agent: FlowAgent, ctx: InvocationContext, callback_ctx: CallbackContext | None, request: LlmRequest
 ) -> reactivex.Observable[LlmResponse]:
     if ctx.is_cancelled:
         return reactivex.never()
@@ -364,13 +388,14 @@ def _model_call(
 def _with_model_callbacks(
     agent: FlowAgent,
     ctx: InvocationContext,
-    callback_ctx: CallbackContext,
+    callback_ctx: CallbackContext | None,
     request: LlmRequest,
     responses: reactivex.Observable[LlmResponse],
 ) -> reactivex.Observable[LlmResponse]:
     """The model's responses through the on-model-error and after-model callbacks (plugins first)."""
     on_error = [p.on_model_error_callback for p in ctx.plugins] + list(agent.on_model_error_callbacks)
     if on_error:
+        assert callback_ctx is not None  # made whenever there is a callback (_callback_context)
 
         def recover(error: Exception, _: reactivex.Observable[LlmResponse]) -> reactivex.Observable[LlmResponse]:
             calls: list[tuple[object, Call]] = [
@@ -389,6 +414,7 @@ def _with_model_callbacks(
     after = [p.after_model_callback for p in ctx.plugins] + list(agent.after_model_callbacks)
     if not after:
         return responses
+    assert callback_ctx is not None  # made whenever there is a callback (_callback_context)
 
     def apply_after(response: LlmResponse) -> reactivex.Observable[LlmResponse]:
         calls: list[tuple[object, Call]] = [(callback, partial(callback, callback_ctx, response)) for callback in after]
@@ -538,7 +564,7 @@ def _handle_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, event: 
             return nothing_now()
         return _run_tools(agent, ctx, step, model_event)
 
-    return then_now(tap_next(ctx.append_event(event), stored), then_tools)
+    return then_now(ctx._store(event, stored), then_tools)
 
 
 def _output_delta(agent: FlowAgent, event: Event) -> dict[str, JsonValue]:
@@ -616,7 +642,7 @@ def _run_tools(
 
         if ctx.is_cancelled:
             return reactivex.never()
-        stored_response = then_now(tap_next(ctx.append_event(event), stored), structured_final)
+        stored_response = then_now(ctx._store(event, stored), structured_final)
         request = request_confirmation_event(
             model_event,
             actions.requested_tool_confirmations,
@@ -627,7 +653,7 @@ def _run_tools(
         if request is None:
             return stored_response
         # ADK's order: the confirmation request, then the function responses (the step's last event)
-        return then_now(ctx.append_event(request), lambda: stored_response)
+        return then_now(ctx._store(request), lambda: stored_response)
 
     return collect_then(concat_now(responses()), store)
 
@@ -790,7 +816,7 @@ def _run_live(agent: FlowAgent, ctx: InvocationContext) -> reactivex.Observable[
         groups = agent.canonical_tool_groups(ReadonlyContext(ctx, step.state))
         return collect_then(groups, lambda found: with_tools(session, found[-1]))
 
-    return collect_then(ctx.session_now(), lambda sessions: with_session(sessions[0]))
+    return ctx._with_session_now(with_session)
 
 
 def _live_session(

@@ -21,7 +21,7 @@ from ..._tools import BaseTool, ToolContext
 from ..._tools._toolset import BaseToolset, ToolGroup
 from .._invocation.callbacks import Call, callback_chain
 
-__all__ = ["process_request_by_tools"]
+__all__ = ["edits_requests", "process_request_by_tools"]
 
 
 def _edits_requests(entry: BaseTool | BaseToolset) -> bool:
@@ -39,6 +39,12 @@ def _editors(groups: tuple[ToolGroup, ...]) -> list[BaseTool | BaseToolset]:
         else:
             found.append(entry)
     return [e for e in found if _edits_requests(e)]
+
+
+def edits_requests(groups: tuple[ToolGroup, ...]) -> bool:
+    """Whether a tool or toolset of ``groups`` edits the request (else :func:`process_request_by_tools`
+    emits it unchanged)."""
+    return bool(_editors(groups))
 
 
 def process_request_by_tools(

@@ -34,7 +34,7 @@ import inspect
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import reactivex
 from pydantic import JsonValue
@@ -75,6 +75,9 @@ __all__ = [
     "RequestCompactor",
     "run_with_agent_callbacks",
 ]
+
+
+T = TypeVar("T")
 
 
 class RequestCompactor(Protocol):
@@ -181,7 +184,11 @@ class InvocationContext:
         The copy shares the invocation: its id, session, services, run config, plugins, model-call
         count and cancellation; it has its own agent, branch and ``end_invocation`` flag.
         """
-        child = copy.copy(self)
+        if type(self) is InvocationContext:  # copy.copy, without its reduce protocol (once per agent run)
+            child = object.__new__(InvocationContext)
+            child.__dict__.update(self.__dict__)
+        else:
+            child = copy.copy(self)
         child.agent = agent
         child.branch = branch
         child.end_invocation = False
@@ -253,18 +260,24 @@ class InvocationContext:
 
         Emits (or fails) the moment the store answers: nothing is scheduled on the trampoline.
         """
+        return awaitable(self._with_session_now(emit_now))
 
-        def pick(sessions: list[Session]) -> reactivex.Observable[Session]:
+    def _with_session_now(self, then: Callable[[Session], reactivex.Observable[T]]) -> reactivex.Observable[T]:
+        """``session_now()`` and, the moment it emits, the Observable ``then(session)`` returns, in one
+        subscription (what the runtimes do before every model call); fails as :meth:`session_now` does,
+        and with what ``then`` raises."""
+        session = self.session
+
+        def pick(sessions: list[Session]) -> reactivex.Observable[T]:
             if sessions:
-                return emit_now(self._with_temp_state(sessions[-1]))
+                return then(self._with_temp_state(sessions[-1]))
             return fail_now(
                 ConfigurationError(
-                    f"session {self.session.id!r} (app {self.session.app_name!r}, user {self.session.user_id!r}) "
-                    "no longer exists"
+                    f"session {session.id!r} (app {session.app_name!r}, user {session.user_id!r}) no longer exists"
                 )
             )
 
-        return awaitable(collect_then(self.current_session(), pick))
+        return collect_then(self.session_service.get_session(session.app_name, session.user_id, session.id), pick)
 
     def _with_temp_state(self, session: Session) -> Session:
         with self._shared.lock:
@@ -293,20 +306,30 @@ class InvocationContext:
         left out of the stored event and state; the emitted event keeps them in its
         ``state_delta``, as ADK Java's does (its session service never trims the event it emits;
         ADK Python's does)."""
+        return awaitable(self._store(event))
+
+    def _store(self, event: Event, on_stored: Callable[[Event], None] | None = None) -> reactivex.Observable[Event]:
+        """:meth:`append_event`, with ``on_stored(stored)`` called before the stored event is passed on
+        (an exception it raises is delivered as ``on_error``): one operator for the runtimes' stores."""
         self._keep_temp_state(event)
         if event.partial:
-            return awaitable(self.session_service.append_event(self.session, event))
+            stored_partial = self.session_service.append_event(self.session, event)
+            return stored_partial if on_stored is None else tap_next(stored_partial, on_stored)
+        shared = self._shared
+        delta = event.actions.state_delta
+        with_temp = any(key.startswith(TEMP_PREFIX) for key in delta)
 
         def note(stored: Event) -> None:
-            with self._shared.lock:
-                self._shared.stored_ids.add(stored.id)
+            with shared.lock:
+                shared.stored_ids.add(stored.id)
+            if on_stored is not None and not with_temp:
+                on_stored(stored)
 
-        with self._shared.lock:
-            self._shared.stored_ids.add(event.id)
+        with shared.lock:
+            shared.stored_ids.add(event.id)
         stored = tap_next(self.session_service.append_event(self.session, event), note)
-        delta = event.actions.state_delta
-        if not any(key.startswith(TEMP_PREFIX) for key in delta):
-            return awaitable(stored)
+        if not with_temp:
+            return stored
 
         def with_temp_keys(stored: Event) -> Event:
             kept = stored.actions.state_delta
@@ -315,7 +338,8 @@ class InvocationContext:
             merged.update({k: v for k, v in kept.items() if k not in merged})
             return stored.model_copy(update={"actions": stored.actions.model_copy(update={"state_delta": merged})})
 
-        return awaitable(concat_map_now(stored, lambda e: emit_now(with_temp_keys(e))))
+        emitted = concat_map_now(stored, lambda e: emit_now(with_temp_keys(e)))
+        return emitted if on_stored is None else tap_next(emitted, on_stored)
 
     def is_stored(self, event: Event) -> bool:
         """Whether ``event`` (by its id) was stored by :meth:`append_event` in this invocation."""
@@ -336,7 +360,7 @@ class InvocationContext:
         def store(event: Event) -> reactivex.Observable[Event]:
             if event.partial or self.is_stored(event):
                 return emit_now(event)
-            return self.append_event(event)
+            return self._store(event)
 
         return concat_map_now(events, store)
 
@@ -471,11 +495,18 @@ class BaseAgent(Named, abc.ABC):
         branch = f"{parent_context.branch}.{self.name}" if parent_context.branch else parent_context.branch
         ctx = parent_context.for_agent(self, branch=branch)
         if not (self._before_agent or self._after_agent or ctx.plugins):
-            return awaitable(ctx.store_unstored(defer_now(partial(self._run_async_impl, ctx))))
+            run = defer_now(partial(self._run_async_impl, ctx))
+            return awaitable(run if self._stores_its_events() else ctx.store_unstored(run))
         return awaitable(run_with_agent_callbacks(self, ctx, self._run_and_store))
 
     def _run_and_store(self, ctx: InvocationContext) -> reactivex.Observable[Event]:
-        return ctx.store_unstored(self._run_async_impl(ctx))
+        run = self._run_async_impl(ctx)
+        return run if self._stores_its_events() else ctx.store_unstored(run)
+
+    def _stores_its_events(self) -> bool:
+        """Whether :meth:`_run_async_impl` stores every non-partial event it emits (``ctx.append_event``)
+        before emitting it, so :meth:`run_async` has nothing to store (``LlmAgent``'s own run does)."""
+        return False
 
     @abc.abstractmethod
     def _run_async_impl(self, ctx: InvocationContext) -> reactivex.Observable[Event]:
