@@ -120,7 +120,8 @@ def main() -> None:
     parser.add_argument("--compaction", action="store_true", help="a sliding-window summary every ten turns")
     args = parser.parse_args()
     print(f"request contents per model call{' (with compaction summaries)' if args.compaction else ''}")
-    print(f"{'events':>7} {'full µs':>9} {'calls':>7} {'cached µs':>10} {'calls':>7} {'CPU ratio':>10} {'calls ratio':>12}")
+    header = ("events", "full µs", "calls", "cached µs", "calls", "CPU ratio", "calls ratio")
+    print(" ".join(f"{h:>{w}}" for h, w in zip(header, (7, 9, 7, 10, 7, 10, 12), strict=True)))
     for size in (10, 100, 1000):
         r = measure(size, args.compaction, args.reps)
         f_us, f_calls = r["full"]
