@@ -16,12 +16,14 @@ from collections.abc import Sequence
 
 import pytest
 
-from rxllm import Blob, Content, FunctionCall, FunctionResponse, Part
+from rxllm import Blob, Content, FunctionCall, FunctionResponse, Part, UsageMetadata
 from rxllm._tools import safe_content
-from rxllm.agents import Event, EventActions, EventCompaction, InMemorySessionService, Session
+from rxllm.agents import Event, EventActions, EventCompaction, InMemorySessionService, LlmEventSummarizer, Session
 from rxllm.agents._flows import contents_cache
 from rxllm.agents._flows.contents import IncludeContents, request_contents
 from rxllm.agents._flows.contents_cache import IncrementalContents, session_request_contents
+from rxllm.agents._runners.compaction import TailRetentionEventCompactor, _latest_prompt_tokens
+from rxllm.testing import ScriptedLlm
 
 CONFIRM = "adk_request_confirmation"
 VIEWS: list[tuple[str, str | None, IncludeContents]] = [
@@ -335,3 +337,28 @@ def test_concurrent_callers_of_one_session_each_get_the_full_contents() -> None:
     for thread in threads:
         thread.join()
     assert failures == []
+
+
+def test_the_tail_compactor_finds_the_latest_prompt_count_in_a_grown_edited_or_other_history() -> None:
+    compactor = TailRetentionEventCompactor(contents_cache_summarizer(), retention_size=1, token_threshold=100)
+
+    def counted(event: Event, tokens: int) -> Event:
+        return event.model_copy(update={"usage_metadata": UsageMetadata(prompt_token_count=tokens)})
+
+    events = [said("user", "q", 1), counted(said("bot", "a", 2), 150), said("user", "q2", 3)]
+    grown = [*events, said("bot", "a2", 4)]
+    cases = [
+        (events, ["q", "a"]),
+        (grown, ["q", "a", "q2"]),  # grown, no newer count: the earlier one stands
+        ([*events, counted(said("bot", "a2", 4), 50)], []),  # grown, a newer count within the threshold
+        ([events[0], said("bot", "a", 2), events[2]], []),  # edited: no count, the text's estimate is small
+        (grown, ["q", "a", "q2"]),  # back to the grown events
+        ([], []),
+    ]
+    for history, expected in cases:
+        assert compactor._prompt_tokens(history) == _latest_prompt_tokens(history)
+        assert [e.text() for e in compactor.events_to_compact(history)] == expected
+
+
+def contents_cache_summarizer() -> LlmEventSummarizer:
+    return LlmEventSummarizer(ScriptedLlm([]))
