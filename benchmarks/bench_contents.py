@@ -11,12 +11,16 @@ summary every ten turns) grows by one turn (four events) per step; one step is t
 of one model call. Both builders are checked for the same contents at every step.
 
 Figures: CPU microseconds per call (``time.process_time``, the best of ``--reps``, collector off)
-and Python function calls per call (``cProfile``, deterministic), for N = 10, 100, 1,000.
+and Python function calls per call (``cProfile``, deterministic), for N = 10, 100, 1,000; with
+``--instructions`` (needs ``valgrind``) also the instructions per call callgrind counts, load-
+independent: ``(Ir(set-up + K calls) - Ir(set-up)) / K``, the session growing by one turn per call.
 
 Run::
 
     .venv/bin/python benchmarks/bench_contents.py
-    .venv/bin/python benchmarks/bench_contents.py --compaction
+    .venv/bin/python benchmarks/bench_contents.py --compaction --instructions
+
+``--run NAME SIZE K COMPACTION`` is the inner run the script starts under callgrind.
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ import argparse
 import cProfile
 import gc
 import pstats
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from rxllm import Content, FunctionCall, FunctionResponse, Part
 from rxllm._tools._json_safe import safe_content
@@ -114,10 +120,39 @@ def measure(size: int, compaction: bool, reps: int) -> dict[str, tuple[float, fl
     return results
 
 
+def run(name: str, size: int, steps: int, compaction: bool) -> None:
+    """The inner run: a session of ``size`` events, then ``steps`` calls, each one turn more."""
+    turns = max(1, size // 4)
+    base = history(turns + steps, compaction)
+    # a call ends each turn (as a model call of a flow comes after the tool's answer is stored)
+    ends = [i + 1 for i, e in enumerate(base) if e.text().startswith("answer") and i + 1 >= 4 * turns][: steps + 1]
+    if name == "full":
+        build: Callable[[tuple[Event, ...]], tuple[Content, ...]] = full
+    else:
+        build = IncrementalContents("bot", None, "default").contents
+    build(tuple(base[: ends[0]]))  # the set-up: the cache as the previous model call left it
+    for end in ends[1 : steps + 1] if steps else ():
+        build(tuple(base[:end]))
+
+
+def instructions_per_call(name: str, size: int, compaction: bool, steps: int = 5) -> float:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _callgrind import instructions
+
+    flag = "1" if compaction else "0"
+    base = instructions(__file__, name, str(size), "0", flag)
+    return (instructions(__file__, name, str(size), str(steps), flag) - base) / steps
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--run":
+        _, _, name, size, steps, compaction = sys.argv
+        run(name, int(size), int(steps), compaction == "1")
+        return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--compaction", action="store_true", help="a sliding-window summary every ten turns")
+    parser.add_argument("--instructions", action="store_true", help="instructions per call under callgrind too")
     args = parser.parse_args()
     print(f"request contents per model call{' (with compaction summaries)' if args.compaction else ''}")
     header = ("events", "full µs", "calls", "cached µs", "calls", "CPU ratio", "calls ratio")
@@ -131,6 +166,14 @@ def main() -> None:
                   f"{c_us / f_us:>9.3f}x {c_calls / f_calls:>11.3f}x")
         else:
             print(f"{size:>7} {f_us:>9.1f} {f_calls:>7.0f}")
+    if args.instructions:
+        print("instructions per call (callgrind)")
+        for size in (10, 100, 1000):
+            names = ["full"] + (["cached"] if IncrementalContents is not None else [])
+            counts = {name: instructions_per_call(name, size, args.compaction) for name in names}
+            line = "  ".join(f"{name} {count:,.0f}" for name, count in counts.items())
+            ratio = f"  ratio {counts['cached'] / counts['full']:.4f}x" if "cached" in counts else ""
+            print(f"{size:>7}  {line}{ratio}")
 
 
 if __name__ == "__main__":
