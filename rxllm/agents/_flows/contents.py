@@ -106,16 +106,7 @@ def _apply_compactions(events: list[Event]) -> list[Event]:
     regular: list[Event] = []
     for event in events:
         (compactions if event.actions.compaction is not None else regular).append(event)
-    kept: list[Event] = []
-    for event in reversed(compactions):  # the later compactions win
-        span = event.actions.compaction
-        assert span is not None
-        last = kept[-1].actions.compaction if kept else None
-        if last is None or not (
-            span.start_timestamp >= last.start_timestamp and span.end_timestamp <= last.end_timestamp
-        ):
-            kept.append(event)
-    kept.reverse()
+    kept = _kept_compactions(compactions)
     result: list[Event] = []
     c, e = len(kept) - 1, len(regular) - 1
     while e >= 0 and c >= 0:
@@ -134,6 +125,21 @@ def _apply_compactions(events: list[Event]) -> list[Event]:
     result.extend(regular[i] for i in range(e, -1, -1))
     result.reverse()
     return result
+
+
+def _kept_compactions(compactions: Sequence[Event]) -> list[Event]:
+    """The compactions no later one covers (its range inside the later's), in their order."""
+    kept: list[Event] = []
+    for event in reversed(compactions):  # the later compactions win
+        span = event.actions.compaction
+        assert span is not None
+        last = kept[-1].actions.compaction if kept else None
+        if last is None or not (
+            span.start_timestamp >= last.start_timestamp and span.end_timestamp <= last.end_timestamp
+        ):
+            kept.append(event)
+    kept.reverse()
+    return kept
 
 
 def _summary_event(event: Event) -> Event:
@@ -198,24 +204,31 @@ def _drop_dangling_calls(events: list[Event]) -> list[Event]:
     answered = {r.id for e in events for r in e.function_responses() if r.id}
     kept: list[Event] = []
     for event in events:
-        content = event.content
-        if content is None or not event.function_calls():
-            kept.append(event)
-            continue
-        long_running = set(event.long_running_tool_ids or ())
-        parts = tuple(
-            p
-            for p in content.parts
-            if p.function_call is None
-            or p.function_call.id is None
-            or p.function_call.id in answered
-            or p.function_call.id in long_running
-        )
-        if len(parts) == len(content.parts):
-            kept.append(event)
-        elif parts:
-            kept.append(event.model_copy(update={"content": content.model_copy(update={"parts": parts})}))
+        answerable = _without_dangling_calls(event, answered)
+        if answerable is not None:
+            kept.append(answerable)
     return kept
+
+
+def _without_dangling_calls(event: Event, answered: set[str]) -> Event | None:
+    """``event`` without its calls no id in ``answered`` answers (long-running ones kept); None when nothing is left."""
+    content = event.content
+    if content is None or not event.function_calls():
+        return event
+    long_running = set(event.long_running_tool_ids or ())
+    parts = tuple(
+        p
+        for p in content.parts
+        if p.function_call is None
+        or p.function_call.id is None
+        or p.function_call.id in answered
+        or p.function_call.id in long_running
+    )
+    if len(parts) == len(content.parts):
+        return event
+    if parts:
+        return event.model_copy(update={"content": content.model_copy(update={"parts": parts})})
+    return None
 
 
 def _current_turn(events: list[Event], agent_name: str) -> list[Event]:
@@ -264,12 +277,22 @@ def _call_ids(event: Event) -> set[str]:
 
 
 def _rearrange_for_latest_function_response(events: list[Event]) -> list[Event]:
-    if len(events) < 2:
+    rearranged = _latest_function_response_rearranged(events)
+    if rearranged is None:
         return events
+    call_index, merged = rearranged
+    return [*events[: call_index + 1], merged]
+
+
+def _latest_function_response_rearranged(events: Sequence[Event]) -> tuple[int, Event] | None:
+    """Where the history is cut (the index of the call the last event answers) and the merged
+    responses that follow it; None when the last event needs no moving."""
+    if len(events) < 2:
+        return None
     latest = events[-1]
     ids = _response_ids(latest)
     if not ids or _call_ids(events[-2]) & ids:
-        return events
+        return None
     call_index = -1
     for index in range(len(events) - 3, -1, -1):
         calls = _call_ids(events[index])
@@ -278,10 +301,10 @@ def _rearrange_for_latest_function_response(events: list[Event]) -> list[Event]:
             ids |= calls
             break
     if call_index < 0:
-        return events  # an answer to a call no longer in the history: leave it where it is
+        return None  # an answer to a call no longer in the history: leave it where it is
     responses = [e for e in events[call_index + 1 : -1] if _response_ids(e) & ids]
     responses.append(latest)
-    return [*events[: call_index + 1], _merge_function_responses(responses)]
+    return call_index, _merge_function_responses(responses)
 
 
 def _merge_function_responses(events: list[Event]) -> Event:

@@ -67,7 +67,6 @@ from ..._tools import (
     ToolContext,
     call_tool,
     request_config,
-    safe_content,
     tool_declarations,
 )
 from ..._tools._toolset import ToolGroup, group_tools
@@ -79,7 +78,7 @@ from .._sessions.base import Session
 from .._sessions.event import Event, EventActions
 from .._sessions.state import State
 from .confirmation import calls_to_resume, request_confirmation_event
-from .contents import request_contents
+from .contents_cache import session_request_contents
 from .flow_agent import FlowAgent, is_tree_llm_agent
 from .instructions import ArtifactLoader, artifact_loader, identity_instruction, inject_session_state
 from .output_schema import (
@@ -471,10 +470,11 @@ def build_request(
         texts.append(transfer_instruction(agent, targets))
     request_tools = _request_tools(agent, targets, own_tools)
     text = "\n\n".join(t for t in texts if t)
-    contents = request_contents(
-        session.events, agent_name=agent.name, branch=ctx.branch, include_contents=agent.include_contents
+    # request_contents with safe_content on each (a stored value JSON cannot carry must not break the
+    # session), built incrementally from what the previous call of this session saw
+    contents = session_request_contents(
+        session, agent_name=agent.name, branch=ctx.branch, include_contents=agent.include_contents
     )
-    contents = tuple(map(safe_content, contents))  # a stored value JSON cannot carry must not break the session
     config = request_config(agent.generate_content_config, text or None, tool_declarations(request_tools))
     if agent.output_schema is not None and not _answers_through_tool(agent, own_tools):
         config = config.model_copy(update=output_schema_config(agent.output_schema))

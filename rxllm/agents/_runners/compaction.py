@@ -36,8 +36,10 @@ from __future__ import annotations
 import abc
 import json
 import logging
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 import reactivex
 
@@ -327,10 +329,26 @@ class TailRetentionEventCompactor:
         self._summarizer = summarizer
         self._retention = retention_size
         self._threshold = token_threshold
+        # the events the latest prompt-token lookup walked, and what it found: the next lookup on
+        # the same events and more walks only the new ones (one tuple, swapped whole: thread-safe)
+        self._prompt_tokens_seen: tuple[tuple[Event, ...], int | None] = ((), None)
+
+    def _prompt_tokens(self, events: Sequence[Event]) -> int | None:
+        """``_latest_prompt_tokens(events)``, walking only the events after the ones seen last (same objects)."""
+        seen, count = self._prompt_tokens_seen
+        size = len(seen)
+        if size and len(events) >= size and all(map(operator.is_, seen, events)):
+            newer = _latest_prompt_tokens(list(islice(events, size, None)))
+            if newer is not None:
+                count = newer
+        else:
+            count = _latest_prompt_tokens(events)
+        self._prompt_tokens_seen = (events if isinstance(events, tuple) else tuple(events), count)
+        return count
 
     def events_to_compact(self, events: Sequence[Event]) -> list[Event]:
         """The events the next compaction summarises, oldest first; empty when none is due."""
-        count = _latest_prompt_tokens(events)
+        count = self._prompt_tokens(events)
         if count is not None and count <= self._threshold:
             return []
         boundary = float("-inf")
