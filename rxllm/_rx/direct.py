@@ -205,7 +205,7 @@ class Direct(reactivex.Observable[T]):
             sink: _Sink[T] = _Sink(observer.on_next, observer.on_error, observer.on_completed)
         else:
             sink = _Sink(
-                _ignore if on_next is None else cast(Callable[[T], None], on_next),
+                _ignore if on_next is None else cast("Callable[[T], None]", on_next),
                 on_error or _raise,
                 on_completed or _ignore,
             )
