@@ -45,12 +45,32 @@ def without_lone_surrogates(value: T) -> T:
     later requests fail. Walks strings, dict keys and values, lists, tuples and pydantic models;
     returns ``value`` itself (no copy) when nothing needed replacing, the usual case.
 
+    The usual case is found without walking the value in Python: when pydantic's serializer
+    writes the whole value as JSON (every model as its own type, ``None`` fields left out), none
+    of its strings holds a lone surrogate (UTF-8 JSON cannot carry one, so the serializer fails on
+    the first), and ``value`` is returned as it is. Only a value the serializer refuses is walked.
+    (What a model keeps out of its JSON -- a ``Field(exclude=True)``, a custom serializer's
+    input; rxllm's own types have none -- is out of that check, as it is out of every request and
+    stored row.)
+
     >>> without_lone_surrogates({"text": "caf\\udce9", "n": 1})
     {'text': 'caf\\ufffd', 'n': 1}
     >>> s = "fine é"; without_lone_surrogates(s) is s
     True
     """
-    return cast(T, _scrub(value))
+    kind = type(value)
+    if kind is str:
+        return cast(T, _clean(cast(str, value)))
+    if value is None or kind in _ATOMIC:
+        return value
+    try:
+        _to_json(value, exclude_none=True, serialize_as_any=True)
+    except Exception:  # a lone surrogate, or anything else the serializer refuses: walk it
+        return cast(T, _scrub(value))
+    return value
+
+
+_to_json = pydantic_core.to_json
 
 
 _ATOMIC = frozenset((bool, int, float, bytes))  # never a str, dict, list, tuple or model: nothing to walk

@@ -19,11 +19,12 @@ from typing import Any
 import pytest
 from reactivex import operators as ops
 
-from rxllm import Content, HttpTransport, Part, RetryPolicy
+from rxllm import Content, FunctionResponse, HttpTransport, Part, RetryPolicy
 from rxllm._core.json_codec import without_lone_surrogates
 from rxllm.agents import (
     BaseSessionService,
     Event,
+    EventActions,
     InMemorySessionService,
     LlmAgent,
     PostgresSessionService,
@@ -32,6 +33,7 @@ from rxllm.agents import (
     SqliteSessionService,
     StreamingMode,
 )
+from rxllm.agents._sessions.base import event_to_store
 from rxllm.providers.openai import OpenAiChatModel
 from rxllm.service import AiService
 from rxllm.testing import StubResponse, StubServer
@@ -170,3 +172,42 @@ def test_input_read_under_lang_c_in_a_real_process_is_stored_with_a_replacement_
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
     assert done.stdout.decode().strip() == ascii("caf\ufffd")
     assert sent == ["caf\ufffd"]
+
+
+class _NotedPart(Part):
+    """A user's ``Part`` subclass: a field its declared type (``Part``) does not have."""
+
+    note: str = ""
+
+
+def _tool_answer(response: dict[str, Any]) -> Event:
+    call_response = FunctionResponse(id="c1", name="lookup", response=response)
+    return Event(author="bot", content=Content(role="user", parts=(Part(function_response=call_response),)))
+
+
+def test_a_lone_surrogate_deep_in_a_tool_response_is_replaced_where_the_fast_path_cannot_see_it() -> None:
+    deep = {"rows": [{"cells": [{"text": "ok"}, {"text": "x\udce9", "n": 1.5}]}], "k\ud800": None}
+    stored = event_to_store(_tool_answer(deep))
+    response = stored.function_responses()[0].response
+    assert response == {"rows": [{"cells": [{"text": "ok"}, {"text": "x\ufffd", "n": 1.5}]}], "k\ufffd": None}
+    clean = _tool_answer({"rows": [{"text": "naïve 🎉"}]})
+    assert event_to_store(clean) is clean  # nothing replaced: the very event, no copy
+
+
+def test_a_value_mutated_after_validation_and_one_in_a_subclass_field_are_replaced_too() -> None:
+    event = Event(author="bot", actions=EventActions(state_delta={"draft": "fine"}))
+    event.actions.state_delta["draft"] = ["still", {"deep": "x\udce9"}]  # after validation: no validator saw it
+    assert event_to_store(event).actions.state_delta == {"draft": ["still", {"deep": "x\ufffd"}]}
+    noted = Event(author="bot", content=Content(role="model", parts=(_NotedPart(text="hi", note="x\ud800"),)))
+    (part,) = event_to_store(noted).content.parts  # type: ignore[union-attr]
+    assert isinstance(part, _NotedPart) and part.note == "x\ufffd" and part.text == "hi"
+
+
+def test_a_value_the_serializer_refuses_is_still_walked_and_kept_otherwise_as_it_was() -> None:
+    marker = object()  # no JSON form: the serializer refuses the whole value, the walk replaces the text
+    cleaned = without_lone_surrogates({"obj": marker, "items": ("x\udc80", {1, 2}), "n": float("nan")})
+    assert cleaned["obj"] is marker and cleaned["items"][0] == "x\ufffd" and cleaned["items"][1] == {1, 2}
+    kept = {"obj": marker, "t": "fine"}
+    assert without_lone_surrogates(kept) is kept
+    nan = {"n": float("nan"), "big": 10**5000}  # written by the serializer as it is (no text): returned as it is
+    assert without_lone_surrogates(nan) is nan
