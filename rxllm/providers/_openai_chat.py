@@ -73,7 +73,7 @@ from ._wire import (
     wire_config,
 )
 
-__all__ = ["OpenAiChatChunkParser", "OpenAiChatRequestMapper", "openai_tool_choice"]
+__all__ = ["OpenAiChatChunkParser", "OpenAiChatRequestMapper", "add_openai_tools", "openai_tool_choice"]
 
 _PROVIDER = "openai"
 _API = "OpenAI Chat Completions"
@@ -554,12 +554,7 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
             wire_choice = openai_tool_choice(choice, api=_API, named=_named_function)
             body = {"model": model, "messages": _messages(llm_request)}
             tools = [_tool(declaration) for declaration in choice.declarations(api_takes_names=False)]
-            if tools:
-                body["tools"] = tools
-                if wire_choice is not None:
-                    body["tool_choice"] = wire_choice
-                if choice.parallel is not None:
-                    body["parallel_tool_calls"] = choice.parallel
+            add_openai_tools(body, tools, choice, wire_choice)
             self._add_config(body, config)
         if stream:
             body["stream"] = True
@@ -624,6 +619,19 @@ def openai_tool_choice(
         "declared schemas); use ANY or AUTO",
         provider=_PROVIDER,
     )
+
+
+def add_openai_tools(
+    body: dict[str, Any], tools: list[dict[str, Any]], choice: ToolChoice, wire_choice: str | dict[str, Any] | None
+) -> None:
+    """``tools`` into ``body`` and, only with tools, their ``tool_choice`` and ``parallel_tool_calls``
+    (Chat Completions and Responses)."""
+    if tools:
+        body["tools"] = tools
+        if wire_choice is not None:
+            body["tool_choice"] = wire_choice
+        if choice.parallel is not None:
+            body["parallel_tool_calls"] = choice.parallel
 
 
 def _named_function(name: str) -> dict[str, Any]:

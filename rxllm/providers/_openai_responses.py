@@ -45,7 +45,7 @@ from .._core.types import (
 from .._models.chunk import Chunk, InBandError, ToolCallFragment
 from .._models.sse import SseEvent
 from .._transports.base import HttpRequest
-from ._openai_chat import openai_tool_choice
+from ._openai_chat import add_openai_tools, openai_tool_choice
 from ._wire import (
     CallIdPairing,
     ConfigField,
@@ -392,12 +392,7 @@ class OpenAiResponsesRequestMapper(JsonRequestMapper):
         body["input"] = _input_items(llm_request.contents)
         tools = [_tool(d) for d in choice.declarations(api_takes_names=False)]
         tools.extend(_built_in_tool(field, settings) for field, settings in built_in_tools(config))
-        if tools:
-            body["tools"] = tools
-            if wire_choice is not None:
-                body["tool_choice"] = wire_choice
-            if choice.parallel is not None:
-                body["parallel_tool_calls"] = choice.parallel
+        add_openai_tools(body, tools, choice, wire_choice)
         body.update(wire_config(config, _CONFIG_FIELDS))
         text_format = _text_format(config)
         if text_format is not None:

@@ -128,23 +128,15 @@ class BoundedRelay(Generic[T]):
             self._queue.clear()
 
     def _offer(self, kind: int, value: Any) -> None:
+        """A terminal signal: always accepted (it does not count against the capacity), once."""
         with self._lock:
             if self._closed:
                 return
-            if kind != _NEXT:
-                self._closed = True
+            self._closed = True
             if self._draining:
-                if kind != _NEXT or len(self._queue) < self._capacity:
-                    self._queue.append((kind, value))
-                    return
-                self._overflow_locked()
-                overflowed = True
-            else:
-                self._draining = True
-                overflowed = False
-        if overflowed:
-            self._on_failure()  # the thread inside on_next delivers the error as soon as it returns
-            return
+                self._queue.append((kind, value))
+                return
+            self._draining = True
         self._drain(kind, value)
 
     def _overflow_locked(self) -> None:
