@@ -637,3 +637,49 @@ def test_each_request_is_redacted_with_its_own_headers_when_consecutive_calls_di
             messages.append(raised.value.provider_message)
         assert [r.headers.get("x-custom") for r in server.requests] == [first, second]
     assert messages == ["bad credential ***", "bad credential ***"]
+
+
+@pytest.mark.parametrize("keeps", [False, True], ids=["drops", "keeps"])
+def test_the_aggregator_sees_whether_the_subscriber_keeps_partials(
+    stub_server: StubServer, wire: Wire, harness: Harness, keeps: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Partials are built off the collector's lists only once the subscriber is seen keeping them:
+    nothing between the reads and the subscriber may hold a partial while the next is built."""
+    from rxllm._models import aggregation
+
+    if aggregation._gc_untrack() is None:
+        pytest.skip("not CPython: partials are built as usual")
+    switched: list[object] = []
+    untrack = aggregation._gc_untrack
+
+    def counted() -> Any:
+        switched.append(True)
+        return untrack()
+
+    monkeypatch.setattr(aggregation, "_gc_untrack", counted)
+    texts = [f"t{i} " for i in range(12)]
+    stub_server.enqueue(wire.response(*texts))
+    kept: list[LlmResponse] = []
+    seen: list[str] = []
+    done = threading.Event()
+    final: list[LlmResponse] = []
+    errors: list[Exception] = []
+
+    def on_error(error: Exception) -> None:
+        errors.append(error)
+        done.set()
+
+    def on_next(response: LlmResponse) -> None:
+        if response.partial:
+            seen.append(response.text())
+            if keeps:
+                kept.append(response)
+        else:
+            final.append(response)
+
+    harness.model(wire, stub_server.url).generate_content(REQUEST, stream=True).subscribe(
+        on_next, on_error, done.set
+    )
+    assert done.wait(TIMEOUT) and not errors, errors
+    assert seen == texts and final[-1].text() == "".join(texts)
+    assert switched == ([True] if keeps else [])

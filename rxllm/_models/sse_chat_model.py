@@ -383,12 +383,16 @@ class _PartialsReader:
             if chunk is None:
                 continue
             partial = accept(chunk)
-            if partial is not None and scope.active:
-                try:
-                    self._observer.observer.on_next(partial)
-                except Exception as raised:
-                    _log_on_next_raised(raised)
-                    raise
+            if partial is not None:
+                if scope.active:
+                    try:
+                        self._observer.observer.on_next(partial)
+                    except Exception as raised:
+                        _log_on_next_raised(raised)
+                        raise
+                # Not held while the next chunk's accept looks whether the subscriber kept this one
+                # (the aggregator's probe): a subscriber that drops partials must be seen to drop them.
+                del partial
             if chunk[_END_OF_STREAM]:  # by position, as SseReader reads it
                 return True
         return False
