@@ -18,21 +18,20 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import itertools
 import logging
 from collections.abc import Callable, Collection
 from typing import Any, cast
 
 import reactivex
 from reactivex import abc as rx_abc
-from reactivex.disposable import Disposable
 
 from .._core.errors import ConfigurationError, StreamInterruptedError
 from .._core.redact import Redactor, redact_error, secure_destination
 from .._core.types import LlmRequest, LlmResponse
 from .._rx.aio import AwaitableObservable, awaitable
+from .._rx.direct import Direct
 from .._telemetry.otel import AttemptTelemetry, ModelCallTelemetry, model_call
-from .._transports.base import CancelScope, Exchange, HttpRequest, Transport
+from .._transports.base import Attempt, CancelScope, Exchange, HttpRequest, Transport
 from .._transports.clients import transport_for_client
 from .._transports.threaded import HttpTransport
 from .aggregation import StreamAggregator
@@ -216,56 +215,97 @@ class SseChatModel(BaseLlm):
     def _call(self, llm_request: LlmRequest, stream: bool, emit: _Emit) -> reactivex.Observable[Any]:
         return _ModelCall(self, llm_request, stream, emit)
 
-    def _attempt_subscriber(
-        self, llm_request: LlmRequest, stream: bool, emit: _Emit, telemetry: ModelCallTelemetry | None
-    ) -> Callable[[rx_abc.ObserverBase[Any], rx_abc.SchedulerBase | None], rx_abc.DisposableBase]:
-        """What subscribes one attempt of one call (each call of it is an attempt, numbered from 1)."""
-        transport = self._transport
-        attempts = itertools.count(1)  # numbers this subscription's attempts (the transports' DEBUG line)
-
-        def subscribe(
-            observer: rx_abc.ObserverBase[Any], _: rx_abc.SchedulerBase | None = None
-        ) -> rx_abc.DisposableBase:
-            scope = CancelScope()  # dispose shuts the attempt's sockets down at once
-            scoped = _ScopedObserver(observer, scope)
-            traced = telemetry.attempt() if telemetry is not None else None
-            sink = _SseAttempt(self, llm_request, stream, emit, scoped, scope, traced, next(attempts))
-            started = transport.start(sink, scope, scheduler=self._scheduler)
-            return Disposable(started.cancel)
-
-        return subscribe
+    def _attempt(
+        self,
+        observer: rx_abc.ObserverBase[Any],
+        llm_request: LlmRequest,
+        stream: bool,
+        emit: _Emit,
+        telemetry: ModelCallTelemetry | None,
+        number: int,
+    ) -> rx_abc.DisposableBase:
+        """Start attempt ``number`` of one call, its items to ``observer``; what cancels it."""
+        scope = CancelScope()  # dispose shuts the attempt's sockets down at once
+        scoped = _ScopedObserver(observer, scope)
+        traced = telemetry.attempt() if telemetry is not None else None
+        sink = _SseAttempt(self, llm_request, stream, emit, scoped, scope, traced, number)
+        return _Cancel(self._transport.start(sink, scope, scheduler=self._scheduler))
 
 
-class _ModelCall(reactivex.Observable[Any]):
+class _Cancel(rx_abc.DisposableBase):
+    """An attempt's subscription: disposing cancels the transport's attempt (from any thread, at once;
+    ``Attempt.cancel`` is idempotent and thread-safe, so no lock here), then lets go of it."""
+
+    __slots__ = ("_attempt",)
+
+    def __init__(self, attempt: Attempt) -> None:
+        self._attempt: Attempt | None = attempt
+
+    def dispose(self) -> None:
+        attempt = self._attempt
+        if attempt is not None:
+            attempt.cancel()
+            self._attempt = None
+
+
+class _ModelCall(Direct[Any]):
     """One call of :meth:`SseChatModel._call`, cold: each subscription is a model call.
 
     Subscribing (on the subscribing thread, so its span is the parent) makes the call's telemetry,
     then runs its attempts: through :func:`~rxllm._models.retry.subscribe_with_retries` (a failure
     before the first item is retried as the policy says, each retry a fresh attempt), or, with a
-    policy that makes one attempt, the attempt itself on this subscription's observer. What
-    ``reactivex.defer`` around ``reactivex.create`` (and the retry operator) did, with one
-    subscription layer instead of three.
+    policy that makes one attempt, the attempt itself on this subscription's observer. A
+    :class:`~rxllm._rx.direct.Direct` Observable: subscribing allocates one small observer and
+    the attempt's subscription, no lock, no trampoline (an open stream keeps them for its
+    lifetime); nothing is delivered after dispose or a terminal event, as with
+    ``Observable.subscribe``.
     """
 
     def __init__(self, model: SseChatModel, llm_request: LlmRequest, stream: bool, emit: _Emit) -> None:
-        super().__init__()
+        # Not Direct.__init__: the subscribe function is the _fn method (a bound method kept on
+        # the instance would make every call a reference cycle, freed only by the collector).
+        self._subscribe = None
         self._model = model
         self._request = llm_request
         self._stream = stream
         self._emit = emit
 
-    def _subscribe_core(
+    def _fn(  # Direct's subscribe function, as a method
         self, observer: rx_abc.ObserverBase[Any], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
         model, llm_request, stream = self._model, self._request, self._stream
         telemetry = model_call(provider=model._mapper.provider, model=llm_request.model or model.model,
                                request=llm_request, stream=stream)
-        subscribe = model._attempt_subscriber(llm_request, stream, self._emit, telemetry)
         policy = model._retry_policy
         if never_retries(policy):
-            return subscribe(observer, scheduler)
+            return model._attempt(observer, llm_request, stream, self._emit, telemetry, 1)
         timers = model._timer_scheduler or model._transport.timer_scheduler
-        return subscribe_with_retries(reactivex.create(subscribe), policy, timers, observer, scheduler)
+        attempts = _AttemptSource(model, llm_request, stream, self._emit, telemetry)
+        return subscribe_with_retries(attempts, policy, timers, observer, scheduler)
+
+
+class _AttemptSource(Direct[Any]):
+    """The attempts of one subscription of a :class:`_ModelCall` under a retrying policy: each
+    subscription is the next attempt, numbered from 1 (the transports' DEBUG line shows it)."""
+
+    def __init__(
+        self, model: SseChatModel, llm_request: LlmRequest, stream: bool, emit: _Emit,
+        telemetry: ModelCallTelemetry | None,
+    ) -> None:
+        self._subscribe = None  # not Direct.__init__: as _ModelCall's
+        self._model = model
+        self._request = llm_request
+        self._stream = stream
+        self._emit = emit
+        self._telemetry = telemetry
+        self._number = 0  # attempts are subscribed one at a time (the retry operator's rule)
+
+    def _fn(  # Direct's subscribe function, as a method
+        self, observer: rx_abc.ObserverBase[Any], scheduler: rx_abc.SchedulerBase | None = None
+    ) -> rx_abc.DisposableBase:
+        self._number += 1
+        return self._model._attempt(observer, self._request, self._stream, self._emit, self._telemetry,
+                                    self._number)
 
 
 class _SseAttempt:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Callable, Generator
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator
 from types import TracebackType
 from typing import Any, Generic, TypeVar, cast, overload
 
@@ -172,8 +172,10 @@ class ObservableIterator(Generic[T]):
     def __aiter__(self) -> ObservableIterator[T]:
         return self
 
-    async def __anext__(self) -> T:
-        return await self._channel.next()
+    def __anext__(self) -> Coroutine[Any, Any, T]:
+        # The channel's coroutine itself (no second coroutine held while the consumer waits); it
+        # holds this iterator, whose finalizer closes the channel, until it returns.
+        return self._channel.next(self)
 
     async def __aenter__(self) -> ObservableIterator[T]:
         self._channel.start()
@@ -214,11 +216,12 @@ class _Channel(StreamBuffer[T]):
             self._loop = _running_loop("async for over an rxllm stream")
         super().start()
 
-    async def next(self) -> T:
+    async def next(self, owner: object = None) -> T:
+        """The next item, waiting on the loop for it; ``owner`` (the iterator) is kept alive meanwhile."""
         self.start()
-        cond = self._cond
+        lock = self._lock
         while True:
-            with cond:
+            with lock:
                 item = self.poll()
                 if item is END:
                     raise StopAsyncIteration
@@ -246,7 +249,7 @@ class _Channel(StreamBuffer[T]):
 
     def _wake(self) -> None:
         """On the loop: wake the consumer waiting in ``__anext__``."""
-        with self._cond:
+        with self._lock:
             self._wake_pending = False
             waiter = self._waiter
         if waiter is not None and not waiter.done():

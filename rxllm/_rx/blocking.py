@@ -107,7 +107,6 @@ class _Channel(StreamBuffer[T]):
 
     def next(self) -> T:
         self.start()
-        cond = self._cond
         loop = running_loop()
         wait = self._wait
         if loop is not None and (wait is None or wait.loop is not loop):
@@ -117,7 +116,7 @@ class _Channel(StreamBuffer[T]):
         elif loop is None:
             wait = None  # this thread blocks no loop
         try:
-            with cond:
+            with self._lock:
                 while True:
                     item = self.poll()
                     if item is END:
@@ -127,7 +126,7 @@ class _Channel(StreamBuffer[T]):
                         return cast(T, item)
                     if wait is not None:
                         wait.check(self._what)
-                    cond.wait()
+                    self._condition().wait()
         except BaseException as exc:
             self._end_wait()  # the stream ended (its error), or the consumer leaves
             # Ctrl-C (KeyboardInterrupt) while waiting, or a wait that could never end: leave, disposing
@@ -146,11 +145,11 @@ class _Channel(StreamBuffer[T]):
             wait.end()
 
     def _wake(self) -> None:
-        with self._cond:
-            self._cond.notify_all()
+        with self._lock:
+            self._notify()
 
     def _arrived(self) -> Callable[[], None] | None:
-        self._cond.notify_all()
+        self._notify()
         return None
 
 

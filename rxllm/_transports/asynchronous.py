@@ -561,8 +561,10 @@ class AsyncHttpTransport:
                     exchange = sink.exchange()
                     scope.loopback_only = exchange.loopback_only
                     provider = exchange.provider
+                    streamed = exchange.stream
                     response = await self._open_exchange(exchange, scope)
-                    if not exchange.stream:
+                    del exchange  # sent: its request (headers, body) is not kept while the body is read
+                    if not streamed:
                         sink.on_whole(await response.aread())
                     else:
                         feed = sink.on_body
@@ -574,7 +576,7 @@ class AsyncHttpTransport:
                                 ended = True
                                 break
                             if settled():
-                                ended = await self._after_finish(body, feed, exchange.provider)
+                                ended = await self._after_finish(body, feed, provider)
                                 break
                         if ended:
                             response.mark_ended()
@@ -706,11 +708,7 @@ class AsyncHttpTransport:
         await gate.acquire()
         shard = self._take_shard()
         client = self._client(shard)
-
-        def release() -> None:
-            self._release_shard(shard)
-            gate.release()
-
+        release = _Permit(self, gate, shard)
         limits = self.limits
         redactor = redactor or Redactor.of_request(request.url, request.headers)
         started = time.monotonic()
@@ -825,6 +823,23 @@ def _stop_own_loop(
     if thread is not None:
         thread.join(_CLOSE_SECONDS)
     loop.close()
+
+
+class _Permit:
+    """Gives back one open exchange's permit and its pool's count (``release()`` in :meth:`AsyncHttpTransport.open`;
+    called once, on the loop). An object of three slots, not a closure of three cells: an open
+    stream keeps it for its lifetime."""
+
+    __slots__ = ("_gate", "_shard", "_transport")
+
+    def __init__(self, transport: AsyncHttpTransport, gate: asyncio.Semaphore, shard: int) -> None:
+        self._transport = transport
+        self._gate = gate
+        self._shard = shard
+
+    def __call__(self) -> None:
+        self._transport._release_shard(self._shard)
+        self._gate.release()
 
 
 class _LoopAttempt:
@@ -947,7 +962,7 @@ async def _send_cancel_safely(
     request.extensions["trace"] = trace
     task = asyncio.ensure_future(_send_following(client, request, redirects))
     try:
-        return await asyncio.shield(task)
+        response: httpx2.Response = await asyncio.shield(task)
     except asyncio.CancelledError:
         if not state["started"]:
             state["cancel"] = True
@@ -960,6 +975,11 @@ async def _send_cancel_safely(
     except BaseException:
         release()
         raise
+    # The exchange is past httpcore's first report: the hook has nothing left to stop, and would
+    # keep itself, its state and the scope alive with the request while the body is read.
+    request.extensions.pop("trace", None)
+    response.request.extensions.pop("trace", None)  # the last hop's own copy, after a redirect
+    return response
 
 
 async def _send_following(client: Any, request: httpx2.Request,
