@@ -231,21 +231,30 @@ class AsyncHttpResponse:
         decoder = BodyDecoder(self._response.headers.get("content-encoding", ""), max_bytes=cap,
                               provider=self._provider)
         failure: Exception | None = None
+        response = self._response
+        own = _unread_stream(response)
+        source: AsyncIterator[bytes] = response.aiter_raw() if own is None else own.__aiter__()
         try:
-            if decoder.identity:
-                total = 0
-                most = sys.maxsize if cap is None else cap
-                async for raw in self._response.aiter_raw():
-                    total += len(raw)
-                    if total > most:  # the cap is counted here, inline (once per HTTP chunk)
-                        decoder.count(total)  # raises ResponseTooLargeError
-                    yield raw
-            else:
-                async for raw in self._response.aiter_raw():
-                    for piece in decoder.feed(raw):
+            try:
+                if decoder.identity:
+                    total = 0
+                    most = sys.maxsize if cap is None else cap
+                    async for raw in source:
+                        total += len(raw)
+                        if total > most:  # the cap is counted here, inline (once per HTTP chunk)
+                            decoder.count(total)  # raises ResponseTooLargeError
+                        yield raw
+                else:
+                    async for raw in source:
+                        for piece in decoder.feed(raw):
+                            yield piece
+                    for piece in decoder.flush():
                         yield piece
-                for piece in decoder.flush():
-                    yield piece
+            finally:
+                if own is not None:  # what aiter_raw() does when its iteration ends, however it ends
+                    if isinstance(source, AsyncGenerator):
+                        await source.aclose()
+                    await response.aclose()  # the connection goes back to the pool now, not after the end
         except ERRORS.timeout as exc:
             failure = detached(timeout_error(exc, limit_of(exc, headers=True, expired=False), self._limits,
                                              self._provider), exc)
@@ -276,6 +285,28 @@ class AsyncHttpResponse:
             await asyncio.shield(_keep(_aclose_then(self._response, release, body)))
         elif isinstance(body, AsyncGenerator):
             await aclose_quietly(body.aclose, "a response body")
+
+
+def _unread_stream(response: Any) -> Any:
+    """The byte stream of an unread response of httpx2's (or legacy httpx's) own ``Response`` class, marked
+    consumed, to iterate in place of ``response.aiter_raw()``; ``None`` otherwise (``aiter_raw()`` then
+    raises what it raises for a body already read or closed, or a sync stream).
+
+    ``aiter_raw()`` is that stream iterated inside a generator of its own, a chunker and a context
+    manager, which an open stream keeps suspended for its lifetime (~0.8 KiB); the caller does the
+    rest of what it does: closing the stream's iterator and the response when the iteration ends.
+    (It also counts ``num_bytes_downloaded``, on a response nobody else sees.)
+    """
+    stack = stack_of(response)
+    if stack is None or type(response) is not stack.httpx.Response:
+        return None
+    if response.is_stream_consumed or response.is_closed:
+        return None
+    stream = response.stream
+    if not isinstance(stream, stack.httpx.AsyncByteStream):
+        return None
+    response.is_stream_consumed = True
+    return stream
 
 
 class Submitted:
