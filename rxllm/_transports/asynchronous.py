@@ -13,12 +13,14 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import heapq
 import logging
 import ssl
 import sys
 import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterable
+from types import TracebackType
 from typing import Any
 
 import httpcore2
@@ -451,6 +453,7 @@ class AsyncHttpTransport:
         self._tasks: set[Submitted] = set()  # what submit() started, until done
         self._thread: threading.Thread | None = None
         self._timer_scheduler: rx_abc.SchedulerBase | None = None
+        self._deadlines: _Deadlines | None = None  # the attempts' total_timeout (on the loop)
 
     def __repr__(self) -> str:
         return f"AsyncHttpTransport(max_concurrent_streams={self.max_concurrent_streams})"
@@ -585,7 +588,7 @@ class AsyncHttpTransport:
         is closed in ``finally`` whatever happens (a dispose's cancellation included)."""
         response: AsyncHttpResponse | None = None
         provider: str | None = None
-        deadline = asyncio.timeout(self.limits.total_timeout)
+        deadline = self._deadline(self.limits.total_timeout)
         try:
             try:
                 async with deadline:
@@ -625,6 +628,13 @@ class AsyncHttpTransport:
         finally:
             if response is not None:
                 await response.aclose()
+
+    def _deadline(self, delay: float | None) -> _Deadline:
+        """``asyncio.timeout(delay)`` for one attempt, on the loop, behind the transport's one timer."""
+        deadlines = self._deadlines
+        if deadlines is None:
+            deadlines = self._deadlines = _Deadlines(asyncio.get_running_loop())
+        return _Deadline(deadlines, delay)
 
     async def _after_finish(self, body: AsyncIterator[bytes], feed: Callable[[bytes], bool], provider: str) -> bool:
         """The rest of a body whose finish and usage arrived (as :meth:`HttpTransport._after_finish`):
@@ -793,6 +803,7 @@ class AsyncHttpTransport:
             self._in_flight = []
             self._gate = None
             self._timer_scheduler = None
+            self._deadlines = None  # its loop's: the attempts still registered there exit with their tasks
             handle, self._prune_handle = self._prune_handle, None
         owned = [c for c in clients if c is not None and c is not self._user_client]
         return loop, thread, owned, list(self._tasks), handle
@@ -854,6 +865,127 @@ def _stop_own_loop(
     if thread is not None:
         thread.join(_CLOSE_SECONDS)
     loop.close()
+
+
+_CLOCK_RESOLUTION = time.get_clock_info("monotonic").resolution  # as asyncio's loop counts a timer due
+
+
+class _Deadline:
+    """``asyncio.timeout(delay)`` for one attempt (the same entry, expiry and exit), whose timer is
+    the transport's one (:class:`_Deadlines`) instead of a ``TimerHandle`` of its own.
+
+    An open stream holds this object (five slots) for its lifetime where ``asyncio.timeout`` held a
+    ``Timeout``, its ``TimerHandle``, a context copy and a bound method; and a loop whose heap holds
+    a live timer per open stream keeps every cancelled one there (the loop purges them only once
+    they are more than half of its timers) until it is due, minutes later.
+    """
+
+    __slots__ = ("_cancelling", "_deadlines", "_expired", "task", "when")
+
+    def __init__(self, deadlines: _Deadlines, delay: float | None) -> None:
+        self._deadlines = deadlines
+        self.when: float | None = None if delay is None else deadlines.loop.time() + delay
+        self.task: asyncio.Task[Any] | None = None  # while registered (entered, not exited)
+        self._expired = False
+        self._cancelling = 0
+
+    def __lt__(self, other: _Deadline) -> bool:  # the heap's order
+        return self.when < other.when  # type: ignore[operator]  # only registered deadlines (a when) compare
+
+    def expired(self) -> bool:
+        """Whether the deadline passed and cancelled the task (as ``Timeout.expired()``)."""
+        return self._expired
+
+    def expire(self) -> None:
+        """The timer: cancel the task (on the loop)."""
+        task, self.task = self.task, None
+        if task is not None:
+            self._expired = True
+            task.cancel()
+
+    async def __aenter__(self) -> _Deadline:
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("a deadline must be used inside a task")
+        self._cancelling = task.cancelling()
+        if self.when is not None:
+            self.task = task
+            self._deadlines.add(self)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.task is not None:
+            self.task = None
+            self._deadlines.dropped()
+        if self._expired:
+            task = asyncio.current_task()
+            assert task is not None
+            # Since there are no new cancel requests, the expiry is what is cancelling: a timeout.
+            if task.uncancel() <= self._cancelling and exc_type is asyncio.CancelledError:
+                raise TimeoutError from exc
+
+
+class _Deadlines:
+    """The registered :class:`_Deadline` s of one transport, earliest first, behind one loop timer
+    armed for the earliest (used on the loop only, so no lock). A deadline that exits stays in the
+    heap, released (``task`` ``None``), until it reaches the top or the released ones are the
+    majority (then the heap is rebuilt without them)."""
+
+    __slots__ = ("_armed", "_handle", "_heap", "_released", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._heap: list[_Deadline] = []
+        self._released = 0
+        self._handle: asyncio.TimerHandle | None = None
+        self._armed = 0.0  # when the timer fires
+
+    def add(self, deadline: _Deadline) -> None:
+        heapq.heappush(self._heap, deadline)
+        when = deadline.when
+        assert when is not None
+        if self._handle is None or when < self._armed:
+            self._arm(when)
+
+    def dropped(self) -> None:
+        """One deadline exited (its ``task`` released)."""
+        self._released += 1
+        heap = self._heap
+        if self._released == len(heap):  # none left: no timer either
+            heap.clear()
+            self._released = 0
+            if self._handle is not None:
+                self._handle.cancel()
+                self._handle = None
+        elif self._released > 64 and self._released * 2 > len(heap):
+            heap[:] = [deadline for deadline in heap if deadline.task is not None]
+            heapq.heapify(heap)
+            self._released = 0
+
+    def _arm(self, when: float) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._armed = when
+        self._handle = self.loop.call_at(when, self._fire)
+
+    def _fire(self) -> None:
+        self._handle = None
+        heap = self._heap
+        due = self.loop.time() + _CLOCK_RESOLUTION
+        while heap:
+            top = heap[0]
+            if top.task is None:  # exited meanwhile
+                heapq.heappop(heap)
+                self._released -= 1
+                continue
+            assert top.when is not None
+            if top.when > due:
+                self._arm(top.when)
+                return
+            heapq.heappop(heap)
+            top.expire()
 
 
 class _Permit:
