@@ -50,7 +50,6 @@ from .base import (
     AttemptSink,
     CancelScope,
     ErrorBody,
-    Exchange,
     HttpRequest,
     TransportLimits,
     aclose_quietly,
@@ -596,7 +595,15 @@ class AsyncHttpTransport:
                     scope.loopback_only = exchange.loopback_only
                     provider = exchange.provider
                     streamed = exchange.stream
-                    response = await self._open_exchange(exchange, scope)
+                    # not in a coroutine of its own: an open stream's wait for headers holds one less
+                    if exchange.context is None:
+                        response = await self.open(exchange.request, provider=provider, stream=streamed,
+                                                   redactor=exchange.redactor, scope=scope, attempt=exchange.attempt)
+                    else:
+                        with exchange.context():
+                            response = await self.open(exchange.request, provider=provider, stream=streamed,
+                                                       redactor=exchange.redactor, scope=scope,
+                                                       attempt=exchange.attempt)
                     del exchange  # sent: its request (headers, body) is not kept while the body is read
                     if not streamed:
                         sink.on_whole(await response.aread())
@@ -652,14 +659,6 @@ class AsyncHttpTransport:
             _grace_log.debug("%s: the body did not end within %.2fs of the finish and usage (%s): the turn ends "
                              "without it", provider, grace, type(exc).__name__)
         return False
-
-    async def _open_exchange(self, exchange: Exchange, scope: CancelScope) -> AsyncHttpResponse:
-        if exchange.context is None:
-            return await self.open(exchange.request, provider=exchange.provider, stream=exchange.stream,
-                                   redactor=exchange.redactor, scope=scope, attempt=exchange.attempt)
-        with exchange.context():
-            return await self.open(exchange.request, provider=exchange.provider, stream=exchange.stream,
-                                   redactor=exchange.redactor, scope=scope, attempt=exchange.attempt)
 
     def _take_shard(self) -> int:
         """The first pool with a free slot (so keep-alive connections get reused), else the least busy.
@@ -1113,25 +1112,22 @@ async def _send_cancel_safely(
     redirects has them followed hop by hop here, each made safe by
     :func:`~rxllm._transports.base.redirect_target`.
     """
-    state = {"started": False, "cancel": False, "stopped": False}
-
-    async def trace(event: str, info: dict[str, Any]) -> None:
-        first = not state["started"]
-        state["started"] = True
-        if first and (state["cancel"] or (scope is not None and scope.cancelled)):
-            state["stopped"] = True
-            raise asyncio.CancelledError
-
-    request.extensions["trace"] = trace
+    hook = _FirstReport(scope)
+    request.extensions["trace"] = hook
     task = asyncio.ensure_future(_send_following(client, request, redirects))
     try:
-        response: httpx2.Response = await asyncio.shield(task)
+        # asyncio.shield(task), without its outer future's two closures: cancelling this wait
+        # leaves the task running (the waiter, not the task, is what a cancellation cancels)
+        waiter = task.get_loop().create_future()
+        task.add_done_callback(functools.partial(_wake, waiter))
+        await waiter
+        response: httpx2.Response = task.result()
     except asyncio.CancelledError:
-        if not state["started"]:
-            state["cancel"] = True
+        if not hook.started:
+            hook.cancel = True
         elif scope is not None and scope.attached:
             scope.shutdown()
-        elif not state["stopped"]:
+        elif not hook.stopped:
             task.cancel()
         task.add_done_callback(functools.partial(_close_abandoned, release=release))
         raise
@@ -1143,6 +1139,32 @@ async def _send_cancel_safely(
     request.extensions.pop("trace", None)
     response.request.extensions.pop("trace", None)  # the last hop's own copy, after a redirect
     return response
+
+
+class _FirstReport:
+    """The send's ``trace`` hook (:func:`_send_cancel_safely`): at httpcore's first report, raises to
+    stop an exchange cancelled before it (``cancel``, or the scope's cancel from another thread).
+    Used on the loop only."""
+
+    __slots__ = ("cancel", "scope", "started", "stopped")
+
+    def __init__(self, scope: CancelScope | None) -> None:
+        self.scope = scope
+        self.started = False  # httpcore made its first report
+        self.cancel = False  # cancelled before it: stop there
+        self.stopped = False  # stopped there
+
+    async def __call__(self, event: str, info: dict[str, Any]) -> None:
+        first = not self.started
+        self.started = True
+        if first and (self.cancel or (self.scope is not None and self.scope.cancelled)):
+            self.stopped = True
+            raise asyncio.CancelledError
+
+
+def _wake(waiter: asyncio.Future[None], _task: asyncio.Future[Any]) -> None:
+    if not waiter.done():  # (cancelled: its awaiter left)
+        waiter.set_result(None)
 
 
 async def _send_following(client: Any, request: httpx2.Request,
