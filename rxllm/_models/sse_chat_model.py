@@ -229,7 +229,9 @@ class SseChatModel(BaseLlm):
         scoped = _ScopedObserver(observer, scope)
         traced = telemetry.attempt() if telemetry is not None else None
         sink = _SseAttempt(self, llm_request, stream, emit, scoped, scope, traced, number)
-        return _Cancel(self._transport.start(sink, scope, scheduler=self._scheduler))
+        started = self._transport.start(sink, scope, scheduler=self._scheduler)
+        # an attempt that is a Disposable (the asyncio transport's) is its own subscription
+        return started if isinstance(started, rx_abc.DisposableBase) else _Cancel(started)
 
 
 class _Cancel(rx_abc.DisposableBase):

@@ -115,10 +115,9 @@ class _CancellableAsyncStream(httpcore2.AsyncNetworkStream):
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         self.attach()
-        received = self._coalescer.received
         while True:
             data = await self._inner.read(max_bytes, timeout)
-            coalesced = received(data)
+            coalesced = self._coalescer.received(data)  # (bound here: not held while the read waits)
             if coalesced or not data:  # else the read completed nothing (half a chunk-size line)
                 return coalesced
 
@@ -1004,8 +1003,9 @@ class _Permit:
         self._gate.release()
 
 
-class _LoopAttempt:
-    """An attempt running as a task on the transport's loop (:meth:`AsyncHttpTransport.start`)."""
+class _LoopAttempt(rx_abc.DisposableBase):
+    """An attempt running as a task on the transport's loop (:meth:`AsyncHttpTransport.start`);
+    also the subscription a model hands out for it (``dispose`` is ``cancel``)."""
 
     __slots__ = ("_scope", "_submitted", "_transport")
 
@@ -1020,6 +1020,10 @@ class _LoopAttempt:
         of its connection and leak it)."""
         if self._scope.active:
             self._transport.cancel(self._submitted)
+
+    def dispose(self) -> None:
+        """:meth:`cancel`."""
+        self.cancel()
 
 
 def _on_thread_of(loop: asyncio.AbstractEventLoop) -> bool:
@@ -1114,7 +1118,11 @@ async def _send_cancel_safely(
     """
     hook = _FirstReport(scope)
     request.extensions["trace"] = hook
-    task = asyncio.ensure_future(_send_following(client, request, redirects))
+    if redirects is None or not getattr(client, "follow_redirects", False):  # one coroutine less held meanwhile
+        sending = client.send(request, stream=True, follow_redirects=False)
+    else:
+        sending = _send_following(client, request, redirects)
+    task = asyncio.ensure_future(sending)
     try:
         # asyncio.shield(task), without its outer future's two closures: cancelling this wait
         # leaves the task running (the waiter, not the task, is what a cancellation cancels)
