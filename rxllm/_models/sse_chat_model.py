@@ -317,10 +317,13 @@ class _SseAttempt:
 
     A fresh parser and aggregator per attempt (a retry starts from scratch); items go to the
     attempt's :class:`_ScopedObserver`, which delivers nothing once the attempt was cancelled.
+    They are built when the response's headers have arrived (the transport asks for
+    :attr:`on_body`), not while the request waits for its connection and headers: thousands of
+    streams opening at once hold none of them meanwhile.
     """
 
-    __slots__ = ("_aggregator", "_emit", "_model", "_number", "_observer", "_reader", "_request", "_scope",
-                 "_stream", "_traced", "on_body")
+    __slots__ = ("_aggregator", "_emit", "_feed", "_model", "_number", "_observer", "_reader", "_request",
+                 "_scope", "_sent", "_stream", "_traced")
 
     def __init__(
         self,
@@ -341,11 +344,10 @@ class _SseAttempt:
         self._scope = scope
         self._traced = traced
         self._number = number
-        self._aggregator = StreamAggregator(provider=model.provider)
+        self._aggregator: StreamAggregator | None = None  # built with the reader (or for the whole body)
         self._reader: SseReader | _PartialsReader | None = None
-        # The SSE reader's own ``feed`` once the request is built: the transport calls it once per
-        # network read, with no frame of this class in between.
-        self.on_body: Callable[[bytes], bool] = _no_body
+        self._feed: Callable[[bytes], bool] | None = None
+        self._sent = False  # exchange() built the request
 
     def exchange(self) -> Exchange:
         model = self._model
@@ -359,23 +361,47 @@ class _SseAttempt:
             traced.start(redactor.url(request.url))
             request = dataclasses.replace(request, headers=traced.trace_headers(request.headers))
             context = traced.current
-        if self._emit is _Emit.PARTIALS and traced is None:  # the hot path: no frame per chunk between the reads
-            partials = self._reader = _PartialsReader(model._parser_factory(), self._aggregator, self._observer,
-                                                      model._max_line_bytes)
-            self.on_body = partials.feed
-        elif self._emit is not _Emit.SINGLE:
-            on_chunk = _on_chunk(_EMITTERS[self._emit], self._aggregator, self._observer, traced)
-            reader = self._reader = SseReader(model._parser_factory(), on_chunk,
-                                              max_line_bytes=model._max_line_bytes)
-            self.on_body = reader.feed
+        self._sent = True
         return Exchange(request, redactor, self._stream, model.provider, self._number, context, loopback_only)
 
+    @property
+    def on_body(self) -> Callable[[bytes], bool]:
+        """The SSE reader's own ``feed`` (built on first use, once the request is built): the
+        transport calls it once per network read, with no frame of this class in between."""
+        feed = self._feed
+        if feed is None:
+            if not self._sent:
+                return _no_body
+            feed = self._feed = self._reader_feed()
+        return feed
+
+    def _reader_feed(self) -> Callable[[bytes], bool]:
+        model = self._model
+        aggregator = self._aggregator_now()
+        if self._emit is _Emit.PARTIALS and self._traced is None:  # the hot path: no frame per chunk between the reads
+            partials = self._reader = _PartialsReader(model._parser_factory(), aggregator, self._observer,
+                                                      model._max_line_bytes)
+            return partials.feed
+        if self._emit is not _Emit.SINGLE:
+            on_chunk = _on_chunk(_EMITTERS[self._emit], aggregator, self._observer, self._traced)
+            reader = self._reader = SseReader(model._parser_factory(), on_chunk,
+                                              max_line_bytes=model._max_line_bytes)
+            return reader.feed
+        return _no_body
+
+    def _aggregator_now(self) -> StreamAggregator:
+        aggregator = self._aggregator
+        if aggregator is None:
+            aggregator = self._aggregator = StreamAggregator(provider=self._model.provider)
+        return aggregator
+
     def settled(self) -> bool:
-        return self._aggregator.settled
+        aggregator = self._aggregator
+        return aggregator is not None and aggregator.settled
 
     def on_body_end(self, ended: bool) -> None:
         # an event the body ended in the middle of is never dispatched (the SSE standard discards it)
-        aggregator = self._aggregator
+        aggregator = self._aggregator_now()
         _check_complete(aggregator, self._model.provider)
         items = _final_items(self._emit, aggregator)
         if self._traced is not None:
@@ -385,7 +411,7 @@ class _SseAttempt:
             on_next(item)
 
     def on_whole(self, body: bytes) -> None:
-        final = _single_of(body, self._model._parser_factory(), self._aggregator)
+        final = _single_of(body, self._model._parser_factory(), self._aggregator_now())
         if self._traced is not None:
             self._traced.response(final)
         self._observer.on_next(final)
