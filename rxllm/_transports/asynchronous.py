@@ -739,7 +739,7 @@ class AsyncHttpTransport:
             TransportError: when the connection fails or times out.
         """
         # A permit per pooled connection: httpcore's pool never has a request waiting in its queue,
-        # where a cancellation (or a PoolTimeout) leaks a slot (see _send_cancel_safely); waiting
+        # where a cancellation (or a PoolTimeout) leaks a slot (see _Send); waiting
         # here instead is safe to cancel, and an abandoned request leaves the queue at once.
         if self._gate is None:
             self._gate = asyncio.Semaphore(self.max_concurrent_streams)
@@ -763,9 +763,17 @@ class AsyncHttpTransport:
             _attempt_scope.set(scope)
         failure: Exception | None = None
         try:
-            # releases on failure
-            response = await _send_cancel_safely(client, http_request, release, scope,
-                                                 redirects=(request, redactor, provider))
+            # Cancel-safe (see _Send), awaited here: no coroutine of its own held while waiting.
+            try:
+                send = _Send(client, http_request, scope, (request, redactor, provider))
+                await send.waiter
+                response = send.response()
+            except asyncio.CancelledError:
+                send.abandon(release)
+                raise
+            except BaseException:
+                release()
+                raise
         except ERRORS.invalid_url as exc:
             failure = detached(ConfigurationError(f"invalid URL {redactor.url(request.url)!r}", provider=provider),
                                exc, "invalid URL")
@@ -1086,14 +1094,10 @@ async def _closes_done() -> None:
         await asyncio.wait(closing, timeout=_STOP_SECONDS)
 
 
-async def _send_cancel_safely(
-    client: Any,
-    request: httpx2.Request,
-    release: Callable[[], None],
-    scope: CancelScope | None = None,
-    redirects: tuple[HttpRequest, Redactor, str] | None = None,
-) -> httpx2.Response:
-    """``client.send(request, stream=True)``, which a cancellation can never make leak a pool slot.
+class _Send:
+    """``client.send(request, stream=True)``, which a cancellation can never make leak a pool slot
+    (:meth:`AsyncHttpTransport.open` awaits :attr:`waiter`, then takes :meth:`response`, or calls
+    :meth:`abandon` when cancelled meanwhile, and ``release()`` when the send failed).
 
     httpcore cleans up after an exception anywhere in an exchange, but not after a *second* one
     landing inside that cleanup, and not when cancelled after the pool assigned the request a new
@@ -1110,27 +1114,48 @@ async def _send_cancel_safely(
       write fails, and httpcore cleans up after the error), never by cancelling the task;
     * in between (connecting): by cancelling the task.
 
-    A response that arrives anyway is closed. ``release`` is called when the exchange failed or,
-    when cancelled, once the abandoned send is over (on success the caller owns it). With
+    A response that arrives anyway is closed. ``release`` is called, when cancelled, once the
+    abandoned send is over (on success the caller owns it). With
     ``redirects`` (the request as rxllm built it, its redactor, the provider), a client that follows
     redirects has them followed hop by hop here, each made safe by
     :func:`~rxllm._transports.base.redirect_target`.
     """
-    hook = _FirstReport(scope)
-    request.extensions["trace"] = hook
-    if redirects is None or not getattr(client, "follow_redirects", False):  # one coroutine less held meanwhile
-        sending = client.send(request, stream=True, follow_redirects=False)
-    else:
-        sending = _send_following(client, request, redirects)
-    task = asyncio.ensure_future(sending)
-    try:
-        # asyncio.shield(task), without its outer future's two closures: cancelling this wait
-        # leaves the task running (the waiter, not the task, is what a cancellation cancels)
-        waiter = task.get_loop().create_future()
-        task.add_done_callback(functools.partial(_wake, waiter))
-        await waiter
-        response: httpx2.Response = task.result()
-    except asyncio.CancelledError:
+
+    __slots__ = ("_hook", "_request", "_scope", "_task", "waiter")
+
+    def __init__(
+        self,
+        client: Any,
+        request: httpx2.Request,
+        scope: CancelScope | None = None,
+        redirects: tuple[HttpRequest, Redactor, str] | None = None,
+    ) -> None:
+        hook = self._hook = _FirstReport(scope)
+        request.extensions["trace"] = hook
+        self._request = request
+        self._scope = scope
+        if redirects is None or not getattr(client, "follow_redirects", False):  # one coroutine less held meanwhile
+            sending = client.send(request, stream=True, follow_redirects=False)
+        else:
+            sending = _send_following(client, request, redirects)
+        task = self._task = asyncio.ensure_future(sending)
+        # asyncio.shield(task), without its outer future's two closures: cancelling the wait for
+        # this future leaves the task running (the waiter, not the task, is what it cancels)
+        self.waiter: asyncio.Future[None] = task.get_loop().create_future()
+        task.add_done_callback(functools.partial(_wake, self.waiter))
+
+    def response(self) -> httpx2.Response:
+        """Once :attr:`waiter` is done: the response (or the send's exception, raised)."""
+        response: httpx2.Response = self._task.result()
+        # The exchange is past httpcore's first report: the hook has nothing left to stop, and would
+        # keep itself and the scope alive with the request while the body is read.
+        self._request.extensions.pop("trace", None)
+        response.request.extensions.pop("trace", None)  # the last hop's own copy, after a redirect
+        return response
+
+    def abandon(self, release: Callable[[], None]) -> None:
+        """The wait was cancelled: stop the send with exactly one signal; ``release`` once it is over."""
+        hook, scope, task = self._hook, self._scope, self._task
         if not hook.started:
             hook.cancel = True
         elif scope is not None and scope.attached:
@@ -1138,19 +1163,10 @@ async def _send_cancel_safely(
         elif not hook.stopped:
             task.cancel()
         task.add_done_callback(functools.partial(_close_abandoned, release=release))
-        raise
-    except BaseException:
-        release()
-        raise
-    # The exchange is past httpcore's first report: the hook has nothing left to stop, and would
-    # keep itself, its state and the scope alive with the request while the body is read.
-    request.extensions.pop("trace", None)
-    response.request.extensions.pop("trace", None)  # the last hop's own copy, after a redirect
-    return response
 
 
 class _FirstReport:
-    """The send's ``trace`` hook (:func:`_send_cancel_safely`): at httpcore's first report, raises to
+    """The send's ``trace`` hook (:class:`_Send`): at httpcore's first report, raises to
     stop an exchange cancelled before it (``cancel``, or the scope's cancel from another thread).
     Used on the loop only."""
 
