@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from transcripts import Transcript, load_manifest
 
-from rxllm import LineTooLongError, ProtocolError, SseDecoder, SseEvent
+from rxllm import EventTooLargeError, LineTooLongError, ProtocolError, SseDecoder, SseEvent
 
 BOM = b"\xef\xbb\xbf"
 TRANSCRIPTS = load_manifest()  # raises when tests/fixtures/transcripts or a file it lists is missing
@@ -478,3 +478,10 @@ def test_a_run_of_events_with_a_name_carried_from_the_read_before() -> None:
     decoder = SseDecoder()
     assert decoder.feed(stream[:cut]) == [SseEvent("a", "1")]
     assert decoder.feed(stream[cut:]) == [SseEvent("b", "2"), SseEvent("c", "3")]
+
+
+def test_a_name_carried_from_the_read_before_counts_toward_the_event_cap() -> None:
+    decoder = SseDecoder(max_line_bytes=64, max_event_bytes=40)
+    assert decoder.feed(b"event: " + b"n" * 30 + b"\n") == []
+    with pytest.raises(EventTooLargeError):  # 30 bytes of name and 20 of data
+        decoder.feed(b"data: " + b"d" * 20 + b"\n\n")

@@ -150,7 +150,7 @@ class SseDecoder:
         if pending:
             data = (pending[0] if len(pending) == 1 else b"".join(pending)) + data
         events: list[SseEvent] = []
-        if not self._has_data and len(data) <= self._max_fast:
+        if not self._has_data and len(data) + len(self._event) <= self._max_fast:  # (a carried name counts)
             done = self._run_of_events(data, events)
             if done:
                 data = data[done:]
