@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from types import SimpleNamespace
 
 from _callgrind import instructions
 
@@ -62,7 +63,8 @@ def _run(mode: str, n: int, total: int, provider: str = "openai-chat") -> None:
         del partial
 
     # The streams' own per-chunk step (aggregate, hand the partial over), to a subscriber that keeps or drops it.
-    on_chunk = _on_chunk(_emit_partials, aggregator, kept.append if mode == "keep" else drop, None)
+    subscriber = SimpleNamespace(on_next=kept.append if mode == "keep" else drop)
+    on_chunk = _on_chunk(_emit_partials, aggregator, subscriber, None)  # type: ignore[arg-type]
 
     drive_sse(events, parser, on_chunk)
     aggregator.finish()

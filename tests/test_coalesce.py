@@ -9,7 +9,9 @@ framing, an error at the same point of the payload.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import h11
@@ -17,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rxllm._transports import coalesce
 from rxllm._transports.coalesce import ChunkCoalescer
 
 POST = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n"
@@ -253,3 +256,46 @@ def test_a_smuggled_connection_stays_marked_across_requests() -> None:
     coalescer.sent(POST)
     coalescer.received(LENGTH_HEAD % 2 + b"ok")
     assert coalescer.smuggled
+
+
+@contextlib.contextmanager
+def frames_known() -> Iterator[None]:
+    """Every size line of 1-2 hex digits already known (lower and upper case, a leading zero), as after
+    a long stream: each chunk boundary of the bodies below takes the lookup, not the line search."""
+    saved = dict(coalesce._FRAMES)
+    for n in range(1, 256):
+        for spelling in (b"%x" % n, b"%X" % n, b"0%x" % n):
+            coalesce._FRAMES[b"\r\n%b\r\n" % spelling] = n
+    try:
+        yield
+    finally:
+        coalesce._FRAMES.clear()
+        coalesce._FRAMES.update(saved)
+
+
+@settings(max_examples=200, deadline=None)
+@given(pieces, cuts, st.booleans(), st.sampled_from([b"", b"X-Checksum: abc\r\n"]))
+def test_known_chunk_boundaries_read_the_same(
+    body: list[bytes], offsets: list[int], extension: bool, trailers: bytes
+) -> None:
+    with frames_known():
+        _same(CHUNKED_HEAD + _chunked(body, extension=extension, trailers=trailers), offsets)
+
+
+@settings(max_examples=200, deadline=None)
+@given(pieces, cuts, st.integers(min_value=0, max_value=2000), st.binary(min_size=1, max_size=6))
+def test_known_chunk_boundaries_with_malformed_framing_fail_as_h11_fails(
+    body: list[bytes], offsets: list[int], at: int, junk: bytes
+) -> None:
+    message = CHUNKED_HEAD + _chunked(body)
+    spot = len(CHUNKED_HEAD) + at % (len(message) - len(CHUNKED_HEAD))
+    with frames_known():
+        _same(message[:spot] + junk + message[spot:], offsets)
+
+
+def test_only_plain_positive_size_lines_become_known() -> None:
+    with frames_known():
+        coalesce._FRAMES.clear()
+        body = b"3;x=1\r\nabc\r\n2 \r\nde\r\n0A\r\n0123456789\r\n1\r\nf\r\n0\r\n\r\n"
+        assert _read([CHUNKED_HEAD + body], ChunkCoalescer()).payload == b"abcde0123456789f"
+        assert coalesce._FRAMES == {b"\r\n0A\r\n": 10, b"\r\n1\r\n": 1}

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from transcripts import Transcript, load_manifest
 
-from rxllm import LineTooLongError, ProtocolError, SseDecoder, SseEvent
+from rxllm import EventTooLargeError, LineTooLongError, ProtocolError, SseDecoder, SseEvent
 
 BOM = b"\xef\xbb\xbf"
 TRANSCRIPTS = load_manifest()  # raises when tests/fixtures/transcripts or a file it lists is missing
@@ -427,3 +427,61 @@ def _event_reads(draw: st.DrawFn) -> list[bytes]:
 def test_events_one_per_read_match_the_reference(reads: list[bytes]) -> None:
     stream = b"".join(reads)
     assert decode(b"", *reads) == decode(*bytewise(stream)) == reference_parse(stream)
+
+
+# --- many whole events per read (the run of events dispatched at once) ----------------------------------------------
+
+_VALUES = [b'{"k":"v"}', b"", b"a:b", b"caf\xc3\xa9", b"\xe2\x82", b"\xff", b"data: x", b"event: y", b" lead", b"\x00"]
+_NAMES = [b"content_block_delta", b"", b"ping", b"a:b", b"\xc3\xa9"]
+
+
+@st.composite
+def _runs_of_events(draw: st.DrawFn) -> tuple[bytes, list[int]]:
+    """Streams of the usual event shapes, now and then something else between them, cut into a few reads."""
+    eol = draw(st.sampled_from([b"\n", b"\r\n", b"\r"]))
+    named = draw(st.booleans())
+    blocks = []
+    for _ in range(draw(st.integers(min_value=0, max_value=12))):
+        value = draw(st.sampled_from(_VALUES))
+        block = b"data: " + value
+        if named:
+            block = b"event: " + draw(st.sampled_from(_NAMES)) + eol + block
+        odd = draw(st.integers(min_value=0, max_value=9))
+        if odd == 1:  # another field, a comment, a second data line, no space after the colon, no data
+            block = draw(st.sampled_from([b"id: 7", b": note", b"retry: 5", b"data: more", b"data:x", b"event: e"]))
+            block += eol + b"data: " + value
+        elif odd == 2:
+            block = draw(st.sampled_from([b"event: only", b"data: 1" + eol + b"data: 2", b"data:x", b": c"]))
+        elif odd == 3:  # a stray line end, or another kind of line end
+            block += draw(st.sampled_from([eol, b"\r", b"\n", b"\r\n"]))
+        blocks.append(block + eol + eol)
+    stream = b"".join(blocks) + draw(st.sampled_from([b"", b"data: cut", b"event: cut" + eol, b"\r"]))
+    return stream, _split_points(draw, len(stream))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_runs_of_events())
+def test_each_read_dispatches_exactly_the_events_it_completed(case: tuple[bytes, list[int]]) -> None:
+    stream, cuts = case
+    decoder = SseDecoder()
+    events: list[SseEvent] = []
+    fed = b""
+    for piece in _pieces(stream, cuts):
+        events.extend(decoder.feed(piece))
+        fed += piece
+        assert events == reference_parse(fed)
+
+
+def test_a_run_of_events_with_a_name_carried_from_the_read_before() -> None:
+    stream = b"event: a\ndata: 1\n\nevent: b\ndata: 2\n\nevent: c\ndata: 3\n\n"
+    cut = stream.index(b"data: 2")
+    decoder = SseDecoder()
+    assert decoder.feed(stream[:cut]) == [SseEvent("a", "1")]
+    assert decoder.feed(stream[cut:]) == [SseEvent("b", "2"), SseEvent("c", "3")]
+
+
+def test_a_name_carried_from_the_read_before_counts_toward_the_event_cap() -> None:
+    decoder = SseDecoder(max_line_bytes=64, max_event_bytes=40)
+    assert decoder.feed(b"event: " + b"n" * 30 + b"\n") == []
+    with pytest.raises(EventTooLargeError):  # 30 bytes of name and 20 of data
+        decoder.feed(b"data: " + b"d" * 20 + b"\n\n")

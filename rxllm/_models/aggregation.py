@@ -46,7 +46,8 @@ import sys
 import uuid
 import weakref
 from collections.abc import Callable
-from typing import Any
+from types import MappingProxyType
+from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -265,6 +266,13 @@ _getrefcount = sys.getrefcount
 _weakref = weakref.ref
 
 
+# What a stream's containers start as until it has something to put in them (see StreamAggregator):
+# empty, shared, and without the methods that would change them (a write would raise, never leak).
+_NO_LIST = cast(list[Any], ())
+_NO_CALLS = cast(dict[int, Any], MappingProxyType({}))
+_NO_INDICES = cast(set[int], frozenset())
+
+
 def generate_function_call_id() -> str:
     """A fresh client-side function-call id (``adk-`` + a UUID4)."""
     return GENERATED_ID_PREFIX + str(uuid.uuid4())
@@ -360,11 +368,13 @@ class StreamAggregator:
         self._provider = provider
         self._text: list[str] = []
         self._text_signature: bytes | None = None
-        self._thoughts: list[_ThoughtBlock] = []
-        self._calls: dict[int, _ToolCallBuffer] = {}
-        self._open_calls: list[_ToolCallBuffer] = []  # not complete yet: at most one per provider, usually
-        self._to_report: set[int] = set()  # complete, not reported yet (take_completed_calls looks only here)
-        self._refusal: list[str] = []
+        # The containers most streams never fill start as shared empty ones that cannot be written
+        # to, each replaced by its own on first use: an open stream holds 448 bytes less.
+        self._thoughts: list[_ThoughtBlock] = _NO_LIST
+        self._calls: dict[int, _ToolCallBuffer] = _NO_CALLS  # the three made with the first fragment
+        self._open_calls: list[_ToolCallBuffer] = _NO_LIST  # not complete yet: at most one per provider, usually
+        self._to_report: set[int] = _NO_INDICES  # complete, not reported yet (take_completed_calls looks only here)
+        self._refusal: list[str] = _NO_LIST
         self._finish_reason: FinishReason | None = None
         self._raw_finish_reason: str | None = None
         self._usage: UsageMetadata | None = None
@@ -435,6 +445,10 @@ class StreamAggregator:
          response_id) = chunk
         if fragments:
             calls = self._calls
+            if calls is _NO_CALLS:  # the stream's first fragment
+                calls = self._calls = {}
+                self._open_calls = []
+                self._to_report = set()
             open_calls = self._open_calls
             to_report = self._to_report
             for fragment in fragments:
@@ -469,6 +483,8 @@ class StreamAggregator:
         if response_id and self._response_id is None:  # the first one seen wins
             self._response_id = response_id
         if refusal:
+            if self._refusal is _NO_LIST:
+                self._refusal = []
             self._refusal.append(refusal)
         if text_signature is not None:
             self._text_signature = text_signature
@@ -486,6 +502,8 @@ class StreamAggregator:
             redacted = _ThoughtBlock()
             redacted.signature = redacted_thought
             redacted.closed = True
+            if self._thoughts is _NO_LIST:
+                self._thoughts = []
             self._thoughts.append(redacted)
         if text:
             self._text.append(text)
@@ -523,7 +541,8 @@ class StreamAggregator:
         out: list[tuple[int, FunctionCall]] = []
         # Without all_remaining, only the calls completed since the last look: linear over a stream.
         indices = sorted(self._calls) if all_remaining else sorted(self._to_report)
-        self._to_report.clear()
+        if self._to_report:
+            self._to_report.clear()
         for index in indices:
             buffer = self._calls[index]
             if buffer.reported or not (buffer.complete or all_remaining):
@@ -578,6 +597,8 @@ class StreamAggregator:
         if self._thoughts and not self._thoughts[-1].closed:
             return self._thoughts[-1]
         block = _ThoughtBlock()
+        if self._thoughts is _NO_LIST:
+            self._thoughts = []
         self._thoughts.append(block)
         return block
 

@@ -149,6 +149,11 @@ class SseDecoder:
         pending = self._pending
         if pending:
             data = (pending[0] if len(pending) == 1 else b"".join(pending)) + data
+        events: list[SseEvent] = []
+        if not self._has_data and len(data) + len(self._event) <= self._max_fast:  # (a carried name counts)
+            done = self._run_of_events(data, events)
+            if done:
+                data = data[done:]
         if data.find(b"\r") >= 0:
             if data.endswith(b"\r"):
                 self._skip_lf = True
@@ -169,7 +174,6 @@ class SseDecoder:
         elif pending:
             self._pending = []
             self._pending_len = 0
-        events: list[SseEvent] = []
         if blocks:
             lines = self._lines
             largest = self._max_fast
@@ -194,6 +198,57 @@ class SseDecoder:
         if rest:
             self._lines(rest, events)
         return events
+
+    def _run_of_events(self, data: bytes, events: list[SseEvent]) -> int:
+        """Dispatch the whole events at the start of ``data`` at once when every one has one of the
+        usual shapes, ``data: ...`` or ``event: ...`` then ``data: ...``, all with the same line
+        ends (LF, or CRLF), and nothing else is between them (no comment, no other field, no blank
+        line more); return how many bytes they took (0: none, ``data`` is left to the line by line
+        path). No data line of an earlier read is held (an ``event`` line may be: the first event's
+        lines then begin with its ``data`` line), and ``data`` is within both caps.
+
+        The same events as the line by line path, with one decode and one split per read instead of
+        a dozen calls per event: the line ends and field names are ASCII, so decoding the run at
+        once decodes every value as decoding it alone would, and counting the line ends proves that
+        the separators the split cut at are the only ones there are.
+        """
+        if data.find(b"\r") < 0:
+            cut = data.rfind(b"\n\n")
+            eol = "\n"
+        else:
+            cut = data.rfind(b"\r\n\r\n")
+            eol = "\r\n"
+        if cut <= 0:
+            return 0
+        text = data[:cut].decode("utf-8", "replace")
+        if self._event:  # the first event's name came in an earlier read: its line, written back
+            text = f"event: {self._event}{eol}{text}"
+        last_id, retry = self._last_id, self._retry
+        if text.startswith("data: "):
+            values = text.split(eol + eol + "data: ")
+            ends = 2 * len(values) - 2  # the line ends of the separators, and no other
+            if text.count("\n") != ends or (eol != "\n" and text.count("\r") != ends):
+                return 0
+            values[0] = values[0][6:]
+            events += [_event(SseEvent, ("message", value, last_id, retry)) for value in values]
+        elif text.startswith("event: "):
+            pieces = text.split(eol + eol + "event: ")
+            ends = 3 * len(pieces) - 2  # the separators' and one between the two lines of each event
+            if text.count("\n") != ends or (eol != "\n" and text.count("\r") != ends):
+                return 0
+            pieces[0] = pieces[0][7:]
+            inner = eol + "data: "
+            found: list[SseEvent] = []
+            for piece in pieces:
+                name, between, value = piece.partition(inner)
+                if not between:  # an event without its data line right after the name
+                    return 0
+                found.append(_event(SseEvent, (name or "message", value, last_id, retry)))
+            events += found
+        else:
+            return 0
+        self._event = ""
+        return cut + 2 * len(eol)
 
     def _lines(self, lines: list[bytes], events: list[SseEvent]) -> None:
         """Take complete ``lines`` (no line ends) in order; the events they dispatch go to ``events``."""

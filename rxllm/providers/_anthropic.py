@@ -47,7 +47,7 @@ from .._core.types import (
     Part,
     UsageMetadata,
 )
-from .._models.chunk import Chunk, InBandError, ToolCallFragment, text_chunk
+from .._models.chunk import Chunk, InBandError, ToolCallFragment
 from .._models.sse import SseEvent
 from .._transports.base import HttpRequest
 from ._wire import (
@@ -105,6 +105,7 @@ _DELTA_BLOCK = {
 _KNOWN_BLOCKS = frozenset({_TEXT, _THINKING, _REDACTED, _TOOL_USE})
 
 _USAGE_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens")
+_tuple_new = tuple.__new__
 
 
 def map_anthropic_stop_reason(stop_reason: str) -> FinishReason:
@@ -218,7 +219,12 @@ class AnthropicChunkParser:
                 index = payload.get("index")
                 text = delta.get("text")
                 if type(index) is int and type(text) is str and self._blocks.get(index) == _TEXT:
-                    return text_chunk(text) if text else None
+                    if not text:
+                        return None
+                    # text_chunk(text) without its frame (tests/test_chunk_fast_paths.py)
+                    return _tuple_new(
+                        Chunk, (text, None, (), None, None, None, None, None, None, None, None, None, False, None)
+                    )
             return self._delta(payload)
         if name == "error" or kind == "error":
             return Chunk(error=_in_band_error(payload), end_of_stream=True)

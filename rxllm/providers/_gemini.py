@@ -79,7 +79,7 @@ from .._core.types import (
     UsageMetadata,
 )
 from .._models.aggregation import GENERATED_ID_PREFIX
-from .._models.chunk import Chunk, InBandError, ToolCallFragment, text_chunk
+from .._models.chunk import Chunk, InBandError, ToolCallFragment
 from .._models.sse import SseEvent
 from .._transports.base import HttpRequest
 from ._wire import (
@@ -103,8 +103,8 @@ _FINISH_REASONS: Final = {reason.value: reason for reason in FinishReason}
 _RETRYABLE_STATUSES: Final = frozenset({"RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED"})
 _RETRYABLE_CODES: Final = frozenset({408, 429, 500, 502, 503, 504})
 _MAX_PATH_SEGMENTS: Final = 64
-_TEXT_ONLY: Final = frozenset(("text",))  # the keys of a plain text part
 _MAX_LIST_INDEX: Final = 10_000
+_tuple_new = tuple.__new__
 
 
 # --------------------------------------------------------------------------------------------
@@ -156,26 +156,25 @@ class GeminiChunkParser:
         except (ValueError, TypeError):
             return self._chunk(_wire.decode(event.data, "event"))  # raises the ProtocolError
         if type(payload) is dict and "error" not in payload and "promptFeedback" not in payload:
-            # The hot path, checked inline: one candidate, no finish yet, one plain text part.
-            candidates = payload.get("candidates")
-            if type(candidates) is list and candidates:
-                candidate = candidates[0]
-                if type(candidate) is dict and candidate.get("finishReason") is None:
-                    content = candidate.get("content")
-                    parts = content.get("parts") if type(content) is dict else None
-                    if type(parts) is list and len(parts) == 1:
-                        part = parts[0]
-                        if type(part) is dict and part.keys() == _TEXT_ONLY:
-                            text = part["text"]
-                            model_version = payload.get("modelVersion")
-                            if type(text) is str and text and (model_version is None or type(model_version) is str):
-                                response_id = payload.get("responseId")
-                                return text_chunk(
-                                    text,
-                                    model_version or None,
-                                    response_id if type(response_id) is str else None,
-                                    _usage(payload) if "usageMetadata" in payload else None,
-                                )
+            # The hot path, checked inline: the first candidate, no finish yet, one plain text part.
+            # Each subscript or unpacking stands for a shape check: it fails (and the general path
+            # decides) unless ``candidates`` is a list, its first item and ``content`` are objects,
+            # ``parts`` holds exactly one item and that one is an object with a ``text``.
+            try:
+                candidate = payload["candidates"][0]
+                (part,) = candidate["content"]["parts"]
+                text = part["text"]
+            except (KeyError, TypeError, ValueError, IndexError):
+                return self._chunk(payload)
+            if type(text) is str and text and len(part) == 1 and candidate.get("finishReason") is None:
+                model_version = payload.get("modelVersion")
+                if model_version is None or type(model_version) is str:
+                    m = model_version or None
+                    r = payload.get("responseId")
+                    r = r if type(r) is str else None
+                    u = _usage(payload) if "usageMetadata" in payload else None
+                    # text_chunk(text, m, r, u) without its frame (tests/test_chunk_fast_paths.py)
+                    return _tuple_new(Chunk, (text, None, (), None, u, None, None, None, None, None, None, m, False, r))
         return self._chunk(payload)
 
     def parse_response(self, body: bytes) -> Sequence[Chunk]:

@@ -56,7 +56,7 @@ from .._core.genai_types import FunctionCallingConfigMode
 from .._core.json_codec import loads
 from .._core.schema import output_schema
 from .._core.types import FinishReason, FunctionDeclaration, GenerateContentConfig, LlmRequest, Part, UsageMetadata
-from .._models.chunk import Chunk, InBandError, ToolCallFragment, text_chunk
+from .._models.chunk import Chunk, InBandError, ToolCallFragment
 from .._models.sse import SseEvent
 from .._transports.base import HttpRequest
 from ._wire import (
@@ -89,7 +89,7 @@ _FINISH_REASONS: dict[str, FinishReason] = {
     "content_filter": FinishReason.SAFETY,
 }
 
-_PLAIN_TEXT_DELTA = frozenset({"content", "role"})
+_tuple_new = tuple.__new__
 _RETRYABLE_STATUSES = frozenset({408, 409, 429})
 _RETRYABLE_WORDS = ("server_error", "internal", "overload", "rate_limit", "timeout", "unavailable", "capacity")
 
@@ -268,19 +268,24 @@ class OpenAiChatChunkParser:
                 payload = None
             if type(payload) is not dict:
                 payload = _wire.decode_object(data, "chunk")  # raises the ProtocolError
-            choices = payload.get("choices")
-            if type(choices) is list and len(choices) == 1:  # the hot path, checked inline: a plain text delta
-                choice = choices[0]
-                index = choice.get("index", 0) if type(choice) is dict else None
-                if type(index) is int and index == 0 and choice.get("finish_reason") is None:
-                    delta = choice.get("delta")
-                    if type(delta) is dict and delta.keys() <= _PLAIN_TEXT_DELTA:
-                        content = delta.get("content")
-                        if type(content) is str and payload.get("usage") is None and payload.get("error") is None:
-                            model = payload.get("model")
-                            response_id = payload.get("id")
-                            return text_chunk(content or None, model if type(model) is str else None,
-                                              response_id if type(response_id) is str else None)
+            # The hot path, checked inline: a plain text delta of the one choice. The unpacking and the
+            # subscript stand for shape checks: they fail (and the general path decides) unless
+            # ``choices`` holds exactly one item and that one and its ``delta`` are objects.
+            try:
+                (choice,) = payload["choices"]
+                delta = choice["delta"]
+                content = delta.get("content")
+            except (KeyError, TypeError, ValueError, AttributeError):
+                return self._chunk(payload)
+            index = choice.get("index", 0)
+            if (type(content) is str and type(index) is int and index == 0 and choice.get("finish_reason") is None
+                    and (len(delta) == 1 or (len(delta) == 2 and "role" in delta))  # no key but content and role
+                    and payload.get("usage") is None and payload.get("error") is None):
+                m = payload.get("model")
+                r = payload.get("id")
+                # text_chunk(content or None, m, r) without its frame (tests/test_chunk_fast_paths.py)
+                return _tuple_new(Chunk, (content or None, None, (), None, None, None, None, None, None, None, None,
+                                          m if type(m) is str else None, False, r if type(r) is str else None))
             return self._chunk(payload)
         if kind == "error":
             return Chunk(error=self._error_event(event.data), end_of_stream=True)
