@@ -501,6 +501,95 @@ def _with_call_ids(step: _Step, content: Content | None) -> Content | None:
     return content.model_copy(update={"parts": tuple(parts)})
 
 
+_EVENT_FIELDS = (
+    "id",
+    "invocation_id",
+    "author",
+    "content",
+    "actions",
+    "long_running_tool_ids",
+    "partial",
+    "turn_complete",
+    "error_code",
+    "error_message",
+    "finish_reason",
+    "usage_metadata",
+    "total_usage_metadata",
+    "interrupted",
+    "branch",
+    "timestamp",
+    "custom_metadata",
+    "model_version",
+    "input_transcription",
+    "output_transcription",
+    "go_away",
+    "live_session_resumption_update",
+    "tool_call_cancellation",
+)
+# what Event(...) in _to_event sets: every field but the three with a default factory
+_RESPONSE_EVENT_SET = frozenset(_EVENT_FIELDS) - {"id", "actions", "timestamp"}
+_EVENT_DEFAULTS = tuple(Event.model_fields[name].default_factory for name in ("id", "actions", "timestamp"))
+# the fast path builds exactly what validation would, as long as Event is what it was written for
+_FAST_EVENT = (
+    tuple(Event.model_fields) == _EVENT_FIELDS
+    and not Event.__private_attributes__
+    and not Event.__pydantic_decorators__.model_validators
+    and not Event.__pydantic_decorators__.field_validators
+    and all(callable(factory) for factory in _EVENT_DEFAULTS)
+)
+_set_attribute = object.__setattr__
+
+
+def _response_event(
+    invocation_id: str,
+    author: str,
+    branch: str | None,
+    content: Content | None,
+    long_running: tuple[str, ...] | None,
+    total: Any,
+    response: LlmResponse,
+) -> Event:
+    """``Event(...)`` of :func:`_to_event` without validating again what is validated already: every
+    value is the response's own (a validated ``LlmResponse``, the same field types as ``Event``'s;
+    its one mutable field, ``custom_metadata``, is not shared: the caller validates then) or the
+    context's. The same ``__dict__`` (in field order), fields set, and no extra or private values."""
+    new_id, new_actions, now = _EVENT_DEFAULTS
+    event = Event.__new__(Event)
+    _set_attribute(
+        event,
+        "__dict__",
+        {
+            "id": new_id(),  # type: ignore[misc]
+            "invocation_id": invocation_id,
+            "author": author,
+            "content": content,
+            "actions": new_actions(),  # type: ignore[misc]
+            "long_running_tool_ids": long_running,
+            "partial": response.partial,
+            "turn_complete": response.turn_complete,
+            "error_code": response.error_code,
+            "error_message": response.error_message,
+            "finish_reason": response.finish_reason,
+            "usage_metadata": response.usage_metadata,
+            "total_usage_metadata": total,
+            "interrupted": response.interrupted,
+            "branch": branch,
+            "timestamp": now(),  # type: ignore[misc]
+            "custom_metadata": None,
+            "model_version": response.model_version,
+            "input_transcription": response.input_transcription,
+            "output_transcription": response.output_transcription,
+            "go_away": response.go_away,
+            "live_session_resumption_update": response.live_session_resumption_update,
+            "tool_call_cancellation": response.tool_call_cancellation,
+        },
+    )
+    _set_attribute(event, "__pydantic_fields_set__", set(_RESPONSE_EVENT_SET))
+    _set_attribute(event, "__pydantic_extra__", None)
+    _set_attribute(event, "__pydantic_private__", None)
+    return event
+
+
 def _to_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, response: LlmResponse) -> Event:
     total = None
     if not response.partial:
@@ -518,6 +607,10 @@ def _to_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, response: L
             and getattr(step.tools.get(p.function_call.name), "is_long_running", False)
         )
         long_running = ids or None
+    if _FAST_EVENT and response.custom_metadata is None and type(response) is LlmResponse:
+        return _response_event(
+            ctx.invocation_id, agent.name, ctx.branch, content, long_running, total, response
+        )
     return Event(
         invocation_id=ctx.invocation_id,
         author=agent.name,
