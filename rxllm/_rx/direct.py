@@ -43,6 +43,7 @@ __all__ = [
     "concat_now",
     "defer_now",
     "emit_now",
+    "emitted",
     "fail_now",
     "ignore_items",
     "nothing_now",
@@ -323,6 +324,11 @@ class _Emit(Direct[T]):
 def emit_now(value: T) -> reactivex.Observable[T]:
     """One item, then completion, both delivered during ``subscribe``."""
     return _Emit(value)
+
+
+def emitted(source: reactivex.Observable[T]) -> tuple[T] | None:
+    """``(value,)`` when ``source`` is ``emit_now(value)`` (what subscribing it delivers is known), else None."""
+    return (source.value,) if type(source) is _Emit else None
 
 
 def _complete(observer: rx_abc.ObserverBase[Any], scheduler: rx_abc.SchedulerBase | None = None) -> Any:

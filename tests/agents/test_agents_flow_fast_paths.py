@@ -6,9 +6,17 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
+from reactivex import operators as ops
+
 from rxllm import Content, FinishReason, FunctionCall, LlmResponse, Part, UsageMetadata
-from rxllm.agents import Event
+from rxllm._rx.direct import emitted
+from rxllm.agents import Event, FunctionTool, InMemoryRunner, LlmAgent
 from rxllm.agents._flows import flow
+from rxllm.testing import ScriptedLlm
+
+from .support import user_message
+from .test_agents_adk_request_tools import Listing
+from .test_agents_adk_tool_surface import call_turn, text_turn
 
 
 def _slow(response: LlmResponse, total: UsageMetadata | None, long_running: tuple[str, ...] | None) -> Event:
@@ -105,3 +113,97 @@ def test_custom_metadata_is_copied_as_validation_copies_it() -> None:
     event = flow._to_event(Agent(), Ctx(), step, response)  # type: ignore[arg-type]
     assert event.custom_metadata == response.custom_metadata
     assert event.custom_metadata is not response.custom_metadata
+
+
+def _names(request: Any) -> list[list[str]]:
+    return [[d.name for d in tool.function_declarations or ()] for tool in request.config.tools or ()]
+
+
+def get_order(order_id: str) -> dict[str, str]:
+    """Look an order up."""
+    return {"order_id": order_id, "status": "shipped"}
+
+
+def _run(agent: Any) -> list[Event]:
+    runner = InMemoryRunner(agent)
+    runner.session_service.create_session(runner.app_name, "u1", session_id="s1").run()
+    events: list[Event] = runner.run_async("u1", "s1", user_message("hi")).pipe(ops.to_list()).run()
+    return events
+
+
+def test_an_agent_without_toolsets_hands_out_the_same_groups_every_step() -> None:
+    agent = LlmAgent("a", ScriptedLlm([]), tools=[get_order])
+    assert agent.canonical_tool_groups() is agent.canonical_tool_groups()
+    listed = LlmAgent("b", ScriptedLlm([]), tools=[get_order, Listing(FunctionTool(get_order))])
+    assert listed.canonical_tool_groups() is not listed.canonical_tool_groups()
+
+
+def test_the_tools_of_two_steps_are_the_same_and_still_run() -> None:
+    model = ScriptedLlm([call_turn("get_order", '{"order_id": "A17"}'), text_turn("shipped")])
+    events = _run(LlmAgent("a", model, tools=[get_order]))
+    assert [_names(request) for request, _ in model.requests] == [[["get_order"]], [["get_order"]]]
+    assert events[-1].text() == "shipped"
+    assert any(r.response == {"order_id": "A17", "status": "shipped"} for e in events for r in e.function_responses())
+
+
+def test_a_toolset_listing_other_tools_each_step_is_read_again_each_step() -> None:
+    def refund(order_id: str) -> dict[str, str]:
+        """Refund an order."""
+        return {"refunded": order_id}
+
+    toolset = Listing(FunctionTool(get_order))
+    model = ScriptedLlm([call_turn("get_order", '{"order_id": "A17"}'), text_turn("done")])
+    original = model.generate_content
+
+    def generate(request: Any, stream: bool = False) -> Any:
+        toolset._tool = FunctionTool(refund)  # what the next step lists
+        return original(request, stream)
+
+    model.generate_content = generate  # type: ignore[method-assign]
+    _run(LlmAgent("a", model, tools=[toolset]))
+    assert [_names(request) for request, _ in model.requests] == [[["get_order"]], [["refund"]]]
+
+
+def test_the_kept_step_tools_follow_the_agents_transfer_targets() -> None:
+    agent = LlmAgent("helper", ScriptedLlm([]), description="Helps.", tools=[get_order])
+    groups = emitted(agent.canonical_tool_groups())
+    assert groups is not None
+    first = flow._step_tools(agent, groups[0], static=True)
+    assert flow._step_tools(agent, groups[0], static=True) is first
+    assert [t.name for t in first.request_tools] == ["get_order"]
+    LlmAgent("boss", ScriptedLlm([]), description="Boss.", sub_agents=[agent])  # a parent, after a first step
+    then = flow._step_tools(agent, groups[0], static=True)
+    assert then is not first and [t.name for t in then.request_tools] == ["transfer_to_agent", "get_order"]
+    assert flow._step_tools(agent, groups[0], static=False) is not then  # (not kept: built each time)
+
+
+def test_disposing_the_run_disposes_the_model_call_of_a_step_with_static_tools() -> None:
+    import reactivex
+    from reactivex.disposable import Disposable
+
+    from rxllm import BaseLlm
+    from rxllm.aio import AwaitableObservable
+
+    disposed: list[bool] = []
+    seen: list[Any] = []
+
+    class Hanging(BaseLlm):
+        def generate_content(self, llm_request: Any, stream: bool = False) -> Any:
+            def subscribe(observer: Any, scheduler: Any = None) -> Any:
+                observer.on_next(
+                    LlmResponse(content=Content(role="model", parts=(Part.from_text("so"),)), partial=True)
+                )
+                return Disposable(lambda: disposed.append(True))  # and never completes
+
+            return AwaitableObservable(reactivex.create(subscribe))
+
+    runner = InMemoryRunner(LlmAgent("a", Hanging(model="hanging"), tools=[get_order]))
+    runner.session_service.create_session(runner.app_name, "u1", session_id="s1").run()
+    from rxllm.agents import RunConfig, StreamingMode
+
+    subscription = runner.run_async(
+        "u1", "s1", user_message("hi"), RunConfig(streaming_mode=StreamingMode.SSE)
+    ).subscribe(seen.append)
+    assert [e.text() for e in seen if e.partial] == ["so"] and disposed == []
+    subscription.dispose()
+    assert disposed == [True]
