@@ -43,7 +43,7 @@ from reactivex.scheduler.eventloop import AsyncIOScheduler
 from .._core.errors import EmptyStreamError, EventLoopError
 from . import blocking
 from .buffer import DEFAULT_MAX_BUFFER, END, WAIT, StreamBuffer, check_max_buffer
-from .direct import lazy_lock
+from .direct import lazy_lock, register_wrapper
 
 __all__ = [
     "AwaitableObservable",
@@ -611,6 +611,9 @@ class AwaitableObservable(reactivex.Observable[T_co]):
         return cast(AsyncIterator[T_co], iterate(self))
 
 
+register_wrapper(AwaitableObservable)  # rxllm's operators subscribe its source directly (no loop to hand to)
+
+
 def _awaiting_loop(scheduler: rx_abc.SchedulerBase | None) -> asyncio.AbstractEventLoop | None:
     """The loop of ``scheduler`` when it is an ``AsyncIOScheduler`` of the loop running here."""
     if not isinstance(scheduler, AsyncIOScheduler):
@@ -694,3 +697,5 @@ class MaybeObservable(AwaitableObservable[T_co]):
         """``await obs``: the item, or ``None`` for an empty stream."""
         return last(self, None).__await__()
 
+
+register_wrapper(MaybeObservable)

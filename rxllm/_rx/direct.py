@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 
 import reactivex
 from reactivex import abc as rx_abc
+from reactivex.scheduler.eventloop import AsyncIOScheduler
 
 __all__ = [
     "Direct",
@@ -42,10 +43,12 @@ __all__ = [
     "concat_now",
     "defer_now",
     "emit_now",
+    "emitted",
     "fail_now",
     "ignore_items",
     "nothing_now",
     "on_dispose",
+    "register_wrapper",
     "tap_next",
     "then_now",
 ]
@@ -250,6 +253,26 @@ class Direct(reactivex.Observable[T]):
         return self.subscribe(observer, scheduler=scheduler)
 
 
+_WRAPPERS: set[type[Any]] = set()
+
+
+def register_wrapper(kind: type[Any]) -> None:
+    """Declare ``kind`` (exactly that type) a wrapper these operators may look through: its
+    ``subscribe`` subscribes its ``_source`` with the same arguments whenever the scheduler is not
+    an ``AsyncIOScheduler`` (``rxllm._rx.aio.AwaitableObservable``)."""
+    _WRAPPERS.add(kind)
+
+
+def _inner(source: reactivex.Observable[T], scheduler: rx_abc.SchedulerBase | None) -> reactivex.Observable[T]:
+    """``source``, or what subscribing it would subscribe with ``scheduler`` (:func:`register_wrapper`):
+    a wrapped :class:`Direct` then gets the subscriber's sink itself (:func:`_forward`)."""
+    while type(source) in _WRAPPERS:
+        if scheduler is not None and isinstance(scheduler, AsyncIOScheduler):
+            return source
+        source = source._source  # type: ignore[attr-defined]
+    return source
+
+
 def _forward(
     source: reactivex.Observable[T], observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None
 ) -> rx_abc.DisposableBase:
@@ -263,6 +286,8 @@ def _forward(
     exception raised while subscribing is delivered as ``on_error`` (raised again when the
     source had already ended, dropped when the sink had ended before).
     """
+    if type(source) in _WRAPPERS:
+        source = _inner(source, scheduler)
     if type(observer) is not _Sink or type(source).subscribe is not Direct.subscribe:
         return source.subscribe(observer, scheduler=scheduler)
     sink: _Sink[T] = observer
@@ -299,6 +324,11 @@ class _Emit(Direct[T]):
 def emit_now(value: T) -> reactivex.Observable[T]:
     """One item, then completion, both delivered during ``subscribe``."""
     return _Emit(value)
+
+
+def emitted(source: reactivex.Observable[T]) -> tuple[T] | None:
+    """``(value,)`` when ``source`` is ``emit_now(value)`` (what subscribing it delivers is known), else None."""
+    return (source.value,) if type(source) is _Emit else None
 
 
 def _complete(observer: rx_abc.ObserverBase[Any], scheduler: rx_abc.SchedulerBase | None = None) -> Any:
@@ -387,6 +417,8 @@ class _FirstThen(rx_abc.DisposableBase):
 
     def start(self, first: reactivex.Observable[Any], on_item: Callable[[Any], None]) -> _FirstThen:
         # ``first`` may complete (and ``follow`` start) before this assignment: separate slots
+        if type(first) in _WRAPPERS:
+            first = _inner(first, self._scheduler)
         subscription = first.subscribe(on_item, self._observer.on_error, self.on_completed, scheduler=self._scheduler)
         if self._disposed:
             subscription.dispose()
@@ -484,7 +516,8 @@ def tap_next(source: reactivex.Observable[T], action: Callable[[T], None]) -> re
                 return
             observer.on_next(value)
 
-        return source.subscribe(on_next, observer.on_error, observer.on_completed, scheduler=scheduler)
+        inner = _inner(source, scheduler)
+        return inner.subscribe(on_next, observer.on_error, observer.on_completed, scheduler=scheduler)
 
     return Direct(subscribe)
 
@@ -495,7 +528,8 @@ def ignore_items(source: reactivex.Observable[Any]) -> reactivex.Observable[T]:
     def subscribe(
         observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
-        return source.subscribe(_ignore, observer.on_error, observer.on_completed, scheduler=scheduler)
+        inner = _inner(source, scheduler)
+        return inner.subscribe(_ignore, observer.on_error, observer.on_completed, scheduler=scheduler)
 
     return Direct(subscribe)
 
@@ -580,6 +614,8 @@ class _Serial:
                 observer.on_next(source.value)
                 source = self._next()
                 continue
+            if type(source) in _WRAPPERS:
+                source = _inner(source, self._scheduler)
             done = [False, False]  # completed; subscribe returned
 
             def on_completed(done: list[bool] = done) -> None:
@@ -647,7 +683,7 @@ def concat_map_now(
                 return
             serial.push(projected)
 
-        outer.set(source.subscribe(on_next, observer.on_error, serial.end, scheduler=scheduler))
+        outer.set(_inner(source, scheduler).subscribe(on_next, observer.on_error, serial.end, scheduler=scheduler))
 
         def dispose() -> None:
             outer.dispose()

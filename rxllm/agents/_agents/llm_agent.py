@@ -244,7 +244,17 @@ class LlmAgent(BaseAgent):
     def canonical_tool_groups(self, readonly_context: Any = None) -> reactivex.Observable[tuple[ToolGroup, ...]]:
         """:meth:`canonical_tools` with where each came from: ``(tool, (tool,))`` or ``(toolset, its tools)``
         for each entry of :attr:`tools_union`, in order (the flow calls ``process_llm_request`` so)."""
-        return expand_tool_groups(self._tools_union, f"LlmAgent {self.name!r}", readonly_context)
+        union = self._tools_union
+        static: tuple[object, reactivex.Observable[tuple[ToolGroup, ...]]] | None = getattr(
+            self, "_static_groups", None
+        )  # (a subclass may skip __init__)
+        if static is not None and static[0] is union:
+            return static[1]
+        groups = expand_tool_groups(union, f"LlmAgent {self.name!r}", readonly_context)
+        if not any(isinstance(entry, BaseToolset) for entry in union):
+            # no toolset: the same groups every step, emitted during subscribe (one Observable kept)
+            self._static_groups = (union, groups)
+        return groups
 
     @property
     def generate_content_config(self) -> GenerateContentConfig:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import Any, TypeVar, cast
@@ -51,6 +52,7 @@ from ..._rx.direct import (
     concat_map_now,
     concat_now,
     emit_now,
+    emitted,
     fail_now,
     ignore_items,
     nothing_now,
@@ -101,7 +103,7 @@ T = TypeVar("T")
 class _Step:
     """What one step has seen so far (touched only in the step's serialized Rx callbacks)."""
 
-    __slots__ = ("call_ids", "last_event", "state", "structured", "tools")
+    __slots__ = ("call_ids", "last_event", "state", "static_tools", "structured", "tools")
 
     def __init__(self) -> None:
         self.last_event: Event | None = None
@@ -109,11 +111,47 @@ class _Step:
         self.call_ids: dict[tuple[int, str], str] = {}
         self.tools: Mapping[str, BaseTool] = {}
         self.structured: dict[str, Any] | None = None  # the arguments of a successful set_model_response call
+        self.static_tools = False  # the step's tool groups were known without a subscription (no toolset)
 
 
 @functools.lru_cache(maxsize=64)
 def _set_model_response_tool(schema: type[BaseModel]) -> SetModelResponseTool:
     return SetModelResponseTool(schema)
+
+
+class _StepTools:
+    """What a step derives from its tool groups (the tools, who edits the request, the request's
+    tools by name): kept per agent for the last groups it had, reused while the agent's
+    ``canonical_tool_groups`` emits the very same groups (static tools) and its transfer targets
+    are the same agents."""
+
+    __slots__ = ("by_name", "edits", "groups", "request_tools", "targets", "tools")
+
+    def __init__(self, agent: FlowAgent, groups: tuple[ToolGroup, ...], targets: list[BaseAgent]) -> None:
+        self.groups = groups
+        self.targets = targets
+        self.tools = group_tools(groups)
+        self.edits = edits_requests(groups)
+        self.request_tools = _request_tools(agent, targets, self.tools)
+        self.by_name: Mapping[str, BaseTool] = {tool.name: tool for tool in self.request_tools}
+
+
+_STEP_TOOLS: weakref.WeakKeyDictionary[Any, _StepTools] = weakref.WeakKeyDictionary()
+
+
+def _step_tools(agent: FlowAgent, groups: tuple[ToolGroup, ...], *, static: bool) -> _StepTools:
+    targets = transfer_targets(agent)
+    if not static:
+        return _StepTools(agent, groups, targets)
+    found = _STEP_TOOLS.get(agent)
+    if (
+        found is None
+        or found.groups is not groups
+        or len(found.targets) != len(targets)
+        or any(a is not b for a, b in zip(found.targets, targets, strict=True))
+    ):
+        found = _STEP_TOOLS[agent] = _StepTools(agent, groups, targets)
+    return found
 
 
 def _answers_through_tool(agent: FlowAgent, tools: tuple[BaseTool, ...]) -> bool:
@@ -235,11 +273,10 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
     def model_step(
         session: Session, groups: tuple[ToolGroup, ...], readonly: ReadonlyContext
     ) -> reactivex.Observable[Event]:
-        tools = group_tools(groups)
+        found = _step_tools(agent, groups, static=step.static_tools)
         callback_ctx = _callback_context(agent, ctx, step)
-        targets = transfer_targets(agent)
-        step.tools = {tool.name: tool for tool in _request_tools(agent, targets, tools)}
-        request = build_request(agent, ctx, session, readonly, tools)
+        step.tools = found.by_name
+        request = _build_request(agent, ctx, session, readonly, found.tools, found.targets, found.request_tools)
 
         def handle_response(response: LlmResponse) -> reactivex.Observable[Event]:
             return _handle_event(agent, ctx, step, _to_event(agent, ctx, step, response))
@@ -248,7 +285,7 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
             responses = within(ctx.telemetry_context, _call_model(agent, ctx, callback_ctx, processed))
             return concat_map_now(responses, handle_response)
 
-        if not edits_requests(groups):
+        if not found.edits:
             return call(request)
         tool_ctx = ToolContext(ctx, step.state, None)  # the tools edit the request (ADK's processLlmRequest)
         owner, loop = _owner(agent), ctx.tool_runtime.loop
@@ -297,6 +334,10 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
         step.state = State(session.state)  # toolsets are expanded before every model call (ADK's canonicalTools)
         readonly = ReadonlyContext(ctx, step.state)  # the step's view: its toolsets' and its instructions'
         groups = agent.canonical_tool_groups(readonly)
+        known = emitted(groups)
+        if known is not None:  # known now (no toolset): nothing to subscribe to for them
+            step.static_tools = True
+            return resume_then_model_step(session, known[0], readonly)
         return collect_then(groups, lambda found: resume_then_model_step(session, found[-1], readonly))
 
     return ctx._with_session_now(with_session)
@@ -455,9 +496,23 @@ def build_request(
     schema; with tools it declares ``set_model_response`` instead (``.output_schema``).
     ``tools`` are the step's tools (``agent.canonical_tools()``); the agent's own tools when None.
     """
+    own_tools = agent.tools if tools is None else tools
+    targets = transfer_targets(agent)
+    return _build_request(agent, ctx, session, readonly, own_tools, targets, _request_tools(agent, targets, own_tools))
+
+
+def _build_request(
+    agent: FlowAgent,
+    ctx: InvocationContext,
+    session: Session,
+    readonly: ReadonlyContext,
+    own_tools: tuple[BaseTool, ...],
+    targets: list[BaseAgent],
+    request_tools: tuple[BaseTool, ...],
+) -> LlmRequest:
+    """:func:`build_request` with the step's tools, transfer targets and request tools (``_request_tools``)."""
     root = agent.root_agent
     artifacts = artifact_loader(ctx.artifact_service, session)
-    own_tools = agent.tools if tools is None else tools
     texts = []
     if _answers_through_tool(agent, own_tools):
         texts.append(SET_MODEL_RESPONSE_INSTRUCTION)
@@ -465,10 +520,8 @@ def build_request(
         texts.append(_instruction_text(agent, root.global_instruction, readonly, artifacts))
     texts.append(_instruction_text(agent, agent.instruction, readonly, artifacts))
     texts.append(identity_instruction(agent.name, agent.description))
-    targets = transfer_targets(agent)
     if targets:
         texts.append(transfer_instruction(agent, targets))
-    request_tools = _request_tools(agent, targets, own_tools)
     text = "\n\n".join(t for t in texts if t)
     # request_contents with safe_content on each (a stored value JSON cannot carry must not break the
     # session), built incrementally from what the previous call of this session saw
@@ -501,6 +554,98 @@ def _with_call_ids(step: _Step, content: Content | None) -> Content | None:
     return content.model_copy(update={"parts": tuple(parts)})
 
 
+_EVENT_FIELDS = (
+    "id",
+    "invocation_id",
+    "author",
+    "content",
+    "actions",
+    "long_running_tool_ids",
+    "partial",
+    "turn_complete",
+    "error_code",
+    "error_message",
+    "finish_reason",
+    "usage_metadata",
+    "total_usage_metadata",
+    "interrupted",
+    "branch",
+    "timestamp",
+    "custom_metadata",
+    "model_version",
+    "input_transcription",
+    "output_transcription",
+    "go_away",
+    "live_session_resumption_update",
+    "tool_call_cancellation",
+)
+# what Event(...) in _to_event sets: every field but the three with a default factory
+_RESPONSE_EVENT_SET = frozenset(_EVENT_FIELDS) - {"id", "actions", "timestamp"}
+_EVENT_DEFAULTS = cast(
+    "tuple[Callable[[], Any], ...]",
+    tuple(Event.model_fields[name].default_factory for name in ("id", "actions", "timestamp")),
+)
+# the fast path builds exactly what validation would, as long as Event is what it was written for
+_FAST_EVENT = (
+    tuple(Event.model_fields) == _EVENT_FIELDS
+    and not Event.__private_attributes__
+    and not Event.__pydantic_decorators__.model_validators
+    and not Event.__pydantic_decorators__.field_validators
+    and all(callable(factory) for factory in _EVENT_DEFAULTS)
+)
+_set_attribute = object.__setattr__
+
+
+def _response_event(
+    invocation_id: str,
+    author: str,
+    branch: str | None,
+    content: Content | None,
+    long_running: tuple[str, ...] | None,
+    total: Any,
+    response: LlmResponse,
+) -> Event:
+    """``Event(...)`` of :func:`_to_event` without validating again what is validated already: every
+    value is the response's own (a validated ``LlmResponse``, the same field types as ``Event``'s;
+    its one mutable field, ``custom_metadata``, is not shared: the caller validates then) or the
+    context's. The same ``__dict__`` (in field order), fields set, and no extra or private values."""
+    new_id, new_actions, now = _EVENT_DEFAULTS
+    event = Event.__new__(Event)
+    _set_attribute(
+        event,
+        "__dict__",
+        {
+            "id": new_id(),
+            "invocation_id": invocation_id,
+            "author": author,
+            "content": content,
+            "actions": new_actions(),
+            "long_running_tool_ids": long_running,
+            "partial": response.partial,
+            "turn_complete": response.turn_complete,
+            "error_code": response.error_code,
+            "error_message": response.error_message,
+            "finish_reason": response.finish_reason,
+            "usage_metadata": response.usage_metadata,
+            "total_usage_metadata": total,
+            "interrupted": response.interrupted,
+            "branch": branch,
+            "timestamp": now(),
+            "custom_metadata": None,
+            "model_version": response.model_version,
+            "input_transcription": response.input_transcription,
+            "output_transcription": response.output_transcription,
+            "go_away": response.go_away,
+            "live_session_resumption_update": response.live_session_resumption_update,
+            "tool_call_cancellation": response.tool_call_cancellation,
+        },
+    )
+    _set_attribute(event, "__pydantic_fields_set__", set(_RESPONSE_EVENT_SET))
+    _set_attribute(event, "__pydantic_extra__", None)
+    _set_attribute(event, "__pydantic_private__", None)
+    return event
+
+
 def _to_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, response: LlmResponse) -> Event:
     total = None
     if not response.partial:
@@ -518,6 +663,10 @@ def _to_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, response: L
             and getattr(step.tools.get(p.function_call.name), "is_long_running", False)
         )
         long_running = ids or None
+    if _FAST_EVENT and response.custom_metadata is None and type(response) is LlmResponse:
+        return _response_event(
+            ctx.invocation_id, agent.name, ctx.branch, content, long_running, total, response
+        )
     return Event(
         invocation_id=ctx.invocation_id,
         author=agent.name,
