@@ -140,7 +140,6 @@ class _StepTools:
     __slots__ = (
         "by_name",
         "config",
-        "config_key",
         "declarations",
         "edits",
         "groups",
@@ -163,19 +162,19 @@ class _StepTools:
             for tool in self.request_tools
         ):
             self.declarations = tool_declarations(self.request_tools)
-        # the last request config built from them: (base config, system instruction) -> config
-        self.config_key: tuple[GenerateContentConfig, str | None] | None = None
-        self.config: GenerateContentConfig | None = None
+        # the last request config built from them, as (base config, system instruction, config): one
+        # tuple, read and replaced whole (runs of the agent on other threads share it)
+        self.config: tuple[GenerateContentConfig, str | None, GenerateContentConfig] | None = None
 
     def request_config(self, base: GenerateContentConfig, text: str | None) -> GenerateContentConfig:
         """``request_config(base, text, tool_declarations(self.request_tools))``, reused while nothing changed."""
         if self.declarations is None:
             return request_config(base, text, tool_declarations(self.request_tools))
-        key = self.config_key
-        if key is not None and key[0] is base and key[1] == text and self.config is not None:
-            return self.config
+        last = self.config
+        if last is not None and last[0] is base and last[1] == text:
+            return last[2]
         config = request_config(base, text, self.declarations)
-        self.config_key, self.config = (base, text), config
+        self.config = (base, text, config)
         return config
 
 
