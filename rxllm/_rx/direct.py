@@ -543,8 +543,18 @@ class _Serial:
     observer when the sources ran out and the last one completed; a source's error is passed on.
     """
 
-    __slots__ = ("_active", "_completed", "_disposed", "_ended", "_lock", "_observer", "_pull", "_queue",
-                 "_scheduler", "_subscription")
+    __slots__ = (
+        "_active",
+        "_completed",
+        "_disposed",
+        "_ended",
+        "_lock",
+        "_observer",
+        "_pull",
+        "_queue",
+        "_scheduler",
+        "_subscription",
+    )
 
     def __init__(
         self,

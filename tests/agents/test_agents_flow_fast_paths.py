@@ -9,7 +9,7 @@ from typing import Any
 from reactivex import operators as ops
 
 from rxllm import Content, FinishReason, FunctionCall, LlmResponse, Part, UsageMetadata
-from rxllm._rx.direct import emitted
+from rxllm._rx.direct import emit_now, emitted
 from rxllm.agents import Event, FunctionTool, InMemoryRunner, LlmAgent
 from rxllm.agents._flows import flow
 from rxllm.testing import ScriptedLlm
@@ -207,3 +207,43 @@ def test_disposing_the_run_disposes_the_model_call_of_a_step_with_static_tools()
     assert [e.text() for e in seen if e.partial] == ["so"] and disposed == []
     subscription.dispose()
     assert disposed == [True]
+
+
+def test_the_kept_config_follows_the_instruction_and_a_tool_declaring_anew_each_step() -> None:
+    from rxllm import FunctionDeclaration
+    from rxllm.agents import BaseTool
+
+    class Counting(BaseTool):
+        """Declares a new description every time it is asked (not what construction fixed)."""
+
+        def __init__(self) -> None:
+            super().__init__(name="counting", description="counts")
+            self.asked = 0
+
+        def declaration(self) -> Any:
+            self.asked += 1
+            return FunctionDeclaration(name=self.name, description=f"asked {self.asked}")
+
+        def run(self, args: dict[str, Any], tool_context: Any) -> Any:
+            return emit_now({"ok": True})
+
+    agent = LlmAgent("a", ScriptedLlm([]), tools=[get_order])
+    groups = emitted(agent.canonical_tool_groups())
+    assert groups is not None
+    kept = flow._step_tools(agent, groups[0], static=True)
+    base = agent.generate_content_config
+    one = kept.request_config(base, "Be brief.")
+    assert kept.request_config(base, "Be brief.") is one
+    other = kept.request_config(base, "Be long.")
+    assert other is not one and other.system_instruction.parts[0].text == "Be long."  # type: ignore[union-attr]
+    assert other.tools == one.tools and [d.name for d in one.tools[0].function_declarations] == ["get_order"]  # type: ignore[index, union-attr]
+
+    counting = Counting()
+    dynamic = LlmAgent("b", ScriptedLlm([]), tools=[counting])
+    groups = emitted(dynamic.canonical_tool_groups())
+    assert groups is not None
+    kept = flow._step_tools(dynamic, groups[0], static=True)
+    first = kept.request_config(dynamic.generate_content_config, "x")
+    second = kept.request_config(dynamic.generate_content_config, "x")
+    descriptions = [c.tools[0].function_declarations[0].description for c in (first, second)]  # type: ignore[index]
+    assert descriptions == ["asked 1", "asked 2"]

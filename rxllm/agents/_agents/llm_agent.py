@@ -231,9 +231,7 @@ class LlmAgent(BaseAgent):
         """The tools and toolsets in the order given (ADK Java's ``toolsUnion``), callables wrapped."""
         return self._tools_union
 
-    def canonical_tools(
-        self, readonly_context: Any = None
-    ) -> reactivex.Observable[tuple[BaseTool, ...]]:
+    def canonical_tools(self, readonly_context: Any = None) -> reactivex.Observable[tuple[BaseTool, ...]]:
         """The agent's tools with each toolset's tools in its place, as one tuple (ADK Java's ``canonicalTools``).
 
         Emitted during subscribe when the agent has no toolsets; a toolset whose listing fails is

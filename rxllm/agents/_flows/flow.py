@@ -45,7 +45,16 @@ from reactivex import operators as ops
 from reactivex.disposable import Disposable, SerialDisposable
 
 from ..._core.errors import ConfigurationError, RxLlmError, ToolError
-from ..._core.types import Content, FunctionCall, FunctionResponse, LlmRequest, LlmResponse, Part
+from ..._core.types import (
+    Content,
+    FunctionCall,
+    FunctionResponse,
+    GenerateContentConfig,
+    LlmRequest,
+    LlmResponse,
+    Part,
+    Tool,
+)
 from ..._models.aggregation import generate_function_call_id
 from ..._rx.direct import (
     collect_then,
@@ -62,7 +71,9 @@ from ..._rx.direct import (
 from ..._telemetry.otel import TracedScope, traced, usage_attributes, within
 from ..._tools import (
     BaseTool,
+    BuiltInTool,
     CallbackContext,
+    FunctionTool,
     ReadonlyContext,
     ToolCallOutcome,
     ToolConfirmation,
@@ -100,6 +111,7 @@ logger = logging.getLogger("rxllm.agents")
 
 T = TypeVar("T")
 
+
 class _Step:
     """What one step has seen so far (touched only in the step's serialized Rx callbacks)."""
 
@@ -125,7 +137,16 @@ class _StepTools:
     ``canonical_tool_groups`` emits the very same groups (static tools) and its transfer targets
     are the same agents."""
 
-    __slots__ = ("by_name", "edits", "groups", "request_tools", "targets", "tools")
+    __slots__ = (
+        "by_name",
+        "config",
+        "declarations",
+        "edits",
+        "groups",
+        "request_tools",
+        "targets",
+        "tools",
+    )
 
     def __init__(self, agent: FlowAgent, groups: tuple[ToolGroup, ...], targets: list[BaseAgent]) -> None:
         self.groups = groups
@@ -134,6 +155,27 @@ class _StepTools:
         self.edits = edits_requests(groups)
         self.request_tools = _request_tools(agent, targets, self.tools)
         self.by_name: Mapping[str, BaseTool] = {tool.name: tool for tool in self.request_tools}
+        # the declarations, when every tool declares what its construction fixed (FunctionTool's own)
+        self.declarations: tuple[Tool, ...] | None = None
+        if all(
+            not isinstance(tool, BuiltInTool) and type(tool).declaration is FunctionTool.declaration
+            for tool in self.request_tools
+        ):
+            self.declarations = tool_declarations(self.request_tools)
+        # the last request config built from them, as (base config, system instruction, config): one
+        # tuple, read and replaced whole (runs of the agent on other threads share it)
+        self.config: tuple[GenerateContentConfig, str | None, GenerateContentConfig] | None = None
+
+    def request_config(self, base: GenerateContentConfig, text: str | None) -> GenerateContentConfig:
+        """``request_config(base, text, tool_declarations(self.request_tools))``, reused while nothing changed."""
+        if self.declarations is None:
+            return request_config(base, text, tool_declarations(self.request_tools))
+        last = self.config
+        if last is not None and last[0] is base and last[1] == text:
+            return last[2]
+        config = request_config(base, text, self.declarations)
+        self.config = (base, text, config)
+        return config
 
 
 _STEP_TOOLS: weakref.WeakKeyDictionary[Any, _StepTools] = weakref.WeakKeyDictionary()
@@ -276,7 +318,7 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
         found = _step_tools(agent, groups, static=step.static_tools)
         callback_ctx = _callback_context(agent, ctx, step)
         step.tools = found.by_name
-        request = _build_request(agent, ctx, session, readonly, found.tools, found.targets, found.request_tools)
+        request = _build_request(agent, ctx, session, readonly, found.tools, found.targets, found.request_tools, found)
 
         def handle_response(response: LlmResponse) -> reactivex.Observable[Event]:
             return _handle_event(agent, ctx, step, _to_event(agent, ctx, step, response))
@@ -498,7 +540,8 @@ def build_request(
     """
     own_tools = agent.tools if tools is None else tools
     targets = transfer_targets(agent)
-    return _build_request(agent, ctx, session, readonly, own_tools, targets, _request_tools(agent, targets, own_tools))
+    request_tools = _request_tools(agent, targets, own_tools)
+    return _build_request(agent, ctx, session, readonly, own_tools, targets, request_tools, None)
 
 
 def _build_request(
@@ -509,8 +552,10 @@ def _build_request(
     own_tools: tuple[BaseTool, ...],
     targets: list[BaseAgent],
     request_tools: tuple[BaseTool, ...],
+    kept: _StepTools | None,
 ) -> LlmRequest:
-    """:func:`build_request` with the step's tools, transfer targets and request tools (``_request_tools``)."""
+    """:func:`build_request` with the step's tools, transfer targets and request tools (``_request_tools``);
+    ``kept`` (their :class:`_StepTools`, when the step has one) builds the config."""
     root = agent.root_agent
     artifacts = artifact_loader(ctx.artifact_service, session)
     texts = []
@@ -528,7 +573,10 @@ def _build_request(
     contents = session_request_contents(
         session, agent_name=agent.name, branch=ctx.branch, include_contents=agent.include_contents
     )
-    config = request_config(agent.generate_content_config, text or None, tool_declarations(request_tools))
+    if kept is not None:
+        config = kept.request_config(agent.generate_content_config, text or None)
+    else:
+        config = request_config(agent.generate_content_config, text or None, tool_declarations(request_tools))
     if agent.output_schema is not None and not _answers_through_tool(agent, own_tools):
         config = config.model_copy(update=output_schema_config(agent.output_schema))
     return LlmRequest(contents=contents, config=config)
@@ -536,7 +584,12 @@ def _build_request(
 
 def _with_call_ids(step: _Step, content: Content | None) -> Content | None:
     """Give function calls without an id one, the same for the same call of a partial and its final."""
-    if content is None or all(p.function_call is None or p.function_call.id for p in content.parts):
+    if content is None:
+        return content
+    for part in content.parts:  # (a loop, not all(...): this runs for every response)
+        if part.function_call is not None and not part.function_call.id:
+            break
+    else:
         return content
     parts: list[Part] = []
     position = 0
@@ -664,9 +717,7 @@ def _to_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, response: L
         )
         long_running = ids or None
     if _FAST_EVENT and response.custom_metadata is None and type(response) is LlmResponse:
-        return _response_event(
-            ctx.invocation_id, agent.name, ctx.branch, content, long_running, total, response
-        )
+        return _response_event(ctx.invocation_id, agent.name, ctx.branch, content, long_running, total, response)
     return Event(
         invocation_id=ctx.invocation_id,
         author=agent.name,
@@ -941,9 +992,7 @@ def _run_live(agent: FlowAgent, ctx: InvocationContext) -> reactivex.Observable[
     """
     queue = ctx.live_request_queue
     if queue is None:
-        return fail_now(
-            ConfigurationError("a BIDI (live) run reads a LiveRequestQueue: start it with Runner.run_live")
-        )
+        return fail_now(ConfigurationError("a BIDI (live) run reads a LiveRequestQueue: start it with Runner.run_live"))
     step = _Step()
 
     def connect_with(request: LlmRequest) -> reactivex.Observable[Event]:
