@@ -1,7 +1,8 @@
 """The per-event fast paths give exactly what the general paths give.
 
-Each parser checks the common shape of a text event inline (one ``type`` test per field) and
-builds its chunk with :func:`rxllm._models.chunk.text_chunk`; anything else takes the general path. Here
+Each parser checks the common shape of a text event inline (subscripts and ``type`` tests) and
+builds its chunk as :func:`rxllm._models.chunk.text_chunk` would, by position; anything else takes
+the general path. Here
 every fast-shaped event and its near misses go through both, and must agree: the same chunk, or
 the same :class:`~rxllm.ProtocolError`. For OpenAI the tests also see which path ran: a fast-shaped
 event must not reach the general path, and a near miss must.
