@@ -318,3 +318,20 @@ def test_accept_one_is_accept_without_the_list() -> None:
         partial = single.accept_one(chunk)
         assert listed.accept(chunk) == ([] if partial is None else [partial])
     assert listed.finish() == single.finish()
+
+
+@pytest.mark.parametrize(
+    ("parser", "data"),
+    [
+        (GeminiChunkParser, '{"candidates": [{"content": {"parts": "x"}}]}'),
+        (GeminiChunkParser, '{"candidates": "x"}'),
+        (OpenAiChatChunkParser, '{"choices": [{"index": 0, "delta": "x"}]}'),
+        (OpenAiChatChunkParser, '{"choices": "x"}'),
+    ],
+)
+def test_a_shape_the_fast_path_refuses_fails_as_the_general_path_alone_fails(
+    parser: Callable[[], GeminiChunkParser | OpenAiChatChunkParser], data: str
+) -> None:
+    with pytest.raises(ProtocolError) as raised:
+        parser().parse(SseEvent(data=data))
+    assert raised.value.__context__ is None and raised.value.__cause__ is None  # nothing chained from the fast path
