@@ -1,7 +1,8 @@
 """The per-event fast paths give exactly what the general paths give.
 
-Each parser checks the common shape of a text event inline (one ``type`` test per field) and
-builds its chunk with :func:`rxllm._models.chunk.text_chunk`; anything else takes the general path. Here
+Each parser checks the common shape of a text event inline (subscripts and ``type`` tests) and
+builds its chunk as :func:`rxllm._models.chunk.text_chunk` would, by position; anything else takes
+the general path. Here
 every fast-shaped event and its near misses go through both, and must agree: the same chunk, or
 the same :class:`~rxllm.ProtocolError`. For OpenAI the tests also see which path ran: a fast-shaped
 event must not reach the general path, and a near miss must.
@@ -317,3 +318,20 @@ def test_accept_one_is_accept_without_the_list() -> None:
         partial = single.accept_one(chunk)
         assert listed.accept(chunk) == ([] if partial is None else [partial])
     assert listed.finish() == single.finish()
+
+
+@pytest.mark.parametrize(
+    ("parser", "data"),
+    [
+        (GeminiChunkParser, '{"candidates": [{"content": {"parts": "x"}}]}'),
+        (GeminiChunkParser, '{"candidates": "x"}'),
+        (OpenAiChatChunkParser, '{"choices": [{"index": 0, "delta": "x"}]}'),
+        (OpenAiChatChunkParser, '{"choices": "x"}'),
+    ],
+)
+def test_a_shape_the_fast_path_refuses_fails_as_the_general_path_alone_fails(
+    parser: Callable[[], GeminiChunkParser | OpenAiChatChunkParser], data: str
+) -> None:
+    with pytest.raises(ProtocolError) as raised:
+        parser().parse(SseEvent(data=data))
+    assert raised.value.__context__ is None and raised.value.__cause__ is None  # nothing chained from the fast path

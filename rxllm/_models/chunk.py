@@ -101,9 +101,9 @@ def text_chunk(
 ) -> Chunk:
     """``Chunk(text_delta=text, model_version=..., response_id=..., usage=...)``, built faster.
 
-    The parsers' hot path (one call per plain text event): a NamedTuple's keyword ``__new__`` is a
-    Python function that handles every one of the 14 fields; this builds the tuple directly
-    (``tests/test_chunk_fast_paths.py`` checks the two are equal).
+    For a plain text event: a NamedTuple's keyword ``__new__`` is a Python function that handles
+    every one of the 14 fields; this builds the tuple directly (``tests/test_chunk_fast_paths.py``
+    checks the two are equal). The built-in parsers' fast paths write the same tuple out inline.
 
     >>> text_chunk("Hi", "m") == Chunk(text_delta="Hi", model_version="m")
     True

@@ -165,7 +165,7 @@ class GeminiChunkParser:
                 (part,) = candidate["content"]["parts"]
                 text = part["text"]
             except (KeyError, TypeError, ValueError, IndexError):
-                return self._chunk(payload)
+                text = None  # (the general path is called outside the handler: no chained context)
             if type(text) is str and text and len(part) == 1 and candidate.get("finishReason") is None:
                 model_version = payload.get("modelVersion")
                 if model_version is None or type(model_version) is str:

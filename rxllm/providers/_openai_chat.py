@@ -276,16 +276,18 @@ class OpenAiChatChunkParser:
                 delta = choice["delta"]
                 content = delta.get("content")
             except (KeyError, TypeError, ValueError, AttributeError):
-                return self._chunk(payload)
-            index = choice.get("index", 0)
-            if (type(content) is str and type(index) is int and index == 0 and choice.get("finish_reason") is None
-                    and (len(delta) == 1 or (len(delta) == 2 and "role" in delta))  # no key but content and role
-                    and payload.get("usage") is None and payload.get("error") is None):
-                m = payload.get("model")
-                r = payload.get("id")
-                # text_chunk(content or None, m, r) without its frame (tests/test_chunk_fast_paths.py)
-                return _tuple_new(Chunk, (content or None, None, (), None, None, None, None, None, None, None, None,
-                                          m if type(m) is str else None, False, r if type(r) is str else None))
+                content = None  # (the general path is called outside the handler: no chained context)
+            if type(content) is str:
+                index = choice.get("index", 0)
+                if (type(index) is int and index == 0 and choice.get("finish_reason") is None
+                        and (len(delta) == 1 or (len(delta) == 2 and "role" in delta))  # no key but content, role
+                        and payload.get("usage") is None and payload.get("error") is None):
+                    m = payload.get("model")
+                    r = payload.get("id")
+                    # text_chunk(content or None, m, r) without its frame (tests/test_chunk_fast_paths.py)
+                    return _tuple_new(Chunk, (content or None, None, (), None, None, None, None, None, None, None,
+                                              None, m if type(m) is str else None, False,
+                                              r if type(r) is str else None))
             return self._chunk(payload)
         if kind == "error":
             return Chunk(error=self._error_event(event.data), end_of_stream=True)
