@@ -125,8 +125,9 @@ async def _hold(name: str, url: str, count: int) -> tuple[int, Any]:
             await transport.aclose()
     if name != "rxllm subscribe":
         tasks.extend(asyncio.ensure_future(one()) for _ in range(count))
-    for _ in range(count):
-        await asyncio.wait_for(ready.acquire(), 600)
+    async with asyncio.timeout(600):  # one timer for the whole wait: a wait_for per stream leaves a cancelled
+        for _ in range(count):        # timer each in the loop's heap, purged only when most timers are cancelled
+            await ready.acquire()     # (never beside rxllm's live read timers: 180 B per stream charged to it)
     return count, close
 
 
