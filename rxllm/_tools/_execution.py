@@ -45,6 +45,7 @@ from ._tool import BaseTool, ToolResult
 
 __all__ = ["ToolRuntime", "execute_tool"]
 
+
 @dataclass(frozen=True, slots=True)
 class ToolRuntime:
     """Where a runtime runs its tools (see the module docstring).
@@ -134,9 +135,11 @@ def execute_tool(
             try:
                 with using_loop(where.loop), owning(where.owner):
                     source = tool.run(dict(args), tool_context)
-                    inner.set(source.subscribe(
-                        items.append, lambda error: finish(_as_tool_error(tool, error)), lambda: finish(items)
-                    ))
+                    inner.set(
+                        source.subscribe(
+                            items.append, lambda error: finish(_as_tool_error(tool, error)), lambda: finish(items)
+                        )
+                    )
             except BaseException as exc:  # never onto the worker: the call must end (see the module docstring)
                 finish(_as_tool_error(tool, exc))
 
@@ -168,4 +171,3 @@ def _as_tool_error(tool: BaseTool, error: BaseException) -> ToolError:
     mapped = ToolError(f"tool {tool.name!r} failed with {type(error).__name__}: {error}")
     mapped.__cause__ = error
     return mapped
-

@@ -22,6 +22,7 @@ from typing import Any, Protocol, TypeVar
 
 import reactivex
 from reactivex import abc as rx_abc
+
 from .._rx.direct import Direct, _Action, nothing_now
 from ._loops import coroutine_observable, tool_loop
 

@@ -20,6 +20,7 @@ from typing import TypeVar
 
 import reactivex
 from reactivex import abc as rx_abc
+
 from ..._rx.direct import Direct, _Action, _Slot
 
 __all__ = ["SessionKey", "SessionLanes", "session_lanes"]
