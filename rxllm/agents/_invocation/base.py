@@ -97,7 +97,7 @@ class _Shared:
         self.lock = threading.Lock()
         self.llm_calls = 0
         self.usage: UsageMetadata | None = None
-        self.cancelled = threading.Event()
+        self.cancelled = False  # set once, never cleared: a plain flag (read ~15 times a turn), no Event
         self.temp_state: dict[str, JsonValue] = {}  # the invocation's ``temp:`` keys (never stored)
         self.stored_ids: set[str] = set()  # the ids of the events this invocation stored
 
@@ -197,11 +197,11 @@ class InvocationContext:
     @property
     def is_cancelled(self) -> bool:
         """Whether the run was disposed: no further model calls, tools or stores may start."""
-        return self._shared.cancelled.is_set()
+        return self._shared.cancelled
 
     def cancel(self) -> None:
         """Mark the run disposed (idempotent)."""
-        self._shared.cancelled.set()
+        self._shared.cancelled = True
 
     @property
     def app_name(self) -> str:
