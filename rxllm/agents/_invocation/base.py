@@ -288,7 +288,7 @@ class InvocationContext:
 
     def _keep_temp_state(self, event: Event) -> None:
         delta = event.actions.state_delta
-        if event.partial or not any(key.startswith(TEMP_PREFIX) for key in delta):
+        if event.partial or not delta or not any(key.startswith(TEMP_PREFIX) for key in delta):
             return
         with self._shared.lock:
             for key, value in delta.items():
@@ -317,7 +317,7 @@ class InvocationContext:
             return stored_partial if on_stored is None else tap_next(stored_partial, on_stored)
         shared = self._shared
         delta = event.actions.state_delta
-        with_temp = any(key.startswith(TEMP_PREFIX) for key in delta)
+        with_temp = bool(delta) and any(key.startswith(TEMP_PREFIX) for key in delta)
 
         def note(stored: Event) -> None:
             with shared.lock:

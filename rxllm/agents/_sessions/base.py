@@ -288,7 +288,9 @@ class InMemorySessionService(BaseSessionService):
                 stored = self._sessions.get(key)
                 if stored is None:
                     raise missing_session_error(session)
-                self._apply(stored, stored_event.actions.state_delta)
+                delta = stored_event.actions.state_delta
+                if delta:  # (an empty delta changes no scope)
+                    self._apply(stored, delta)
                 stored.events.append(stored_event)
                 stored.last_update_time = stored_event.timestamp
             return stored_event
