@@ -16,7 +16,7 @@ from ..._core.errors import ConfigurationError, RxLlmError
 from ..._core.types import Content
 from ..._models.prompt import as_user_content
 from ..._rx.aio import AwaitableObservable, awaitable
-from ..._rx.direct import Direct, collect_then, defer_now, emit_now, fail_now, ignore_items, on_dispose, then_now
+from ..._rx.direct import collect_then, defer_now, emit_now, fail_now, ignore_items, on_dispose, then_now
 from ..._telemetry.otel import current_context, within
 from ..._tools import ToolRuntime, check_timeout
 from ..._tools._scope import ResourceScope, ToolsetScopes, closing_after
@@ -356,10 +356,7 @@ class Runner:
             run = service.serialize_run(app_name, user_id, session_id, defer_now(partial(start, parent, runtime)))
             return run.subscribe(observer.on_next, on_error, observer.on_completed, scheduler=scheduler)
 
-        # a Direct Observable: the user's subscribe calls this at once (no AutoDetachObserver, no
-        # trampoline set up; stock Observables inside still set up their own), with the same
-        # guarantees (nothing after a terminal signal or dispose, a subscribe error as on_error)
-        return awaitable(Direct(subscribe))
+        return awaitable(reactivex.create(subscribe))
 
 
 def _compaction_config(agent: BaseAgent, config: EventsCompactionConfig | None) -> EventsCompactionConfig | None:
