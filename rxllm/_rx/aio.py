@@ -613,10 +613,17 @@ class AwaitableObservable(reactivex.Observable[T_co]):
 
 register_wrapper(AwaitableObservable)  # rxllm's operators subscribe its source directly (no loop to hand to)
 
+_ASYNCIO_KINDS: dict[type, bool] = {type(None): False}
+"""Whether a scheduler type is an ``AsyncIOScheduler`` (a class's bases never change)."""
+
 
 def _awaiting_loop(scheduler: rx_abc.SchedulerBase | None) -> asyncio.AbstractEventLoop | None:
     """The loop of ``scheduler`` when it is an ``AsyncIOScheduler`` of the loop running here."""
-    if not isinstance(scheduler, AsyncIOScheduler):
+    kind = type(scheduler)
+    asyncio_kind = _ASYNCIO_KINDS.get(kind)
+    if asyncio_kind is None:  # isinstance on a scheduler goes through ABCMeta: asked once per scheduler type
+        asyncio_kind = _ASYNCIO_KINDS[kind] = issubclass(kind, AsyncIOScheduler)
+    if not asyncio_kind:
         return None
     try:
         running = asyncio.get_running_loop()

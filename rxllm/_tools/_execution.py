@@ -35,16 +35,16 @@ from typing import Any
 
 import reactivex
 from reactivex import abc as rx_abc
-from reactivex.disposable import Disposable, SingleAssignmentDisposable
 from reactivex.scheduler import TimeoutScheduler
 
 from .._core.errors import ToolError, ToolTimeoutError
 from .._core.loop_work import current_owner, owning
-from .._rx.direct import Direct
+from .._rx.direct import Direct, _Action, _Slot
 from ._loops import check_timeout, default_tool_scheduler, running_loop, using_loop
 from ._tool import BaseTool, ToolResult
 
 __all__ = ["ToolRuntime", "execute_tool"]
+
 
 @dataclass(frozen=True, slots=True)
 class ToolRuntime:
@@ -109,9 +109,9 @@ def execute_tool(
     ) -> rx_abc.DisposableBase:
         lock = threading.Lock()
         state = {"done": False}
-        started = SingleAssignmentDisposable()
-        inner = SingleAssignmentDisposable()
-        timer = SingleAssignmentDisposable()
+        started = _Slot()  # lock-free slots: a dispose from any thread disposes what is set, now or later
+        inner = _Slot()
+        timer = _Slot()
 
         def finish(result: list[Any] | Exception) -> None:
             with lock:
@@ -135,8 +135,10 @@ def execute_tool(
             try:
                 with using_loop(where.loop), owning(where.owner):
                     source = tool.run(dict(args), tool_context)
-                    inner.disposable = source.subscribe(
-                        items.append, lambda error: finish(_as_tool_error(tool, error)), lambda: finish(items)
+                    inner.set(
+                        source.subscribe(
+                            items.append, lambda error: finish(_as_tool_error(tool, error)), lambda: finish(items)
+                        )
                     )
             except BaseException as exc:  # never onto the worker: the call must end (see the module docstring)
                 finish(_as_tool_error(tool, exc))
@@ -147,9 +149,9 @@ def execute_tool(
             def expire(_: rx_abc.SchedulerBase, __: Any = None) -> None:
                 finish(ToolTimeoutError(f"tool {tool.name!r} did not answer within its timeout of {timeout:g} s"))
 
-            timer.disposable = timer_scheduler.schedule_relative(timeout, expire)
+            timer.set(timer_scheduler.schedule_relative(timeout, expire))
         pool = where.scheduler or default_tool_scheduler()
-        started.disposable = pool.schedule(run)
+        started.set(pool.schedule(run))
 
         def dispose() -> None:
             with lock:
@@ -158,7 +160,7 @@ def execute_tool(
             timer.dispose()
             inner.dispose()
 
-        return Disposable(dispose)
+        return _Action(dispose)
 
     return Direct(subscribe)
 
@@ -169,4 +171,3 @@ def _as_tool_error(tool: BaseTool, error: BaseException) -> ToolError:
     mapped = ToolError(f"tool {tool.name!r} failed with {type(error).__name__}: {error}")
     mapped.__cause__ = error
     return mapped
-

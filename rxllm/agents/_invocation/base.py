@@ -97,7 +97,7 @@ class _Shared:
         self.lock = threading.Lock()
         self.llm_calls = 0
         self.usage: UsageMetadata | None = None
-        self.cancelled = threading.Event()
+        self.cancelled = False  # set once, never cleared: a plain flag (read ~15 times a turn), no Event
         self.temp_state: dict[str, JsonValue] = {}  # the invocation's ``temp:`` keys (never stored)
         self.stored_ids: set[str] = set()  # the ids of the events this invocation stored
 
@@ -197,11 +197,11 @@ class InvocationContext:
     @property
     def is_cancelled(self) -> bool:
         """Whether the run was disposed: no further model calls, tools or stores may start."""
-        return self._shared.cancelled.is_set()
+        return self._shared.cancelled
 
     def cancel(self) -> None:
         """Mark the run disposed (idempotent)."""
-        self._shared.cancelled.set()
+        self._shared.cancelled = True
 
     @property
     def app_name(self) -> str:
@@ -288,7 +288,7 @@ class InvocationContext:
 
     def _keep_temp_state(self, event: Event) -> None:
         delta = event.actions.state_delta
-        if event.partial or not any(key.startswith(TEMP_PREFIX) for key in delta):
+        if event.partial or not delta or not any(key.startswith(TEMP_PREFIX) for key in delta):
             return
         with self._shared.lock:
             for key, value in delta.items():
@@ -317,7 +317,7 @@ class InvocationContext:
             return stored_partial if on_stored is None else tap_next(stored_partial, on_stored)
         shared = self._shared
         delta = event.actions.state_delta
-        with_temp = any(key.startswith(TEMP_PREFIX) for key in delta)
+        with_temp = bool(delta) and any(key.startswith(TEMP_PREFIX) for key in delta)
 
         def note(stored: Event) -> None:
             with shared.lock:

@@ -108,6 +108,8 @@ def merged_state(
     session: Mapping[str, JsonValue], app: Mapping[str, JsonValue], user: Mapping[str, JsonValue]
 ) -> dict[str, JsonValue]:
     """A snapshot's ``state``: the session's keys plus the app's ``app:`` and the user's ``user:`` keys (a copy)."""
+    if not (session or app or user):  # the usual new session: nothing to copy (deepcopy of {} is a new {})
+        return {}
     return copy.deepcopy({**session, **app, **user})
 
 
@@ -286,7 +288,9 @@ class InMemorySessionService(BaseSessionService):
                 stored = self._sessions.get(key)
                 if stored is None:
                     raise missing_session_error(session)
-                self._apply(stored, stored_event.actions.state_delta)
+                delta = stored_event.actions.state_delta
+                if delta:  # (an empty delta changes no scope)
+                    self._apply(stored, delta)
                 stored.events.append(stored_event)
                 stored.last_update_time = stored_event.timestamp
             return stored_event
@@ -302,15 +306,35 @@ class InMemorySessionService(BaseSessionService):
         )
 
     def _snapshot(self, stored: _Stored, *, with_events: bool, config: GetSessionConfig | None = None) -> Session:
-        return Session.model_construct(
-            id=stored.id,
-            app_name=stored.app_name,
-            user_id=stored.user_id,
-            state=merged_state(
-                stored.state,
-                self._app_state.get(stored.app_name, {}),
-                self._user_state.get((stored.app_name, stored.user_id), {}),
-            ),
-            events=select_events(stored.events, config) if with_events else (),
-            last_update_time=stored.last_update_time,
+        return _session_snapshot(
+            {
+                "id": stored.id,
+                "app_name": stored.app_name,
+                "user_id": stored.user_id,
+                "state": merged_state(
+                    stored.state,
+                    self._app_state.get(stored.app_name, _EMPTY),
+                    self._user_state.get((stored.app_name, stored.user_id), _EMPTY),
+                ),
+                "events": select_events(stored.events, config) if with_events else (),
+                "last_update_time": stored.last_update_time,
+            }
         )
+
+
+_EMPTY: Mapping[str, JsonValue] = {}
+_SESSION_FIELDS = frozenset(Session.model_fields)
+_new_object = object.__new__
+_set = object.__setattr__
+
+
+def _session_snapshot(values: dict[str, object]) -> Session:
+    """``Session.model_construct(**values)`` for ``values`` naming every field (checked values, no
+    validation): the same instance (``__dict__``, fields set, no extra, no private), built without
+    model_construct's per-field default handling (a snapshot per model call)."""
+    session: Session = _new_object(Session)
+    _set(session, "__dict__", values)
+    _set(session, "__pydantic_fields_set__", set(_SESSION_FIELDS))
+    _set(session, "__pydantic_extra__", None)
+    _set(session, "__pydantic_private__", None)
+    return session

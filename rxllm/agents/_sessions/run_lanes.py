@@ -20,9 +20,8 @@ from typing import TypeVar
 
 import reactivex
 from reactivex import abc as rx_abc
-from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
-from ..._rx.direct import Direct
+from ..._rx.direct import Direct, _Action, _Slot
 
 __all__ = ["SessionKey", "SessionLanes", "session_lanes"]
 
@@ -105,7 +104,7 @@ class SessionLanes:
             observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None
         ) -> rx_abc.DisposableBase:
             lock = threading.Lock()
-            inner = SingleAssignmentDisposable()
+            inner = _Slot()  # lock-free: set once, disposed at most with everything below
             flags = {"started": False, "disposed": False, "released": False}
 
             def release() -> None:
@@ -137,7 +136,7 @@ class SessionLanes:
                 if disposed:  # taken off the queue while being disposed: pass the turn on
                     release()
                     return
-                inner.disposable = source.subscribe(observer.on_next, on_error, on_completed, scheduler=scheduler)
+                inner.set(source.subscribe(observer.on_next, on_error, on_completed, scheduler=scheduler))
 
             ticket = _Ticket(start)
             self.enter(key, ticket)
@@ -152,7 +151,7 @@ class SessionLanes:
                 else:
                     self.withdraw(key, ticket)  # if already taken off the queue, start() will release
 
-            return Disposable(dispose)
+            return _Action(dispose)
 
         return Direct(subscribe)
 

@@ -68,6 +68,6 @@ def apply_state_delta(
 
 def strip_temp_keys(delta: Mapping[str, JsonValue]) -> dict[str, JsonValue] | None:
     """The delta without its ``temp:`` keys, or None when it has none (the stored event keeps its delta)."""
-    if not any(key.startswith(TEMP_PREFIX) for key in delta):
+    if not delta or not any(key.startswith(TEMP_PREFIX) for key in delta):
         return None
     return {key: value for key, value in delta.items() if not key.startswith(TEMP_PREFIX)}
