@@ -30,6 +30,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -62,7 +63,8 @@ def tracked_per_partial(n: int = 20_000) -> float:
 
     aggregator = StreamAggregator()
     kept: list[LlmResponse] = []
-    on_chunk = _on_chunk(_emit_partials, aggregator, kept.append, None)
+    subscriber = SimpleNamespace(on_next=kept.append)  # _on_chunk takes the subscriber's observer
+    on_chunk = _on_chunk(_emit_partials, aggregator, subscriber, None)  # type: ignore[arg-type]
     chunks = [Chunk(text_delta=f"tok{i} ") for i in range(n)]  # built before counting
     for chunk in chunks[:10]:  # warm-up: whatever the first partials load once
         on_chunk(chunk)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from types import SimpleNamespace
 
 from opentelemetry.sdk.trace import TracerProvider
 
@@ -33,7 +34,8 @@ def one_stream(reads: list[bytes], chunks: int, traced: AttemptTelemetry | None)
     """µs of CPU per chunk for one whole stream (partials delivered to a subscriber, final built)."""
     aggregator = StreamAggregator(provider="openai")
     received: list[LlmResponse] = []
-    on_chunk = _on_chunk(_emit_partials, aggregator, received.append, traced)
+    subscriber = SimpleNamespace(on_next=received.append)  # _on_chunk takes the subscriber's observer
+    on_chunk = _on_chunk(_emit_partials, aggregator, subscriber, traced)  # type: ignore[arg-type]
     started = time.process_time()
     drive_sse(reads, OpenAiChatChunkParser(), on_chunk)
     aggregator.finish()
