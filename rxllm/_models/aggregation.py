@@ -51,6 +51,7 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
 
+from .._core import prevalidated
 from .._core.errors import ConfigurationError, MalformedFunctionCallError, ProviderError
 from .._core.redact import redact_secrets
 from .._core.types import Content, FinishReason, FunctionCall, LlmResponse, Part, UsageMetadata
@@ -71,12 +72,11 @@ _FINISH_MESSAGES = {
 
 
 _validate_response = LlmResponse.__pydantic_validator__.validate_python
-_new = object.__new__
-# BaseModel's own slot setters (what ``object.__setattr__`` finds for these names, minus the lookup).
-_set_dict = BaseModel.__dict__["__dict__"].__set__
-_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
-_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+_new = prevalidated.new
+_set_dict = prevalidated.set_dict
+_set_fields_set = prevalidated.set_fields_set
+_set_extra = prevalidated.set_extra
+_set_private = prevalidated.set_private
 
 
 def _direct_defaults(cls: type[BaseModel], fields: frozenset[str]) -> dict[str, Any] | None:
@@ -93,18 +93,7 @@ def _direct_defaults(cls: type[BaseModel], fields: frozenset[str]) -> dict[str, 
     the aggregator validates). ``tests/test_aggregation.py`` checks the result is equal to
     a validated one in every observable way.
     """
-    decorators = cls.__pydantic_decorators__
-    if (
-        cls.__pydantic_post_init__ is not None
-        or cls.__pydantic_root_model__
-        or decorators.model_validators
-        or decorators.field_validators
-        or decorators.validators
-        or decorators.root_validators
-        or cls.model_config.get("extra") == "allow"
-        or cls.__private_attributes__
-        or not fields <= cls.model_fields.keys()
-    ):
+    if not prevalidated.buildable(cls) or not fields <= cls.model_fields.keys():
         return None
     defaults: dict[str, Any] = {}
     for name, field in cls.model_fields.items():

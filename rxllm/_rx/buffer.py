@@ -32,7 +32,7 @@ from reactivex import abc as rx_abc
 
 from .._core.errors import BufferOverflowError, ConfigurationError
 from .._core.loop_work import running_loop
-from .direct import _Slot
+from .direct import Slot
 
 __all__ = ["DEFAULT_MAX_BUFFER", "END", "WAIT", "StreamBuffer", "check_max_buffer"]
 
@@ -95,7 +95,7 @@ class StreamBuffer(Generic[T]):
         self._finished = False  # the terminal was handed to the consumer
         self._producer_waiting = False
         self._consumer_thread = 0
-        self._subscription: _Slot | None = None
+        self._subscription: Slot | None = None
 
     def _condition(self) -> threading.Condition:
         """The condition on the lock, built on first use; called with the lock held, by a thread about to wait."""
@@ -122,7 +122,7 @@ class StreamBuffer(Generic[T]):
         if self._subscription is not None or self._closed:
             return
         self._consumer_thread = threading.get_ident()
-        subscription = self._subscription = _Slot()
+        subscription = self._subscription = Slot()
         source, self._source = self._source, None  # not kept: an open stream holds its subscription only
         assert source is not None
         subscription.set(source.subscribe(self._on_next, self._on_error, self._on_completed))

@@ -37,6 +37,8 @@ from reactivex.scheduler.eventloop import AsyncIOScheduler
 
 __all__ = [
     "Direct",
+    "DisposeAction",
+    "Slot",
     "call_now",
     "collect_then",
     "concat_map_now",
@@ -122,7 +124,7 @@ class _Nothing(rx_abc.DisposableBase):
         return None
 
 
-class _Action(rx_abc.DisposableBase):
+class DisposeAction(rx_abc.DisposableBase):
     """Runs ``action`` on the first ``dispose`` (``reactivex.disposable.Disposable`` without its lock)."""
 
     __slots__ = ("_action",)
@@ -136,7 +138,7 @@ class _Action(rx_abc.DisposableBase):
             action()
 
 
-class _Slot(rx_abc.DisposableBase):
+class Slot(rx_abc.DisposableBase):
     """Holds one disposable, set once or more; disposing disposes it, and any set afterwards at once
     (``SingleAssignmentDisposable`` without its lock; disposing a disposable twice is harmless)."""
 
@@ -161,7 +163,7 @@ class _Slot(rx_abc.DisposableBase):
             current.dispose()
 
 
-class _SerialSlot(_Slot):
+class _SerialSlot(Slot):
     """Holds the latest of a series of disposables: setting one disposes the one before it
     (``SerialDisposable`` without its lock)."""
 
@@ -661,7 +663,7 @@ def concat_now(sources: Iterable[reactivex.Observable[T]]) -> reactivex.Observab
     ) -> rx_abc.DisposableBase:
         serial = _Serial(observer, scheduler, iter(sources))
         serial.start()
-        return _Action(serial.dispose)
+        return DisposeAction(serial.dispose)
 
     return Direct(subscribe)
 
@@ -681,7 +683,7 @@ def concat_map_now(
         observer: rx_abc.ObserverBase[U], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
         serial = _Serial(observer, scheduler)
-        outer = _Slot()
+        outer = Slot()
 
         def on_next(item: T) -> None:
             if getattr(observer, "stopped", False):  # failed or disposed: project nothing more
@@ -699,7 +701,7 @@ def concat_map_now(
             outer.dispose()
             serial.dispose()
 
-        return _Action(dispose)
+        return DisposeAction(dispose)
 
     return Direct(subscribe)
 
@@ -713,7 +715,7 @@ def on_dispose(source: reactivex.Observable[T], action: Callable[[], None]) -> r
     def subscribe(
         observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
-        subscription = _Slot()
+        subscription = Slot()
 
         def dispose() -> None:
             try:
@@ -722,6 +724,6 @@ def on_dispose(source: reactivex.Observable[T], action: Callable[[], None]) -> r
                 subscription.dispose()
 
         subscription.set(_forward(source, observer, scheduler))
-        return _Action(dispose)
+        return DisposeAction(dispose)
 
     return Direct(subscribe)

@@ -39,7 +39,7 @@ from reactivex.scheduler import TimeoutScheduler
 
 from .._core.errors import ToolError, ToolTimeoutError
 from .._core.loop_work import current_owner, owning
-from .._rx.direct import Direct, _Action, _Slot
+from .._rx.direct import Direct, DisposeAction, Slot
 from ._loops import check_timeout, default_tool_scheduler, running_loop, using_loop
 from ._tool import BaseTool, ToolResult
 
@@ -109,9 +109,9 @@ def execute_tool(
     ) -> rx_abc.DisposableBase:
         lock = threading.Lock()
         state = {"done": False}
-        started = _Slot()  # lock-free slots: a dispose from any thread disposes what is set, now or later
-        inner = _Slot()
-        timer = _Slot()
+        started = Slot()  # lock-free slots: a dispose from any thread disposes what is set, now or later
+        inner = Slot()
+        timer = Slot()
 
         def finish(result: list[Any] | Exception) -> None:
             with lock:
@@ -160,7 +160,7 @@ def execute_tool(
             timer.dispose()
             inner.dispose()
 
-        return _Action(dispose)
+        return DisposeAction(dispose)
 
     return Direct(subscribe)
 

@@ -23,7 +23,7 @@ from typing import Any, Protocol, TypeVar
 import reactivex
 from reactivex import abc as rx_abc
 
-from .._rx.direct import Direct, _Action, nothing_now
+from .._rx.direct import Direct, DisposeAction, nothing_now
 from ._loops import coroutine_observable, tool_loop
 
 __all__ = ["ResourceScope", "ScopedResource", "ToolsetScopes", "closing_after"]
@@ -184,6 +184,6 @@ def closing_after(source: reactivex.Observable[T], scope: ResourceScope) -> reac
             if not state["done"]:
                 scope.close_soon()
 
-        return _Action(dispose)
+        return DisposeAction(dispose)
 
     return Direct(subscribe)

@@ -309,6 +309,9 @@ def _unread_stream(response: Any) -> Any:
     return stream
 
 
+_NO_CONTEXT = contextlib.nullcontext()  # reusable: an attempt without a trace context enters it
+
+
 class Submitted:
     """A coroutine handed to the transport's loop by :meth:`AsyncHttpTransport.submit`: ``cancel()``
     (from any thread) cancels its task, or keeps it from ever starting.
@@ -595,14 +598,9 @@ class AsyncHttpTransport:
                     provider = exchange.provider
                     streamed = exchange.stream
                     # not in a coroutine of its own: an open stream's wait for headers holds one less
-                    if exchange.context is None:
+                    with _NO_CONTEXT if exchange.context is None else exchange.context():
                         response = await self.open(exchange.request, provider=provider, stream=streamed,
                                                    redactor=exchange.redactor, scope=scope, attempt=exchange.attempt)
-                    else:
-                        with exchange.context():
-                            response = await self.open(exchange.request, provider=provider, stream=streamed,
-                                                       redactor=exchange.redactor, scope=scope,
-                                                       attempt=exchange.attempt)
                     del exchange  # sent: its request (headers, body) is not kept while the body is read
                     if not streamed:
                         sink.on_whole(await response.aread())

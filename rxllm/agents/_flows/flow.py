@@ -44,6 +44,7 @@ from reactivex import abc as rx_abc
 from reactivex import operators as ops
 from reactivex.disposable import Disposable, SerialDisposable
 
+from ..._core import prevalidated
 from ..._core.errors import ConfigurationError, RxLlmError, ToolError
 from ..._core.types import (
     Content,
@@ -641,12 +642,9 @@ _EVENT_DEFAULTS = cast(
 # the fast path builds exactly what validation would, as long as Event is what it was written for
 _FAST_EVENT = (
     tuple(Event.model_fields) == _EVENT_FIELDS
-    and not Event.__private_attributes__
-    and not Event.__pydantic_decorators__.model_validators
-    and not Event.__pydantic_decorators__.field_validators
+    and prevalidated.buildable(Event)
     and all(callable(factory) for factory in _EVENT_DEFAULTS)
 )
-_set_attribute = object.__setattr__
 
 
 def _response_event(
@@ -663,10 +661,8 @@ def _response_event(
     its one mutable field, ``custom_metadata``, is not shared: the caller validates then) or the
     context's. The same ``__dict__`` (in field order), fields set, and no extra or private values."""
     new_id, new_actions, now = _EVENT_DEFAULTS
-    event = Event.__new__(Event)
-    _set_attribute(
-        event,
-        "__dict__",
+    return prevalidated.instance(
+        Event,
         {
             "id": new_id(),
             "invocation_id": invocation_id,
@@ -692,11 +688,8 @@ def _response_event(
             "live_session_resumption_update": response.live_session_resumption_update,
             "tool_call_cancellation": response.tool_call_cancellation,
         },
+        set(_RESPONSE_EVENT_SET),
     )
-    _set_attribute(event, "__pydantic_fields_set__", set(_RESPONSE_EVENT_SET))
-    _set_attribute(event, "__pydantic_extra__", None)
-    _set_attribute(event, "__pydantic_private__", None)
-    return event
 
 
 def _to_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, response: LlmResponse) -> Event:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import reactivex
 from pydantic import Field, JsonValue
 
+from ..._core import prevalidated
 from ..._core.errors import ConfigurationError
 from ..._core.json_codec import without_lone_surrogates
 from ..._core.redact import redact_secrets
@@ -324,17 +325,9 @@ class InMemorySessionService(BaseSessionService):
 
 _EMPTY: Mapping[str, JsonValue] = {}
 _SESSION_FIELDS = frozenset(Session.model_fields)
-_new_object = object.__new__
-_set = object.__setattr__
 
 
 def _session_snapshot(values: dict[str, object]) -> Session:
     """``Session.model_construct(**values)`` for ``values`` naming every field (checked values, no
-    validation): the same instance (``__dict__``, fields set, no extra, no private), built without
-    model_construct's per-field default handling (a snapshot per model call)."""
-    session: Session = _new_object(Session)
-    _set(session, "__dict__", values)
-    _set(session, "__pydantic_fields_set__", set(_SESSION_FIELDS))
-    _set(session, "__pydantic_extra__", None)
-    _set(session, "__pydantic_private__", None)
-    return session
+    validation), without model_construct's per-field default handling (a snapshot per model call)."""
+    return prevalidated.instance(Session, values, set(_SESSION_FIELDS))

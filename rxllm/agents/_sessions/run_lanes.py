@@ -21,7 +21,7 @@ from typing import TypeVar
 import reactivex
 from reactivex import abc as rx_abc
 
-from ..._rx.direct import Direct, _Action, _Slot
+from ..._rx.direct import Direct, DisposeAction, Slot
 
 __all__ = ["SessionKey", "SessionLanes", "session_lanes"]
 
@@ -104,7 +104,7 @@ class SessionLanes:
             observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None
         ) -> rx_abc.DisposableBase:
             lock = threading.Lock()
-            inner = _Slot()  # lock-free: set once, disposed at most with everything below
+            inner = Slot()  # lock-free: set once, disposed at most with everything below
             flags = {"started": False, "disposed": False, "released": False}
 
             def release() -> None:
@@ -151,7 +151,7 @@ class SessionLanes:
                 else:
                     self.withdraw(key, ticket)  # if already taken off the queue, start() will release
 
-            return _Action(dispose)
+            return DisposeAction(dispose)
 
         return Direct(subscribe)
 
