@@ -156,10 +156,14 @@ class _StepTools:
         self.edits = edits_requests(groups)
         self.request_tools = _request_tools(agent, targets, self.tools)
         self.by_name: Mapping[str, BaseTool] = {tool.name: tool for tool in self.request_tools}
-        # the declarations, when every tool declares what its construction fixed (FunctionTool's own)
+        # the declarations, when every tool declares what its construction fixed (FunctionTool's own,
+        # from its own name and description: a subclass may compute those each time they are read)
         self.declarations: tuple[Tool, ...] | None = None
         if all(
-            not isinstance(tool, BuiltInTool) and type(tool).declaration is FunctionTool.declaration
+            not isinstance(tool, BuiltInTool)
+            and type(tool).declaration is FunctionTool.declaration
+            and type(tool).name is FunctionTool.name
+            and type(tool).description is FunctionTool.description
             for tool in self.request_tools
         ):
             self.declarations = tool_declarations(self.request_tools)
