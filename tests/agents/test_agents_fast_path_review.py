@@ -1,0 +1,273 @@
+"""Review of the agent turn's fast paths under races and changes between steps and runs.
+
+* The flow keeps a step's tools, declarations and last request config per agent (``flow._StepTools``):
+  concurrent runs of one agent with different instructions must each send their own, and a kept
+  declaration must never outlive what the tool would declare now.
+* The run lane holds the started run in a lock-free ``Slot``: a dispose that lands while the run's
+  source is still being subscribed (on the thread that passed the turn on) must dispose it, and
+  pass the lane on exactly once.
+
+Interleavings are forced with barriers and events, never with sleeps.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import reactivex
+from reactivex import abc as rx_abc
+from reactivex import operators as ops
+from reactivex.disposable import Disposable
+from reactivex.subject import Subject
+
+from rxllm import BaseLlm, Content, FunctionCall, LlmResponse, Part
+from rxllm._rx.direct import Direct, emit_now, emitted
+from rxllm.agents import Event, FunctionTool, InMemoryRunner, LlmAgent
+from rxllm.agents._flows import flow
+from rxllm.agents._sessions.run_lanes import SessionLanes
+
+from .support import user_message
+
+_WAIT = 10  # seconds a barrier or event may take before the test fails (never reached when correct)
+
+
+def get_order(order_id: str) -> dict[str, str]:
+    """Look an order up."""
+    return {"order_id": order_id, "status": "shipped"}
+
+
+def _system_text(request: Any) -> str:
+    instruction = request.config.system_instruction
+    return "".join(part.text or "" for part in instruction.parts) if instruction is not None else ""
+
+
+def _declared(request: Any) -> dict[str, str | None]:
+    return {d.name: d.description for tool in request.config.tools or () for d in tool.function_declarations or ()}
+
+
+class _CallThenAnswer(BaseLlm):
+    """Calls ``get_order`` first, answers once the tool's response follows the latest user message;
+    records every request with that message's text (which run asked)."""
+
+    def __init__(self) -> None:
+        super().__init__(model="call-then-answer")
+        self.lock = threading.Lock()
+        self.seen: list[tuple[str, Any]] = []
+
+    def generate_content(self, llm_request: Any, stream: bool = False) -> Any:
+        contents = list(llm_request.contents)
+        last = max(i for i, c in enumerate(contents) if c.role == "user" and c.parts[0].text)
+        who = contents[last].parts[0].text
+        with self.lock:
+            self.seen.append((who, llm_request))
+        answered = any(p.function_response is not None for c in contents[last:] for p in c.parts)
+        if answered:
+            content = Content(role="model", parts=(Part.from_text(f"done for {who}"),))
+        else:
+            call = FunctionCall(id=f"call-{who}", name="get_order", args={"order_id": who})
+            content = Content(role="model", parts=(Part(function_call=call),))
+        return emit_now(LlmResponse(content=content))
+
+
+def _run(runner: InMemoryRunner, session_id: str, text: str) -> list[Event]:
+    events: list[Event] = runner.run_async("u", session_id, user_message(text)).pipe(ops.to_list()).run()
+    return events
+
+
+def test_concurrent_runs_of_one_agent_each_send_their_own_instruction_at_every_step() -> None:
+    # Both runs build their request at the same moment (the barrier in the instruction provider),
+    # then race on the kept config of the one agent they share.
+    barrier = threading.Barrier(2, timeout=_WAIT)
+
+    def instruction(ctx: Any) -> str:
+        barrier.wait()
+        return f"Serve {ctx.state['who']}."
+
+    model = _CallThenAnswer()
+    runner = InMemoryRunner(LlmAgent("a", model, instruction=instruction, tools=[get_order]))
+    for who in ("A", "B"):
+        runner.session_service.create_session(runner.app_name, "u", {"who": who}, session_id=who).run()
+    results: dict[str, list[Event]] = {}
+    errors: list[BaseException] = []
+
+    def run(who: str) -> None:
+        try:
+            results[who] = _run(runner, who, who)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=run, args=(who,)) for who in ("A", "B")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(_WAIT)
+    assert not errors
+    assert sorted(who for who, _ in model.seen) == ["A", "A", "B", "B"]
+    for who, request in model.seen:
+        assert _system_text(request).startswith(f"Serve {who}."), (who, _system_text(request))
+        assert _declared(request) == {"get_order": "Look an order up."}
+    assert {who: events[-1].text() for who, events in results.items()} == {"A": "done for A", "B": "done for B"}
+
+
+def test_the_kept_config_is_rebuilt_for_each_instruction_in_any_order() -> None:
+    agent = LlmAgent("a", _CallThenAnswer(), tools=[get_order])
+    groups = emitted(agent.canonical_tool_groups())
+    assert groups is not None
+    kept = flow._step_tools(agent, groups[0], static=True)
+    base = agent.generate_content_config
+    for text in ("A", "B", "A", None, "A", "A", None):
+        config = kept.request_config(base, text)
+        assert (config.system_instruction.parts[0].text if config.system_instruction else None) == text
+        assert [d.name for d in config.tools[0].function_declarations] == ["get_order"]  # type: ignore[index, union-attr]
+
+
+def test_instruction_state_that_changes_between_runs_reaches_the_next_run() -> None:
+    def instruction(ctx: Any) -> str:
+        return f"Visit {ctx.state.get('visits', 0)}."
+
+    model = _CallThenAnswer()
+    runner = InMemoryRunner(LlmAgent("a", model, instruction=instruction, tools=[get_order], output_key="visits"))
+    runner.session_service.create_session(runner.app_name, "u", {"visits": 0}, session_id="s").run()
+    _run(runner, "s", "first")
+    _run(runner, "s", "second")
+    texts = [_system_text(request).split("\n")[0] for _, request in model.seen]
+    # the output_key writes the final text into the state the second run's first step reads
+    assert texts == ["Visit 0.", "Visit 0.", "Visit done for first.", "Visit done for first."]
+
+
+def test_a_function_tool_whose_description_is_computed_declares_it_anew_each_step() -> None:
+    # FunctionTool.declaration reads self.name and self.description: a subclass that computes them
+    # (a property) declares what they are now, so a kept declaration would be stale.
+    class Counting(FunctionTool):
+        asked = 0
+
+        @property
+        def description(self) -> str:
+            Counting.asked += 1
+            return f"asked {Counting.asked}"
+
+    model = _CallThenAnswer()
+    runner = InMemoryRunner(LlmAgent("a", model, tools=[Counting(get_order)]))
+    runner.session_service.create_session(runner.app_name, "u", session_id="s").run()
+    _run(runner, "s", "hi")
+    descriptions = [_declared(request)["get_order"] for _, request in model.seen]
+    assert len(descriptions) == 2 and descriptions[0] != descriptions[1]
+
+
+def test_a_plain_function_tool_keeps_its_declarations_between_steps_and_runs() -> None:
+    model = _CallThenAnswer()
+    agent = LlmAgent("a", model, tools=[get_order])
+    runner = InMemoryRunner(agent)
+    runner.session_service.create_session(runner.app_name, "u", session_id="s").run()
+    _run(runner, "s", "one")
+    _run(runner, "s", "two")
+    tools = [request.config.tools for _, request in model.seen]
+    assert len(tools) == 4 and all(t is tools[0] for t in tools)  # kept, and still what is declared
+    assert _declared(model.seen[0][1]) == {"get_order": "Look an order up."}
+
+
+# --- the run lane's lock-free slot ---------------------------------------------------------------
+
+
+def _blocking_source(subscribing: threading.Event, go: threading.Event, disposed: list[str]) -> Any:
+    """A run whose subscribe waits for ``go`` (after saying so) and never ends by itself."""
+
+    def subscribe(observer: rx_abc.ObserverBase[str], scheduler: rx_abc.SchedulerBase | None = None) -> Any:
+        subscribing.set()
+        assert go.wait(_WAIT)
+        return Disposable(lambda: disposed.append("second"))
+
+    return Direct(subscribe)
+
+
+def test_a_run_disposed_while_the_lane_is_subscribing_it_is_disposed_and_passes_the_lane_on_once() -> None:
+    lanes = SessionLanes()
+    key = ("app", "u", "s")
+    first: Subject[str] = Subject()
+    subscribing, go = threading.Event(), threading.Event()
+    disposed: list[str] = []
+    third_started: list[int] = []
+
+    def third(observer: rx_abc.ObserverBase[str], scheduler: rx_abc.SchedulerBase | None = None) -> Any:
+        third_started.append(1)
+        observer.on_completed()
+        return Disposable()
+
+    lanes.serialized(key, first).subscribe(lambda _: None)
+    second = lanes.serialized(key, _blocking_source(subscribing, go, disposed)).subscribe(lambda _: None)
+    lanes.serialized(key, Direct(third)).subscribe(lambda _: None)
+    assert lanes.busy(key) and third_started == []
+
+    # the first run ends on another thread, which passes the turn on and subscribes the second run
+    ender = threading.Thread(target=first.on_completed)
+    ender.start()
+    assert subscribing.wait(_WAIT)
+    second.dispose()  # lands while the second run's source is still being subscribed
+    # the dispose passed the turn on (the third run ran on this thread); the second run's source not yet
+    assert third_started == [1] and disposed == []
+    go.set()
+    ender.join(_WAIT)
+    assert disposed == ["second"]  # set into a disposed slot: disposed at once
+    assert third_started == [1]  # the lane was passed on exactly once
+    assert not lanes.busy(key)
+
+
+def test_a_run_disposed_from_another_thread_while_queued_never_starts() -> None:
+    lanes = SessionLanes()
+    key = ("app", "u", "s")
+    first: Subject[str] = Subject()
+    started: list[str] = []
+
+    def queued(observer: rx_abc.ObserverBase[str], scheduler: rx_abc.SchedulerBase | None = None) -> Any:
+        started.append("queued")
+        return Disposable()
+
+    lanes.serialized(key, first).subscribe(lambda _: None)
+    subscription = lanes.serialized(key, Direct(queued)).subscribe(lambda _: None)
+    other = threading.Thread(target=subscription.dispose)
+    other.start()
+    other.join(_WAIT)
+    first.on_completed()
+    assert started == [] and not lanes.busy(key)
+
+
+def test_many_runs_on_one_lane_from_many_threads_each_run_once_in_turn() -> None:
+    lanes = SessionLanes()
+    key = ("app", "u", "s")
+    threads_n, runs_each = 4, 25
+    barrier = threading.Barrier(threads_n, timeout=_WAIT)
+    lock = threading.Lock()
+    active: list[int] = []
+    overlaps: list[int] = []
+    done: list[int] = []
+
+    def one_run(number: int) -> reactivex.Observable[int]:
+        def subscribe(observer: rx_abc.ObserverBase[int], scheduler: rx_abc.SchedulerBase | None = None) -> Any:
+            with lock:
+                if active:
+                    overlaps.append(number)
+                active.append(number)
+            with lock:
+                active.remove(number)
+                done.append(number)
+            observer.on_next(number)
+            observer.on_completed()
+            return Disposable()
+
+        return Direct(subscribe)
+
+    def worker(offset: int) -> None:
+        barrier.wait()
+        for i in range(runs_each):
+            lanes.serialized(key, one_run(offset * runs_each + i)).subscribe(lambda _: None)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(threads_n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(_WAIT)
+    assert overlaps == []
+    assert sorted(done) == list(range(threads_n * runs_each))
+    assert not lanes.busy(key)
