@@ -5,14 +5,15 @@ a session snapshot's stored values) proves nothing by validating them again. :fu
 builds what ``model_construct`` builds when ``values`` names every field: the instance with
 ``values`` as its ``__dict__`` (in field order), ``fields_set`` as its ``model_fields_set``, no
 extra and no private values. :func:`buildable` says whether a class may be built so: it has no
-validator, post-init hook, private attribute or ``extra="allow"`` that building skips.
+validator (a decorated one, or one in a field's ``Annotated`` metadata), post-init hook, private
+attribute or ``extra="allow"`` that building skips.
 """
 
 from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import AfterValidator, BaseModel, BeforeValidator, PlainValidator, WrapValidator
 
 __all__ = ["buildable", "instance", "new", "set_dict", "set_extra", "set_fields_set", "set_private"]
 
@@ -24,6 +25,7 @@ set_dict = BaseModel.__dict__["__dict__"].__set__
 set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+_FUNCTIONAL = (AfterValidator, BeforeValidator, PlainValidator, WrapValidator)  # ``Annotated[x, ...Validator(f)]``
 
 
 def buildable(cls: type[BaseModel]) -> bool:
@@ -38,6 +40,7 @@ def buildable(cls: type[BaseModel]) -> bool:
         or decorators.root_validators
         or cls.model_config.get("extra") == "allow"
         or cls.__private_attributes__
+        or any(isinstance(meta, _FUNCTIONAL) for field in cls.model_fields.values() for meta in field.metadata)
     )
 
 
