@@ -197,43 +197,58 @@ def test_a_dispose_action_runs_once_when_disposed_again_inside_it_and_from_many_
 
 class _Tracked:
     """A cold source whose subscriptions are counted, completing (after ``items``) during subscribe
-    or when :meth:`complete` is called."""
+    or when :meth:`complete` is called; nothing disposes its subscription but its subscriber (no
+    auto-detach on completion)."""
 
     def __init__(self, items: tuple[int, ...], now: bool) -> None:
         self.items, self.now = items, now
         self.subscriptions: list[_Counted] = []
-        self.observers: list[rx_abc.ObserverBase[int]] = []
+        self.completions: list[Callable[[], None]] = []
 
-    def observable(self) -> reactivex.Observable[int]:
-        def subscribe(observer: rx_abc.ObserverBase[int], scheduler: rx_abc.SchedulerBase | None = None) -> Any:
-            subscription = _Counted()
-            self.subscriptions.append(subscription)
-            self.observers.append(observer)
-            for item in self.items:
-                observer.on_next(item)
-            if self.now:
-                observer.on_completed()
-            return subscription
+    def observable(self) -> Any:
+        return self
 
-        return reactivex.create(subscribe)
+    def subscribe(
+        self,
+        on_next: Callable[[int], None],
+        on_error: Callable[[Exception], None] | None = None,
+        on_completed: Callable[[], None] | None = None,
+        *,
+        scheduler: rx_abc.SchedulerBase | None = None,
+    ) -> _Counted:
+        if not callable(on_next):  # an observer
+            observer: Any = on_next
+            on_next, on_completed = observer.on_next, observer.on_completed
+        subscription = _Counted()
+        self.subscriptions.append(subscription)
+        assert on_completed is not None
+        self.completions.append(on_completed)
+        for item in self.items:
+            on_next(item)
+        if self.now:
+            on_completed()
+        return subscription
 
     def complete(self) -> None:
-        for observer in self.observers:
-            observer.on_completed()
+        for on_completed in self.completions:
+            on_completed()
 
 
 def _racing_first_then() -> type[Any]:
     flag = direct._FirstThen.__dict__["_disposed"]
 
     class Racing(direct._FirstThen):  # type: ignore[misc]
-        __slots__ = ("at", "reads")
+        __slots__ = ("after", "at", "reads")
 
         @property  # type: ignore[override]
         def _disposed(self) -> bool:
             self.reads += 1
-            if self.reads == self.at:
-                self.dispose()  # another thread's dispose, landing at this read
+            due = self.reads == self.at
+            if due and not self.after:
+                self.dispose()  # another thread's dispose, landing at this read (before it)
             value: bool = flag.__get__(self)
+            if due and self.after:
+                self.dispose()  # (or just after it: the value read is stale)
             return value
 
         @_disposed.setter
@@ -243,18 +258,19 @@ def _racing_first_then() -> type[Any]:
     return Racing
 
 
+@pytest.mark.parametrize("after", [False, True], ids=["before-read", "after-read"])
 @pytest.mark.parametrize("now", [True, False], ids=["completes-in-subscribe", "completes-later"])
 @pytest.mark.parametrize("at", [1, 2, 3, 4, 5, 6])
 def test_a_dispose_landing_anywhere_in_first_then_disposes_every_subscription_and_stops_delivery(
-    at: int, now: bool
+    at: int, now: bool, after: bool
 ) -> None:
     first, second = _Tracked((1,), now), _Tracked((2,), True)
     seen: list[object] = []
     racing = _racing_first_then()(lambda: second.observable(), (), _Observer(seen), None)
-    racing.reads, racing.at = 0, at
+    racing.reads, racing.at, racing.after = 0, at, after
     racing.start(first.observable(), seen.append)
-    if not now:
-        first.complete()
+    if not now and not direct._FirstThen.__dict__["_disposed"].__get__(racing):
+        first.complete()  # (a disposed subscriber hears nothing more: the source may never complete)
     if racing.reads < at:  # fewer reads than ``at``: the dispose comes after it all
         racing.dispose()
     for subscription in first.subscriptions + second.subscriptions:
