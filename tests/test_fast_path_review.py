@@ -330,7 +330,7 @@ _OPS = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(_OPS)
 def test_the_buffer_hands_out_what_a_plain_queue_would(ops_: list[tuple[Any, ...]]) -> None:
     subject: Subject[int] = Subject()
@@ -678,7 +678,7 @@ def _reads(stream: bytes, cuts: list[int]) -> list[bytes]:
     return [stream[a:b] for a, b in itertools.pairwise(bounds)]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(_mixed_streams())
 def test_any_reads_decode_as_bytes_fed_one_by_one(case: tuple[bytes, list[int]]) -> None:
     stream, cuts = case
@@ -686,7 +686,7 @@ def test_any_reads_decode_as_bytes_fed_one_by_one(case: tuple[bytes, list[int]])
     assert _decode(_reads(stream, cuts)) == _decode(one_by_one) == _decode([stream])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(_mixed_streams())
 def test_the_same_reads_decode_the_same_with_and_without_the_fast_paths(case: tuple[bytes, list[int]]) -> None:
     stream, cuts = case
@@ -694,7 +694,7 @@ def test_the_same_reads_decode_the_same_with_and_without_the_fast_paths(case: tu
     assert _decode(reads) == _decode(reads, fast=False)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(_mixed_streams(), st.integers(min_value=4, max_value=40), st.integers(min_value=4, max_value=60))
 def test_under_small_caps_the_same_reads_fail_alike_with_and_without_the_fast_paths(
     case: tuple[bytes, list[int]], line_cap: int, event_cap: int

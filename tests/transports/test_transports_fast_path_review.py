@@ -83,7 +83,7 @@ def _reads(body: bytes, cuts: list[int]) -> list[bytes]:
     return [body[a:b] for a, b in itertools.pairwise(bounds) if b > a]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(_responses())
 def test_every_connection_hands_h11_the_same_bytes_whatever_the_shared_table_holds(
     case: tuple[bytes, list[int]],
@@ -237,7 +237,7 @@ _STEPS = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(_STEPS)
 def test_exactly_the_due_deadlines_not_exited_expire_at_their_time_on_every_transport(
     steps: list[tuple[str, int, Any]],
