@@ -12,6 +12,8 @@ Interleavings are forced with barriers and events, never with sleeps.
 
 from __future__ import annotations
 
+import copy
+import pickle
 import threading
 from typing import Any
 
@@ -19,11 +21,14 @@ import reactivex
 from reactivex import abc as rx_abc
 from reactivex import operators as ops
 from reactivex.disposable import Disposable
+from reactivex.scheduler.scheduler import Scheduler
 from reactivex.subject import Subject
 
 from rxllm import BaseLlm, Content, FunctionCall, LlmResponse, Part
 from rxllm._rx.direct import Direct, emit_now, emitted
-from rxllm.agents import Event, FunctionTool, InMemoryRunner, LlmAgent
+from rxllm._tools import ToolContext, ToolRuntime, execute_tool
+from rxllm._tools._scope import closing_after
+from rxllm.agents import Event, FunctionTool, InMemoryRunner, InMemorySessionService, LlmAgent
 from rxllm.agents._flows import flow
 from rxllm.agents._sessions.run_lanes import SessionLanes
 
@@ -271,3 +276,172 @@ def test_many_runs_on_one_lane_from_many_threads_each_run_once_in_turn() -> None
     assert overlaps == []
     assert sorted(done) == list(range(threads_n * runs_each))
     assert not lanes.busy(key)
+
+
+# --- execute_tool: the tool's answer racing its timeout ------------------------------------------------
+
+
+class _Queued(Scheduler):
+    """Only queues what is scheduled (run by hand, on the thread the test picks)."""
+
+    def __init__(self) -> None:
+        self.actions: list[Any] = []
+
+    def schedule(self, action: Any, state: Any = None) -> rx_abc.DisposableBase:
+        self.actions.append(action)
+        return Disposable()
+
+    def schedule_relative(self, duetime: Any, action: Any, state: Any = None) -> rx_abc.DisposableBase:
+        return self.schedule(action, state)
+
+    def schedule_absolute(self, duetime: Any, action: Any, state: Any = None) -> rx_abc.DisposableBase:
+        return self.schedule(action, state)
+
+
+def _answering_at(barrier: threading.Barrier) -> Any:
+    def answer(order_id: str) -> dict[str, str]:
+        barrier.wait()  # the timer fires on the other thread at this moment
+        return {"status": "shipped"}
+
+    return answer
+
+
+def test_a_tool_answering_as_its_timeout_fires_ends_the_call_exactly_once() -> None:
+    for _ in range(50):
+        barrier = threading.Barrier(2, timeout=_WAIT)
+
+        answer = _answering_at(barrier)
+
+        pool, timers = _Queued(), _Queued()
+        seen: list[object] = []
+        lock = threading.Lock()
+
+        def record(item: object, lock: threading.Lock = lock, seen: list[object] = seen) -> None:
+            with lock:
+                seen.append(item)
+
+        execute_tool(
+            FunctionTool(answer),
+            {"order_id": "A"},
+            ToolContext.standalone(),
+            ToolRuntime(scheduler=pool, timer_scheduler=timers, timeout=5.0),
+        ).subscribe(record, lambda error: record(type(error).__name__), lambda: record("completed"))
+
+        def expire(timers: _Queued = timers, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            timers.actions[0](timers, None)
+
+        timer_thread = threading.Thread(target=expire)
+        timer_thread.start()
+        pool.actions[0](pool, None)
+        timer_thread.join(_WAIT)
+        assert seen in ([{"status": "shipped"}, "completed"], ["ToolTimeoutError"]), seen
+
+
+# --- closing_after: dispose racing the terminal event --------------------------------------------------
+
+
+class _Scope:
+    def __init__(self) -> None:
+        self.closing_soon = 0
+        self.closings = 0
+
+    @property
+    def is_empty(self) -> bool:
+        return False
+
+    def closing(self) -> reactivex.Observable[Any]:
+        self.closings += 1
+        return reactivex.empty()
+
+    def close_soon(self) -> None:
+        self.closing_soon += 1
+
+
+def test_closing_after_closes_the_scope_once_whether_disposed_before_or_after_the_end() -> None:
+    ended: Subject[int] = Subject()
+    scope = _Scope()
+    seen: list[object] = []
+    subscription = closing_after(ended, scope).subscribe(seen.append, seen.append, lambda: seen.append("done"))  # type: ignore[arg-type]
+    ended.on_next(1)
+    ended.on_completed()
+    subscription.dispose()  # after the end: the scope is closing already
+    assert seen == [1, "done"] and (scope.closings, scope.closing_soon) == (1, 0)
+
+    running: Subject[int] = Subject()
+    scope = _Scope()
+    subscription = closing_after(running, scope).subscribe(lambda _: None)  # type: ignore[arg-type]
+    subscription.dispose()
+    subscription.dispose()
+    running.on_completed()  # (a source that ends anyway after the dispose is not heard)
+    assert (scope.closings, scope.closing_soon) == (0, 1)
+
+
+# --- events and session snapshots built without validation ---------------------------------------------
+
+
+def _same_model(fast: Any, slow: Any) -> None:
+    assert fast == slow and fast.model_fields_set == slow.model_fields_set
+    assert fast.__pydantic_extra__ == slow.__pydantic_extra__ and fast.__pydantic_private__ == slow.__pydantic_private__
+    assert list(fast.__dict__) == list(slow.__dict__)
+    for clone in (copy.copy(fast), copy.deepcopy(fast), pickle.loads(pickle.dumps(fast))):
+        assert clone == slow and clone.model_fields_set == slow.model_fields_set
+    assert type(fast).model_validate(fast) == slow
+    assert type(fast).model_validate_json(fast.model_dump_json(by_alias=True)) == slow
+
+
+def test_a_response_event_copies_and_updates_as_a_validated_one() -> None:
+    response = LlmResponse(content=Content(role="model", parts=(Part.from_text("hi"),)), turn_complete=True)
+    fast = flow._response_event("e", "a", "root", response.content, None, None, response)
+    slow = Event(
+        id=fast.id,
+        timestamp=fast.timestamp,
+        invocation_id="e",
+        author="a",
+        branch="root",
+        content=response.content,
+        long_running_tool_ids=None,
+        partial=None,
+        turn_complete=True,
+        error_code=None,
+        error_message=None,
+        finish_reason=None,
+        usage_metadata=None,
+        total_usage_metadata=None,
+        interrupted=None,
+        custom_metadata=None,
+        model_version=None,
+        input_transcription=None,
+        output_transcription=None,
+        go_away=None,
+        live_session_resumption_update=None,
+        tool_call_cancellation=None,
+    )
+    slow_set = slow.model_fields_set - {"id", "timestamp"}
+    object.__setattr__(slow, "__pydantic_fields_set__", slow_set)  # (the fast event's id and time are defaults)
+    _same_model(fast, slow)
+    other = flow._response_event("e", "a", "root", response.content, None, None, response)
+    updated = fast.model_copy(update={"id": "x"})
+    assert updated.model_fields_set == fast.model_fields_set | {"id"}
+    assert "id" not in fast.model_fields_set and "id" not in other.model_fields_set
+    assert fast.model_fields_set is not other.model_fields_set
+
+
+def test_a_session_snapshots_state_is_its_own_whatever_the_stored_state() -> None:
+    service = InMemorySessionService()
+    empty = service.create_session("app", "u", session_id="empty").run()
+    full = service.create_session("app", "u", {"k": [1], "app:tier": "gold"}, session_id="full").run()
+    for session in (empty, full):
+        snapshot = service.get_session("app", "u", session.id).run()
+        again = service.get_session("app", "u", session.id).run()
+        assert snapshot is not None and again is not None
+        assert snapshot.state is not again.state
+        before = copy.deepcopy(again.state)
+        snapshot.state["mine"] = 1  # a frozen model's dict: the snapshot's own copy
+        if "k" in snapshot.state:
+            snapshot.state["k"].append(2)
+        assert service.get_session("app", "u", session.id).run().state == before  # type: ignore[union-attr]
+        updated = snapshot.model_copy(update={"last_update_time": 1.0})
+        assert updated.model_fields_set == snapshot.model_fields_set
+        restored = pickle.loads(pickle.dumps(again))
+        assert restored == again and restored.model_fields_set == again.model_fields_set
