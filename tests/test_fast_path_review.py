@@ -15,12 +15,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import pickle
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
 import pytest
@@ -190,6 +191,74 @@ def test_a_dispose_action_runs_once_when_disposed_again_inside_it_and_from_many_
     for thread in threads:
         thread.join(_WAIT)
     assert counted == [1]
+
+
+# --- Direct.subscribe: the source ending on another thread while it is being subscribed -------------------
+
+
+@contextlib.contextmanager
+def _racing_sink(at: int, after: bool) -> Iterator[list[Any]]:
+    """``direct._Sink`` replaced by one whose ``stopped`` flag completes the sink at its ``at``-th read
+    after the subscribe function returned (the source's own thread ending it then); yields the sinks."""
+    flag = direct._Sink.__dict__["stopped"]
+    made: list[Any] = []
+
+    class Racing(direct._Sink):  # type: ignore[type-arg]
+        __slots__ = ("armed", "reads")
+
+        def __init__(self, *args: Any) -> None:
+            self.reads, self.armed = 0, False
+            super().__init__(*args)
+            made.append(self)
+
+        @property  # type: ignore[override]
+        def stopped(self) -> bool:
+            due = False
+            if self.armed:
+                self.reads += 1
+                due = self.reads == at
+                if due:
+                    self.armed = False
+            if due and not after:
+                self.on_completed()
+            value: bool = flag.__get__(self)
+            if due and after:
+                self.on_completed()
+            return value
+
+        @stopped.setter
+        def stopped(self, value: bool) -> None:
+            flag.__set__(self, value)
+
+    saved = direct._Sink
+    direct._Sink = Racing  # type: ignore[misc]
+    try:
+        yield made
+    finally:
+        direct._Sink = saved  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before-read", "after-read"])
+@pytest.mark.parametrize("at", [1, 2, 3])
+def test_a_source_ending_while_a_direct_subscribe_returns_has_its_subscription_disposed(at: int, after: bool) -> None:
+    inner = _Counted()
+    seen: list[object] = []
+
+    with _racing_sink(at, after) as sinks:
+
+        def subscribe(observer: Any, scheduler: rx_abc.SchedulerBase | None = None) -> Any:
+            observer.on_next(1)
+            sinks[0].armed = True  # from here on, the source may end at any read of the flag
+            return inner
+
+        subscription = direct.Direct(subscribe).subscribe(seen.append, seen.append, lambda: seen.append("done"))
+        if sinks[0].armed:  # subscribe read the flag fewer times: the source ends after it all
+            sinks[0].armed = False
+            sinks[0].on_completed()
+    assert seen == [1, "done"]
+    assert inner.disposals >= 1
+    subscription.dispose()
+    assert seen == [1, "done"]
 
 
 # --- then_now / collect_then: a dispose racing the first source's completion ----------------------------
