@@ -29,10 +29,10 @@ so the agent module imports the flow and never the reverse (ADK Java's ``LlmAgen
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
-import weakref
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import Any, TypeVar, cast
@@ -183,21 +183,22 @@ class _StepTools:
         return config
 
 
-_STEP_TOOLS: weakref.WeakKeyDictionary[Any, _StepTools] = weakref.WeakKeyDictionary()
-
-
 def _step_tools(agent: FlowAgent, groups: tuple[ToolGroup, ...], *, static: bool) -> _StepTools:
     targets = transfer_targets(agent)
     if not static:
         return _StepTools(agent, groups, targets)
-    found = _STEP_TOOLS.get(agent)
+    found: _StepTools | None = getattr(agent, "_kept_step_tools", None)
     if (
         found is None
         or found.groups is not groups
         or len(found.targets) != len(targets)
         or any(a is not b for a, b in zip(found.targets, targets, strict=True))
     ):
-        found = _STEP_TOOLS[agent] = _StepTools(agent, groups, targets)
+        found = _StepTools(agent, groups, targets)
+        # kept on the agent, not in a weak map keyed by it: its targets (the parent, the peers) and
+        # tools may refer back to the agent, and a map's value that does keeps its key alive for good
+        with contextlib.suppress(AttributeError):  # (an agent that takes no attribute: built each step)
+            agent._kept_step_tools = found  # type: ignore[attr-defined]
     return found
 
 
