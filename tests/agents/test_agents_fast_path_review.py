@@ -13,10 +13,13 @@ Interleavings are forced with barriers and events, never with sleeps.
 from __future__ import annotations
 
 import copy
+import gc
 import pickle
 import threading
+import weakref
 from typing import Any
 
+import pytest
 import reactivex
 from reactivex import abc as rx_abc
 from reactivex import operators as ops
@@ -445,3 +448,27 @@ def test_a_session_snapshots_state_is_its_own_whatever_the_stored_state() -> Non
         assert updated.model_fields_set == snapshot.model_fields_set
         restored = pickle.loads(pickle.dumps(again))
         assert restored == again and restored.model_fields_set == again.model_fields_set
+
+
+# --- what the kept step tools keep alive ---------------------------------------------------------------
+
+
+def _ran_tree(with_parent: bool) -> tuple[weakref.ref[Any], weakref.ref[Any]]:
+    helper = LlmAgent("helper", _CallThenAnswer(), description="Helps.", tools=[get_order])
+    root = helper
+    if with_parent:
+        root = LlmAgent("boss", _CallThenAnswer(), description="Boss.", tools=[get_order], sub_agents=[helper])
+    runner = InMemoryRunner(root)
+    runner.session_service.create_session(runner.app_name, "u", session_id="s").run()
+    _run(runner, "s", "hi")
+    return weakref.ref(root), weakref.ref(helper)
+
+
+@pytest.mark.parametrize("with_parent", [False, True], ids=["one-agent", "agent-tree"])
+def test_an_agent_that_ran_is_freed_with_its_tree(with_parent: bool) -> None:
+    # The kept step tools hold the step's transfer targets (the parent, the peers) and tools, which
+    # may refer back to the agent: kept where nothing collects them, they would keep every agent
+    # tree that ever ran alive for good (a server building agents per request would grow without end).
+    root, helper = _ran_tree(with_parent)
+    gc.collect()
+    assert root() is None and helper() is None
