@@ -31,7 +31,7 @@ from rxllm import BaseLlm, Content, FunctionCall, LlmResponse, Part
 from rxllm._rx.direct import Direct, emit_now, emitted
 from rxllm._tools import ToolContext, ToolRuntime, execute_tool
 from rxllm._tools._scope import closing_after
-from rxllm.agents import Event, FunctionTool, InMemoryRunner, InMemorySessionService, LlmAgent
+from rxllm.agents import BaseTool, BaseToolset, Event, FunctionTool, InMemoryRunner, InMemorySessionService, LlmAgent
 from rxllm.agents._flows import flow
 from rxllm.agents._sessions.run_lanes import SessionLanes
 
@@ -73,7 +73,8 @@ class _CallThenAnswer(BaseLlm):
         if answered:
             content = Content(role="model", parts=(Part.from_text(f"done for {who}"),))
         else:
-            call = FunctionCall(id=f"call-{who}", name="get_order", args={"order_id": who})
+            name = next((n for n in _declared(llm_request) if n.startswith("get_order")), "get_order")
+            call = FunctionCall(id=f"call-{who}", name=name, args={"order_id": who})
             content = Content(role="model", parts=(Part(function_call=call),))
         return emit_now(LlmResponse(content=content))
 
@@ -174,6 +175,46 @@ def test_a_plain_function_tool_keeps_its_declarations_between_steps_and_runs() -
     tools = [request.config.tools for _, request in model.seen]
     assert len(tools) == 4 and all(t is tools[0] for t in tools)  # kept, and still what is declared
     assert _declared(model.seen[0][1]) == {"get_order": "Look an order up."}
+
+
+class _PerRunToolset(BaseToolset):
+    """Lists, for each step, a tool named after the run's session (``get_order_<who>``), once both
+    runs are listing at the same moment (the barrier)."""
+
+    def __init__(self, barrier: threading.Barrier) -> None:
+        super().__init__()
+        self._barrier = barrier
+        self.ran: list[str] = []
+
+    def get_tools(self, readonly_context: Any = None) -> reactivex.Observable[list[BaseTool]]:
+        who = readonly_context.state["who"]
+        self._barrier.wait()
+
+        def get_order(order_id: str) -> dict[str, str]:
+            """Look an order up."""
+            self.ran.append(f"{who}:{order_id}")
+            return {"order_id": order_id}
+
+        return reactivex.just([FunctionTool(get_order, name=f"get_order_{who}")])
+
+
+def test_concurrent_runs_of_one_agent_listing_different_tools_each_step_never_see_each_others() -> None:
+    toolset = _PerRunToolset(threading.Barrier(2, timeout=_WAIT))
+    model = _CallThenAnswer()
+    runner = InMemoryRunner(LlmAgent("a", model, tools=[toolset]))
+    for who in ("A", "B"):
+        runner.session_service.create_session(runner.app_name, "u", {"who": who}, session_id=who).run()
+    results: dict[str, list[Event]] = {}
+    threads = [threading.Thread(target=lambda who=who: results.update({who: _run(runner, who, who)})) for who in "AB"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(_WAIT)
+    assert sorted(who for who, _ in model.seen) == ["A", "A", "B", "B"]
+    for who, request in model.seen:
+        assert list(_declared(request)) == [f"get_order_{who}"]
+    assert sorted(toolset.ran) == ["A:A", "B:B"]
+    assert {who: events[-1].text() for who, events in results.items()} == {"A": "done for A", "B": "done for B"}
 
 
 # --- the run lane's lock-free slot ---------------------------------------------------------------
