@@ -212,7 +212,7 @@ class _Channel(StreamBuffer[T]):
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def start(self) -> None:
-        if self._subscription is None and not self._closed:
+        if self._subscription is None:  # not started, nor closed
             self._loop = _running_loop("async for over an rxllm stream")
         super().start()
 

@@ -92,7 +92,7 @@ class _Channel(StreamBuffer[T]):
         self._wait: Wait | None = None  # on a running loop's thread: the work this stream has on it
 
     def start(self) -> None:
-        if self._subscription is not None or self._closed:
+        if self._subscription is not None:  # started, or closed before
             return
         wait = self._wait = begin(running_loop(), self._wake)
         if wait is None:
