@@ -16,11 +16,18 @@ The consumer side (how it waits, how it is woken) is the subclass's: :meth:`Stre
 is called under the lock whenever an item or the end arrives.
 
 An open stream keeps its buffer for its lifetime, so the buffer is small until it is used: one
-object and one reentrant lock, the first waiting item in a slot of its own (a queue only once a
-second one waits behind it), and the condition variable only once a thread waits on it (an
-emitter waiting for room, or a blocking consumer); a consumer on an event loop never does. The
-source gets two callbacks (one for both terminal signals), and the subscription is held as
-it is returned.
+object, the first waiting item in a slot of its own (a queue only once a second one waits behind
+it), and a condition variable only once a thread waits on it (an emitter waiting for room, or a
+blocking consumer); a consumer on an event loop never does. The source gets two callbacks (one
+for both terminal signals), and the subscription is held as it is returned.
+
+Every buffer's state is guarded by one reentrant lock, :data:`LOCK`, shared by all buffers
+(a lock per buffer would be 96 bytes per open stream). What runs under it is a few field reads
+and writes, never a call out of this module that could block or emit (waking a consumer,
+disposing, and raising happen after it is released), and a thread waiting on a condition
+releases it; so one stream never waits for another's consumer, and, unlike a lock per buffer,
+a finalizer closing one buffer from inside another's critical section (the garbage collector
+runs finalizers wherever it is triggered) cannot deadlock two threads.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from reactivex import abc as rx_abc
 from .._core.errors import BufferOverflowError, ConfigurationError
 from .._core.loop_work import running_loop
 
-__all__ = ["DEFAULT_MAX_BUFFER", "END", "WAIT", "StreamBuffer", "check_max_buffer"]
+__all__ = ["DEFAULT_MAX_BUFFER", "END", "LOCK", "WAIT", "StreamBuffer", "check_max_buffer"]
 
 T = TypeVar("T")
 
@@ -47,10 +54,13 @@ END: Any = object()
 WAIT: Any = object()
 """What :meth:`StreamBuffer.poll` returns when nothing has arrived yet."""
 _EMPTY: Any = object()  # the first item's slot holds none
+LOCK = threading.RLock()
+"""The lock of every :class:`StreamBuffer` (see the module documentation); reentrant: a finalizer may close a buffer
+from inside a critical section."""
 _DONE: Any = object()  # the terminal: handed to the consumer, or the consumer left
 _SUBSCRIBING: Any = object()  # the subscription: ``subscribe`` has not returned yet
 _DISPOSED: Any = object()  # the subscription: disposed (or never to be made)
-_idents = [0]  # the latest consumer thread's ident: one int object for all its buffers (ints above 256 are 32 bytes each)
+_idents = [0]  # the latest consumer thread's ident: one int object for its buffers (an int above 256 is 32 bytes)
 
 
 def _thread_ident() -> int:
@@ -71,10 +81,9 @@ def check_max_buffer(max_buffer: object) -> None:
 class StreamBuffer(Generic[T]):
     """Items of ``source`` waiting for one consumer, its end, and the subscription behind them.
 
-    Everything below is read and written under ``_lock`` (a reentrant lock: a finalizer may
-    close the buffer from inside it). The waiting items are ``_first`` (or :data:`_EMPTY`)
-    followed by ``_more`` (built when a second item waits behind the first, then kept): the
-    queue is empty exactly when ``_first`` is :data:`_EMPTY`. ``_cond`` is a condition on
+    Everything below is read and written under ``_lock`` (:data:`LOCK`). The waiting items are
+    ``_first`` (or :data:`_EMPTY`) followed by ``_more`` (built when a second item waits behind
+    the first, then kept): the queue is empty exactly when ``_first`` is :data:`_EMPTY`. ``_cond`` is a condition on
     ``_lock``, built (under it) by the first thread that waits (:meth:`_condition`); whoever
     would notify reads it under the same lock, so a waiter that built it is always notified,
     and while it is ``None`` nobody waits.
@@ -90,7 +99,6 @@ class StreamBuffer(Generic[T]):
         "_cond",
         "_consumer_thread",
         "_first",
-        "_lock",
         "_max_buffer",
         "_more",
         "_producer_waiting",
@@ -99,13 +107,14 @@ class StreamBuffer(Generic[T]):
         "_terminal",
     )
 
+    _lock = LOCK
+
     advice = "Do less per item, or raise iterate()'s max_buffer"
     """The end of the :class:`BufferOverflowError` message: what the consumer can change."""
 
     def __init__(self, source: rx_abc.ObservableBase[T], max_buffer: int) -> None:
         self._source: rx_abc.ObservableBase[T] | None = source
         self._max_buffer = max_buffer
-        self._lock = threading.RLock()  # reentrant: a finalizer may close the buffer from inside it
         self._cond: threading.Condition | None = None  # built by the first thread that waits
         self._first: Any = _EMPTY  # the next item
         self._more: deque[T] | None = None  # the items after it
