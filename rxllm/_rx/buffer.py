@@ -83,10 +83,10 @@ class StreamBuffer(Generic[T]):
 
     Everything below is read and written under ``_lock`` (:data:`LOCK`). The waiting items are
     ``_first`` (or :data:`_EMPTY`) followed by ``_more`` (built when a second item waits behind
-    the first, then kept): the queue is empty exactly when ``_first`` is :data:`_EMPTY`. ``_cond`` is a condition on
-    ``_lock``, built (under it) by the first thread that waits (:meth:`_condition`); whoever
-    would notify reads it under the same lock, so a waiter that built it is always notified,
-    and while it is ``None`` nobody waits.
+    the first, then kept): the queue is empty exactly when ``_first`` is :data:`_EMPTY`.
+    ``_cond`` is a condition on ``_lock``, built (under it) by the first thread that waits
+    (:meth:`_condition`); whoever would notify reads it under the same lock, so a waiter that
+    built it is always notified, and while it is ``None`` nobody waits.
 
     ``_terminal`` is ``None`` while the stream runs, ``(error or None,)`` once it ended, and
     :data:`_DONE` once that was handed to the consumer or the consumer left (:meth:`close`): from
