@@ -81,10 +81,10 @@ def check_max_buffer(max_buffer: object) -> None:
 class StreamBuffer(Generic[T]):
     """Items of ``source`` waiting for one consumer, its end, and the subscription behind them.
 
-    Everything below is read and written under ``_lock`` (:data:`LOCK`). The waiting items are
+    Everything below is read and written under :data:`LOCK`. The waiting items are
     ``_first`` (or :data:`_EMPTY`) followed by ``_more`` (built when a second item waits behind
     the first, then kept): the queue is empty exactly when ``_first`` is :data:`_EMPTY`.
-    ``_cond`` is a condition on ``_lock``, built (under it) by the first thread that waits
+    ``_cond`` is a condition on :data:`LOCK`, built (under it) by the first thread that waits
     (:meth:`_condition`); whoever would notify reads it under the same lock, so a waiter that
     built it is always notified, and while it is ``None`` nobody waits.
 
@@ -107,8 +107,6 @@ class StreamBuffer(Generic[T]):
         "_terminal",
     )
 
-    _lock = LOCK
-
     advice = "Do less per item, or raise iterate()'s max_buffer"
     """The end of the :class:`BufferOverflowError` message: what the consumer can change."""
 
@@ -127,7 +125,7 @@ class StreamBuffer(Generic[T]):
         """The condition on the lock, built on first use; called with the lock held, by a thread about to wait."""
         cond = self._cond
         if cond is None:
-            cond = self._cond = threading.Condition(self._lock)
+            cond = self._cond = threading.Condition(LOCK)
         return cond
 
     def _notify(self) -> None:
@@ -153,7 +151,7 @@ class StreamBuffer(Generic[T]):
         assert source is not None
         end = self._on_end  # one bound method for both terminal signals
         subscription = source.subscribe(self._on_next, end, end)
-        with self._lock:
+        with LOCK:
             disposed = self._subscription is _DISPOSED  # disposed while subscribing (closed, or overflowed)
             if not disposed:
                 self._subscription = subscription
@@ -162,7 +160,7 @@ class StreamBuffer(Generic[T]):
 
     def _dispose(self) -> None:
         """Dispose the subscription (idempotent; while subscribing, when ``subscribe`` returns). Not under the lock."""
-        with self._lock:
+        with LOCK:
             subscription, self._subscription = self._subscription, _DISPOSED
         if subscription is not None and subscription is not _SUBSCRIBING and subscription is not _DISPOSED:
             subscription.dispose()
@@ -170,7 +168,7 @@ class StreamBuffer(Generic[T]):
     def poll(self) -> Any:
         """The next item, :data:`END` or :data:`WAIT`; raises the error the stream ended with.
 
-        The caller holds the lock (``self._lock``).
+        The caller holds the lock (:data:`LOCK`).
         """
         item = self._first
         if item is not _EMPTY:
@@ -198,7 +196,7 @@ class StreamBuffer(Generic[T]):
 
     def _on_next(self, item: T) -> None:
         overflowed = False
-        with self._lock:
+        with LOCK:
             if self._terminal is not None:  # ended, or the consumer left
                 return
             while self._count() >= self._max_buffer and threading.get_ident() != self._consumer_thread:
@@ -233,7 +231,7 @@ class StreamBuffer(Generic[T]):
 
     def _on_end(self, error: Exception | None = None) -> None:
         """The source's ``on_error(error)`` and ``on_completed()`` both."""
-        with self._lock:
+        with LOCK:
             if self._terminal is not None:
                 return
             self._terminal = (error,)
@@ -243,7 +241,7 @@ class StreamBuffer(Generic[T]):
 
     def close(self) -> None:
         """The consumer left: dispose the subscription unless the stream already ended (idempotent)."""
-        with self._lock:
+        with LOCK:
             ended = self._terminal is not None  # (also when closed before: idempotent)
             self._terminal = _DONE
             self._first = _EMPTY
