@@ -42,7 +42,7 @@ from reactivex.scheduler.eventloop import AsyncIOScheduler
 
 from .._core.errors import EmptyStreamError, EventLoopError
 from . import blocking
-from .buffer import DEFAULT_MAX_BUFFER, END, WAIT, StreamBuffer, check_max_buffer
+from .buffer import DEFAULT_MAX_BUFFER, END, LOCK, WAIT, StreamBuffer, check_max_buffer
 from .direct import lazy_lock, register_wrapper
 
 __all__ = [
@@ -212,14 +212,14 @@ class _Channel(StreamBuffer[T]):
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def start(self) -> None:
-        if self._subscription is None and not self._closed:
+        if self._subscription is None:  # not started, nor closed
             self._loop = _running_loop("async for over an rxllm stream")
         super().start()
 
     async def next(self, owner: object = None) -> T:
         """The next item, waiting on the loop for it; ``owner`` (the iterator) is kept alive meanwhile."""
         self.start()
-        lock = self._lock
+        lock = LOCK
         while True:
             with lock:
                 item = self.poll()
@@ -249,7 +249,7 @@ class _Channel(StreamBuffer[T]):
 
     def _wake(self) -> None:
         """On the loop: wake the consumer waiting in ``__anext__``."""
-        with self._lock:
+        with LOCK:
             self._wake_pending = False
             waiter = self._waiter
         if waiter is not None and not waiter.done():

@@ -33,7 +33,7 @@ from reactivex.internal.exceptions import SequenceContainsNoElementsError
 
 from .._core.errors import EventLoopError
 from .._core.loop_work import Wait, begin, running_loop
-from .buffer import DEFAULT_MAX_BUFFER, END, WAIT, StreamBuffer, check_max_buffer
+from .buffer import DEFAULT_MAX_BUFFER, END, LOCK, WAIT, StreamBuffer, check_max_buffer
 
 __all__ = ["DEFAULT_MAX_BUFFER", "BlockingIterator", "iterate", "run"]
 
@@ -92,7 +92,7 @@ class _Channel(StreamBuffer[T]):
         self._wait: Wait | None = None  # on a running loop's thread: the work this stream has on it
 
     def start(self) -> None:
-        if self._subscription is not None or self._closed:
+        if self._subscription is not None:  # started, or closed before
             return
         wait = self._wait = begin(running_loop(), self._wake)
         if wait is None:
@@ -116,7 +116,7 @@ class _Channel(StreamBuffer[T]):
         elif loop is None:
             wait = None  # this thread blocks no loop
         try:
-            with self._lock:
+            with LOCK:
                 while True:
                     item = self.poll()
                     if item is END:
@@ -145,7 +145,7 @@ class _Channel(StreamBuffer[T]):
             wait.end()
 
     def _wake(self) -> None:
-        with self._lock:
+        with LOCK:
             self._notify()
 
     def _arrived(self) -> Callable[[], None] | None:
