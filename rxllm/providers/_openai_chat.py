@@ -64,6 +64,7 @@ from ._wire import (
     JsonRequestMapper,
     ToolChoice,
     WireReader,
+    body_json,
     built_in_tools,
     check_gemini_only_options,
     data_url,
@@ -481,7 +482,7 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
 "stream":true,"stream_options":{"include_usage":true}}')
     """
 
-    __slots__ = ("_authorization", "_max_tokens_param", "_url")
+    __slots__ = ("_authorization", "_max_tokens_param", "_url", "_wires")
 
     def __init__(
         self,
@@ -525,6 +526,8 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
         # Built once: neither the base URL nor the key changes after construction.
         self._url = self._endpoint("/chat/completions")
         self._authorization: dict[str, str] = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        # The JSON of the config-derived members, per config object (see _config_wire).
+        self._wires: dict[int, tuple[GenerateContentConfig, _ConfigWire | None]] = {}
 
     def _repr_settings(self) -> dict[str, object]:
         return {"max_tokens_param": self._max_tokens_param}
@@ -532,16 +535,105 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
     def to_http_request(self, llm_request: LlmRequest, *, model: str, stream: bool) -> HttpRequest:
         """Build the ``/chat/completions`` request for ``model``.
 
+        The body is :func:`~rxllm.providers._wire.body_json` of :meth:`to_body` (with any
+        ``extra_body`` merged in). A request with options and no extra body is written without the
+        dict: its config's members (system message, tools, tool choice, sampling options) are
+        encoded once per config object and kept (:meth:`_config_wire`), the rest per request; the
+        text is the same.
+
         Raises:
             ConfigurationError: for parts, roles or options Chat Completions cannot express.
         """
+        config = llm_request.config
+        http_options = config.http_options
+        if config.model_fields_set and not self._merges_extra_body(http_options):
+            text = self._spliced_json(llm_request, model, stream)
+            if text is not None:
+                return self._post_json(self._url, text, stream=stream, provider_headers=self._authorization,
+                                       http_options=http_options)
         return self._post(
             self._url,
             self.to_body(llm_request, model=model, stream=stream),
             stream=stream,
             provider_headers=self._authorization,  # read only (_post copies it into the request's headers)
-            http_options=llm_request.config.http_options,
+            http_options=http_options,
         )
+
+    def _spliced_json(self, llm_request: LlmRequest, model: str, stream: bool) -> str | None:
+        """``body_json(self.to_body(...))`` from the config's kept JSON and the request's messages;
+        ``None`` when the config has no kept form or anything fails (then :meth:`to_body` runs and
+        raises what it raises, in its order)."""
+        wire = self._config_wire(llm_request.config)
+        if wire is None:
+            return None
+        system, tail = wire
+        try:
+            messages = body_json(_messages(llm_request, system=False))
+            tail_text = "".join([p if type(p) is str else body_json(p.parameters) for p in tail])
+        except (ConfigurationError, TypeError, ValueError, RecursionError):
+            return None
+        if system is not None:  # the system message goes first
+            messages = f"[{system}]" if messages == "[]" else f"[{system},{messages[1:]}"
+        return (f'{{"model":{body_json(model)},"messages":{messages}{tail_text}'
+                f'{_STREAM_MEMBERS if stream else ""}}}')
+
+    def _config_wire(self, config: GenerateContentConfig) -> _ConfigWire | None:
+        """The JSON of what :meth:`to_body` takes from ``config`` alone, built once per config object.
+
+        An agent sends the same config object (its system instruction and tools) on every step of
+        every turn: its members are checked and encoded once. The config, its tools and their
+        declarations are frozen, so the JSON built from them stays right; a declaration's
+        ``parameters`` is a dict that could change in place, so the kept form holds the
+        declaration, whose parameters are encoded again per request. Kept by the config's
+        identity, the entry holding the config itself (its id is not reused while kept), at most
+        :data:`_MAX_WIRES` configs (then the cache starts over): one dict read per request, and a
+        dict's get and set are atomic, so no lock. ``None`` for a config :meth:`to_body` refuses
+        or one with a ``response_schema`` (its schema is built per request).
+        """
+        wires = self._wires
+        entry = wires.get(id(config))
+        if entry is not None and entry[0] is config:
+            return entry[1]
+        wire = self._build_config_wire(config)
+        if len(wires) >= _MAX_WIRES:
+            wires.clear()
+        wires[id(config)] = (config, wire)
+        return wire
+
+    def _build_config_wire(self, config: GenerateContentConfig) -> _ConfigWire | None:
+        if config.response_schema is not None:
+            return None
+        try:
+            check_gemini_only_options(config, api=_API, provider=_PROVIDER)
+            for field, _ in built_in_tools(config):
+                raise refuse_built_in(field, api=_API, provider=_PROVIDER)
+            choice = tool_choice(config, provider=_PROVIDER)
+            wire_choice = openai_tool_choice(choice, api=_API, named=_named_function)
+            members: dict[str, Any] = {}
+            self._add_config(members, config)
+            system = _system_message(config)
+            tail: list[str | FunctionDeclaration] = []
+            declarations = choice.declarations(api_takes_names=False)
+            if declarations:  # add_openai_tools' members, in its order
+                tail.append(',"tools":[')
+                for number, declaration in enumerate(declarations):
+                    tail.append(f'{"," if number else ""}{{"type":"function","function":{{"name":'
+                                f'{body_json(declaration.name)}')
+                    if declaration.description is not None:
+                        tail.append(f',"description":{body_json(declaration.description)}')
+                    if declaration.parameters is not None:
+                        tail += (',"parameters":', declaration, "}}")
+                    else:
+                        tail.append("}}")
+                tail.append("]")
+                if wire_choice is not None:
+                    tail.append(f',"tool_choice":{body_json(wire_choice)}')
+                if choice.parallel is not None:
+                    tail.append(f',"parallel_tool_calls":{body_json(choice.parallel)}')
+            tail.extend(f",{body_json(name)}:{body_json(value)}" for name, value in members.items())
+            return (body_json(system) if system is not None else None), _joined(tail)
+        except (ConfigurationError, TypeError, ValueError, RecursionError):
+            return None
 
     def to_body(self, llm_request: LlmRequest, *, model: str, stream: bool) -> dict[str, Any]:
         """The JSON body of :meth:`to_http_request`, as a dict, before any ``extra_body`` is
@@ -654,13 +746,40 @@ def _tool(declaration: FunctionDeclaration) -> dict[str, Any]:
     return {"type": "function", "function": function}
 
 
-def _messages(llm_request: LlmRequest) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
-    system = llm_request.config.system_instruction
+_ConfigWire = tuple[str | None, tuple[str | FunctionDeclaration, ...]]
+"""A config's kept JSON: the system message, and the members after ``messages`` as text pieces and
+the declarations whose ``parameters`` go between them."""
+
+_MAX_WIRES = 16
+_STREAM_MEMBERS = ',"stream":true,"stream_options":{"include_usage":true}'
+
+
+def _joined(pieces: list[str | FunctionDeclaration]) -> tuple[str | FunctionDeclaration, ...]:
+    """``pieces`` with adjacent strings joined."""
+    joined: list[str | FunctionDeclaration] = []
+    for piece in pieces:
+        if type(piece) is str and joined and type(joined[-1]) is str:
+            joined[-1] += piece  # type: ignore[operator]
+        else:
+            joined.append(piece)
+    return tuple(joined)
+
+
+def _system_message(config: GenerateContentConfig) -> dict[str, Any] | None:
+    system = config.system_instruction
     if system is not None:
         text = system.text()
         if text:
-            messages.append({"role": "system", "content": text})
+            return {"role": "system", "content": text}
+    return None
+
+
+def _messages(llm_request: LlmRequest, *, system: bool = True) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    if system:
+        message = _system_message(llm_request.config)
+        if message is not None:
+            messages.append(message)
     ids = CallIdPairing("call{:05d}", provider=_PROVIDER)  # 9 alphanumerics: also valid for Mistral
     for content in llm_request.contents:
         role = content.role or "user"

@@ -57,6 +57,7 @@ __all__ = [
     "data_url",
     "in_band_error",
     "join_url",
+    "body_json",
     "json_text",
     "merge_extra_body",
     "refuse_built_in",
@@ -225,13 +226,31 @@ def in_band_error(error: object, *, code_keys: tuple[str, ...], retryable_codes:
 # writing
 
 
+# One encoder each, built once: ``json.dumps`` with any option builds a ``JSONEncoder`` per call (the
+# same options give the same text; ``encode`` keeps no state, so one instance serves every thread).
+_TEXT_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_BODY_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def json_text(value: object) -> str:
     """Compact JSON text with non-ASCII characters kept (tool arguments, function responses).
 
     >>> json_text({"city": "Köln", "days": [1, 2]})
     '{"city":"Köln","days":[1,2]}'
     """
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _TEXT_ENCODER.encode(value)
+
+
+def body_json(value: object) -> str:
+    """A request body's JSON text: :func:`json_text` without NaN or infinities (``allow_nan=False``).
+
+    Every body a mapper sends is this text of its body dict, UTF-8 encoded. Raises what
+    ``json.dumps`` raises (``TypeError``, ``ValueError``, ``RecursionError``).
+
+    >>> body_json({"model": "m", "messages": [{"role": "user", "content": "Grüß"}]})
+    '{"model":"m","messages":[{"role":"user","content":"Grüß"}]}'
+    """
+    return _BODY_ENCODER.encode(value)
 
 
 ConfigField = Literal[
@@ -641,9 +660,47 @@ extra_body={'ignore_eos': True, 'api_key': '***'})
             body = merged = dict(body)
             merge_extra_body(merged, extra, overrides=overrides, provider=self._provider)
         try:
-            encoded = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
-        except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
-            raise ConfigurationError(f"the request cannot be encoded as JSON: {exc}", provider=self._provider) from exc
+            text = body_json(body)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise self._not_json(exc) from exc
+        return self._post_text(url, text, stream=stream, provider_headers=provider_headers,
+                               request_headers=request_headers)
+
+    def _merges_extra_body(self, http_options: HttpOptions | None) -> bool:
+        """Whether :meth:`_post` would merge an extra body into a request with ``http_options``
+        (the model's ``extra_body``, or the request's ``http_options.extra_body``)."""
+        return bool(self._extra_body) or (http_options is not None and bool(http_options.extra_body))
+
+    def _post_json(
+        self,
+        url: str,
+        text: str,
+        *,
+        stream: bool,
+        provider_headers: Mapping[str, str],
+        http_options: HttpOptions | None,
+    ) -> HttpRequest:
+        """:meth:`_post` of a body whose JSON ``text`` the subclass built itself (the same text as
+        :func:`body_json` of the body dict), for a request :meth:`_merges_extra_body` says merges no
+        extra body: the same request, headers and errors as :meth:`_post`."""
+        request_headers: Mapping[str, str] = {}
+        if http_options is not None:
+            request_headers = http_options.headers or {}
+            register_secrets_of(request_headers, http_options.extra_body)
+        return self._post_text(url, text, stream=stream, provider_headers=provider_headers,
+                               request_headers=request_headers)
+
+    def _not_json(self, exc: BaseException) -> ConfigurationError:
+        return ConfigurationError(f"the request cannot be encoded as JSON: {exc}", provider=self._provider)
+
+    def _post_text(
+        self, url: str, text: str, *, stream: bool, provider_headers: Mapping[str, str],
+        request_headers: Mapping[str, str],
+    ) -> HttpRequest:
+        try:
+            encoded = text.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate
+            raise self._not_json(exc) from exc
         headers = {
             "content-type": "application/json",
             "accept": "text/event-stream" if stream else "application/json",
