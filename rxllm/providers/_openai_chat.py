@@ -569,7 +569,7 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
         system, tail = wire
         try:
             messages = body_json(_messages(llm_request, system=False))
-            tail_text = "".join([p if type(p) is str else body_json(p.parameters) for p in tail])
+            tail_text = "".join([p if isinstance(p, str) else body_json(p.parameters) for p in tail])
         except (ConfigurationError, TypeError, ValueError, RecursionError):
             return None
         if system is not None:  # the system message goes first
@@ -758,8 +758,9 @@ def _joined(pieces: list[str | FunctionDeclaration]) -> tuple[str | FunctionDecl
     """``pieces`` with adjacent strings joined."""
     joined: list[str | FunctionDeclaration] = []
     for piece in pieces:
-        if type(piece) is str and joined and type(joined[-1]) is str:
-            joined[-1] += piece  # type: ignore[operator]
+        last = joined[-1] if joined else None
+        if isinstance(piece, str) and isinstance(last, str):
+            joined[-1] = last + piece
         else:
             joined.append(piece)
     return tuple(joined)
