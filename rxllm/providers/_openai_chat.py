@@ -62,6 +62,9 @@ from .._transports.base import HttpRequest
 from ._wire import (
     CallIdPairing,
     JsonRequestMapper,
+    KeptByConfig,
+    KeptJson,
+    ParametersSlot,
     ToolChoice,
     WireReader,
     body_json,
@@ -69,7 +72,9 @@ from ._wire import (
     check_gemini_only_options,
     data_url,
     json_text,
+    kept_members,
     refuse_built_in,
+    render_kept,
     tool_choice,
     wire_config,
 )
@@ -482,7 +487,7 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
 "stream":true,"stream_options":{"include_usage":true}}')
     """
 
-    __slots__ = ("_authorization", "_max_tokens_param", "_url", "_wires")
+    __slots__ = ("_authorization", "_kept", "_max_tokens_param", "_url")
 
     def __init__(
         self,
@@ -526,8 +531,7 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
         # Built once: neither the base URL nor the key changes after construction.
         self._url = self._endpoint("/chat/completions")
         self._authorization: dict[str, str] = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        # The JSON of the config-derived members, per config object (see _config_wire).
-        self._wires: dict[int, tuple[GenerateContentConfig, _ConfigWire | None]] = {}
+        self._kept = KeptByConfig()  # the JSON of each config's members (see _config_wire)
 
     def _repr_settings(self) -> dict[str, object]:
         return {"max_tokens_param": self._max_tokens_param}
@@ -569,7 +573,7 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
         system, tail = wire
         try:
             messages = body_json(_messages(llm_request, system=False))
-            tail_text = "".join([p if isinstance(p, str) else body_json(p.parameters) for p in tail])
+            tail_text = render_kept(tail)
         except (ConfigurationError, TypeError, ValueError, RecursionError):
             return None
         if system is not None:  # the system message goes first
@@ -578,60 +582,28 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
                 f'{_STREAM_MEMBERS if stream else ""}}}')
 
     def _config_wire(self, config: GenerateContentConfig) -> _ConfigWire | None:
-        """The JSON of what :meth:`to_body` takes from ``config`` alone, built once per config object.
-
-        An agent sends the same config object (its system instruction and tools) on every step of
-        every turn: its members are checked and encoded once. The config, its tools and their
-        declarations are frozen, so the JSON built from them stays right; a declaration's
-        ``parameters`` is a dict that could change in place, so the kept form holds the
-        declaration, whose parameters are encoded again per request. Kept by the config's
-        identity, the entry holding the config itself (its id is not reused while kept), at most
-        :data:`_MAX_WIRES` configs (then the cache starts over): one dict read per request, and a
-        dict's get and set are atomic, so no lock. ``None`` for a config :meth:`to_body` refuses
-        or one with a ``response_schema`` (its schema is built per request).
-        """
-        wires = self._wires
-        entry = wires.get(id(config))
-        if entry is not None and entry[0] is config:
-            return entry[1]
-        wire = self._build_config_wire(config)
-        if len(wires) >= _MAX_WIRES:
-            wires.clear()
-        wires[id(config)] = (config, wire)
-        return wire
+        """The JSON of what :meth:`to_body` takes from ``config`` alone: the system message, and the
+        members after ``messages`` (tools, tool choice, options), built once per config object
+        (:class:`~rxllm.providers._wire.KeptByConfig`), each declaration's ``parameters`` encoded per
+        request (:func:`~rxllm.providers._wire.kept_json`). ``None`` for a config :meth:`to_body`
+        refuses, or one with a ``response_schema`` (its schema is built per request)."""
+        return self._kept.get(config, self._build_config_wire)
 
     def _build_config_wire(self, config: GenerateContentConfig) -> _ConfigWire | None:
         if config.response_schema is not None:
             return None
-        try:
+        try:  # to_body's steps for the config, in its order
             check_gemini_only_options(config, api=_API, provider=_PROVIDER)
             for field, _ in built_in_tools(config):
                 raise refuse_built_in(field, api=_API, provider=_PROVIDER)
             choice = tool_choice(config, provider=_PROVIDER)
             wire_choice = openai_tool_choice(choice, api=_API, named=_named_function)
             members: dict[str, Any] = {}
+            tools = [_tool(declaration, slot=True) for declaration in choice.declarations(api_takes_names=False)]
+            add_openai_tools(members, tools, choice, wire_choice)
             self._add_config(members, config)
             system = _system_message(config)
-            tail: list[str | FunctionDeclaration] = []
-            declarations = choice.declarations(api_takes_names=False)
-            if declarations:  # add_openai_tools' members, in its order
-                tail.append(',"tools":[')
-                for number, declaration in enumerate(declarations):
-                    tail.append(f'{"," if number else ""}{{"type":"function","function":{{"name":'
-                                f'{body_json(declaration.name)}')
-                    if declaration.description is not None:
-                        tail.append(f',"description":{body_json(declaration.description)}')
-                    if declaration.parameters is not None:
-                        tail += (',"parameters":', declaration, "}}")
-                    else:
-                        tail.append("}}")
-                tail.append("]")
-                if wire_choice is not None:
-                    tail.append(f',"tool_choice":{body_json(wire_choice)}')
-                if choice.parallel is not None:
-                    tail.append(f',"parallel_tool_calls":{body_json(choice.parallel)}')
-            tail.extend(f",{body_json(name)}:{body_json(value)}" for name, value in members.items())
-            return (body_json(system) if system is not None else None), _joined(tail)
+            return (body_json(system) if system is not None else None), kept_members(members)
         except (ConfigurationError, TypeError, ValueError, RecursionError):
             return None
 
@@ -737,33 +709,19 @@ def _named_function(name: str) -> dict[str, Any]:
     return {"type": "function", "function": {"name": name}}
 
 
-def _tool(declaration: FunctionDeclaration) -> dict[str, Any]:
+def _tool(declaration: FunctionDeclaration, *, slot: bool = False) -> dict[str, Any]:
     function: dict[str, Any] = {"name": declaration.name}
     if declaration.description is not None:
         function["description"] = declaration.description
     if declaration.parameters is not None:
-        function["parameters"] = declaration.parameters
+        function["parameters"] = ParametersSlot(declaration) if slot else declaration.parameters
     return {"type": "function", "function": function}
 
 
-_ConfigWire = tuple[str | None, tuple[str | FunctionDeclaration, ...]]
-"""A config's kept JSON: the system message, and the members after ``messages`` as text pieces and
-the declarations whose ``parameters`` go between them."""
+_ConfigWire = tuple[str | None, KeptJson]
+"""A config's kept JSON: the system message, and the members after ``messages``."""
 
-_MAX_WIRES = 16
 _STREAM_MEMBERS = ',"stream":true,"stream_options":{"include_usage":true}'
-
-
-def _joined(pieces: list[str | FunctionDeclaration]) -> tuple[str | FunctionDeclaration, ...]:
-    """``pieces`` with adjacent strings joined."""
-    joined: list[str | FunctionDeclaration] = []
-    for piece in pieces:
-        last = joined[-1] if joined else None
-        if isinstance(piece, str) and isinstance(last, str):
-            joined[-1] = last + piece
-        else:
-            joined.append(piece)
-    return tuple(joined)
 
 
 def _system_message(config: GenerateContentConfig) -> dict[str, Any] | None:

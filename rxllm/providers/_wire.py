@@ -31,7 +31,7 @@ import base64
 import json
 import logging
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -50,6 +50,9 @@ __all__ = [
     "CallIdPairing",
     "ConfigField",
     "JsonRequestMapper",
+    "KeptByConfig",
+    "KeptJson",
+    "ParametersSlot",
     "MAX_TOKEN_COUNT",
     "ToolChoice",
     "WireReader",
@@ -59,6 +62,9 @@ __all__ = [
     "join_url",
     "body_json",
     "json_text",
+    "kept_json",
+    "kept_members",
+    "render_kept",
     "merge_extra_body",
     "refuse_built_in",
     "check_gemini_only_options",
@@ -251,6 +257,142 @@ def body_json(value: object) -> str:
     '{"model":"m","messages":[{"role":"user","content":"Grüß"}]}'
     """
     return _BODY_ENCODER.encode(value)
+
+
+class ParametersSlot:
+    """Where a declaration's ``parameters`` go in a :func:`kept_json` value (encoded per request)."""
+
+    __slots__ = ("declaration",)
+
+    def __init__(self, declaration: FunctionDeclaration) -> None:
+        self.declaration = declaration
+
+
+KeptJson = tuple[str | FunctionDeclaration, ...]
+"""JSON text in pieces: the strings as they are, each declaration as its ``parameters``' JSON."""
+
+
+def kept_json(value: object) -> KeptJson:
+    """``body_json(value)`` in pieces, a :class:`ParametersSlot` in ``value`` standing for its
+    declaration's ``parameters``: :func:`render_kept` of the pieces is ``body_json`` of ``value``
+    with each slot replaced by those parameters, read when rendered.
+
+    A declaration is frozen but its ``parameters`` is a dict that can change in place: what is
+    kept of a config holds the declaration, never its parameters' JSON.
+
+    >>> declaration = FunctionDeclaration(name="f", parameters={"type": "object"})
+    >>> pieces = kept_json({"tools": [{"name": "f", "schema": ParametersSlot(declaration)}], "n": 1})
+    >>> render_kept(pieces)
+    '{"tools":[{"name":"f","schema":{"type":"object"}}],"n":1}'
+    >>> declaration.parameters["required"] = []
+    >>> render_kept(pieces)
+    '{"tools":[{"name":"f","schema":{"type":"object","required":[]}}],"n":1}'
+    """
+    pieces: list[str | FunctionDeclaration] = []
+
+    def walk(item: object) -> None:
+        if isinstance(item, ParametersSlot):
+            pieces.append(item.declaration)
+        elif not _holds_slot(item):
+            pieces.append(body_json(item))
+        elif isinstance(item, dict):
+            pieces.append("{")
+            for number, (key, member) in enumerate(item.items()):
+                pieces.append(f'{"," if number else ""}{body_json(key)}:')
+                walk(member)
+            pieces.append("}")
+        else:
+            assert isinstance(item, (list, tuple))
+            pieces.append("[")
+            for number, member in enumerate(item):
+                if number:
+                    pieces.append(",")
+                walk(member)
+            pieces.append("]")
+
+    walk(value)
+    return _joined(pieces)
+
+
+def kept_members(members: Mapping[str, object]) -> KeptJson:
+    """:func:`kept_json` of ``members`` as they go after other members of a body: ``,"a":1,"b":2``
+    (nothing for no members)."""
+    if not members:
+        return ()
+    pieces = list(kept_json(dict(members)))
+    first, last = pieces[0], pieces[-1]
+    assert isinstance(first, str) and first[0] == "{" and isinstance(last, str) and last[-1] == "}"
+    pieces[0] = "," + first[1:]
+    pieces[-1] = pieces[-1][:-1]  # type: ignore[index]
+    return _joined([piece for piece in pieces if piece != ""])
+
+
+def _joined(pieces: list[str | FunctionDeclaration]) -> KeptJson:
+    """``pieces`` with adjacent strings joined."""
+    joined: list[str | FunctionDeclaration] = []
+    for piece in pieces:
+        last = joined[-1] if joined else None
+        if isinstance(piece, str) and isinstance(last, str):
+            joined[-1] = last + piece
+        else:
+            joined.append(piece)
+    return tuple(joined)
+
+
+def _holds_slot(item: object) -> bool:
+    if isinstance(item, ParametersSlot):
+        return True
+    if isinstance(item, dict):
+        return any(_holds_slot(member) for member in item.values())
+    if isinstance(item, (list, tuple)):
+        return any(_holds_slot(member) for member in item)
+    return False
+
+
+def render_kept(pieces: KeptJson) -> str:
+    """The JSON text of :func:`kept_json`'s pieces, each declaration's ``parameters`` encoded now.
+
+    Raises what :func:`body_json` raises for parameters JSON cannot carry.
+    """
+    return "".join([piece if isinstance(piece, str) else body_json(piece.parameters) for piece in pieces])
+
+
+_T_KEPT = TypeVar("_T_KEPT")
+
+
+class KeptByConfig:
+    """What a mapper built from a config alone, per config object, for the requests that reuse it.
+
+    An agent sends the same :class:`~rxllm.GenerateContentConfig` object (its instruction and tools)
+    on every step of every turn. The config and everything in it are frozen, except the JSON dicts
+    (a declaration's ``parameters``: :func:`kept_json` keeps the declaration, not its JSON), so
+    what was built from it stays right. Kept by the config's identity, each entry holding the config
+    itself (so its id is not reused while kept) and checked with ``is``; at most ``limit`` configs
+    (then it starts over); a dict's ``get`` and item assignment are atomic, so threads sharing a
+    mapper need no lock (two may build the same entry; either is right).
+    """
+
+    __slots__ = ("_entries", "_limit")
+
+    def __init__(self, limit: int = 16) -> None:
+        self._entries: dict[int, tuple[GenerateContentConfig, Any]] = {}
+        self._limit = limit
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, config: GenerateContentConfig, build: Callable[[GenerateContentConfig], _T_KEPT]) -> _T_KEPT:
+        """What ``build(config)`` returned for this config object, building it on first use."""
+        entries = self._entries
+        entry = entries.get(id(config))
+        if entry is not None and entry[0] is config:
+            kept: _T_KEPT = entry[1]
+            return kept
+        kept = build(config)
+        if len(entries) >= self._limit:
+            entries.clear()
+        entries[id(config)] = (config, kept)
+        return kept
 
 
 ConfigField = Literal[

@@ -212,7 +212,7 @@ def test_what_is_kept_is_bounded_and_stays_right() -> None:
     configs = [_config(_declaration(), instruction=f"Instruction {n}") for n in range(60)]
     for config in configs:
         _assert_same(mapper, LlmRequest(contents=contents, config=config))
-    assert len(mapper._wires) <= 16
+    assert len(mapper._kept) <= 16
     _assert_same(mapper, LlmRequest(contents=contents, config=configs[0]))
 
 
