@@ -1,7 +1,7 @@
-"""The OpenAI Chat mapper keeps the JSON of a config's members (system message, tools, options)
-per config object: the bytes it sends must be exactly what encoding the body dict gives, whatever
-changes between requests (the tool list, the instruction, a schema edited in place, the options),
-and a request it cannot build must fail as the dict path fails."""
+"""The OpenAI Chat, Anthropic and Gemini mappers keep the JSON of a config's members (system
+message, tools, options) per config object: the bytes they send must be exactly what encoding the
+body dict gives, whatever changes between requests (the tool list, the instruction, a schema edited
+in place, the options), and a request they cannot build must fail as the dict path fails."""
 
 from __future__ import annotations
 
@@ -24,8 +24,21 @@ from rxllm import (
     Tool,
     ToolConfig,
 )
-from rxllm.providers._wire import body_json, json_text
+from rxllm.providers._wire import JsonRequestMapper, body_json, json_text
+from rxllm.providers.anthropic import AnthropicRequestMapper
+from rxllm.providers.gemini import GeminiRequestMapper
 from rxllm.providers.openai import OpenAiChatRequestMapper
+
+MAPPERS = {
+    "openai": lambda **kw: OpenAiChatRequestMapper(base_url="https://api.example/v1", api_key="sk-test", **kw),
+    "anthropic": lambda **kw: AnthropicRequestMapper(api_key="sk-ant-test", **kw),
+    "gemini": lambda **kw: GeminiRequestMapper(api_key="g-test", **kw),
+}
+
+
+@pytest.fixture(params=sorted(MAPPERS))
+def provider(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 INSTRUCTION = "You answer questions about orders. Use get_order to look orders up."
 
@@ -61,48 +74,61 @@ def _history() -> tuple[Content, ...]:
     )
 
 
-def _reference(mapper: OpenAiChatRequestMapper, request: LlmRequest, *, stream: bool = True) -> bytes:
+def _body_dict(mapper: JsonRequestMapper, request: LlmRequest, stream: bool) -> Any:
+    if isinstance(mapper, OpenAiChatRequestMapper):
+        return mapper.to_body(request, model="gpt-test", stream=stream)
+    if isinstance(mapper, AnthropicRequestMapper):
+        return mapper._body(request, model="gpt-test", stream=stream)
+    assert isinstance(mapper, GeminiRequestMapper)
+    return mapper._body(request)
+
+
+def _reference(mapper: JsonRequestMapper, request: LlmRequest, *, stream: bool = True) -> bytes:
     """What the mapper sent before it kept anything: the body dict, encoded (no extra body)."""
-    body = mapper.to_body(request, model="gpt-test", stream=stream)
+    body = _body_dict(mapper, request, stream)
     try:
         return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
     except (TypeError, ValueError, RecursionError) as exc:
-        raise ConfigurationError(f"the request cannot be encoded as JSON: {exc}", provider="openai") from exc
+        raise ConfigurationError(f"the request cannot be encoded as JSON: {exc}", provider=mapper.provider) from exc
 
 
-def _sent(mapper: OpenAiChatRequestMapper, request: LlmRequest, *, stream: bool = True) -> bytes:
-    return mapper.to_http_request(request, model="gpt-test", stream=stream).body
+def _sent(mapper: Any, request: LlmRequest, *, stream: bool = True) -> bytes:
+    body: bytes = mapper.to_http_request(request, model="gpt-test", stream=stream).body
+    return body
 
 
-def _mapper(**kwargs: Any) -> OpenAiChatRequestMapper:
-    return OpenAiChatRequestMapper(base_url="https://api.example/v1", api_key="sk-test", **kwargs)
-
-
-def _assert_same(mapper: OpenAiChatRequestMapper, request: LlmRequest, *, stream: bool = True) -> bytes:
-    expected = _reference(_mapper(), request, stream=stream)  # a fresh mapper: nothing kept
+def _assert_same(mapper: JsonRequestMapper, request: LlmRequest, *, stream: bool = True) -> bytes:
+    expected = _reference(MAPPERS[mapper.provider](), request, stream=stream)  # a fresh mapper: nothing kept
     sent = _sent(mapper, request, stream=stream)
     assert sent == expected
     assert _sent(mapper, request, stream=stream) == expected  # and again, from what the mapper kept
     return sent
 
 
-def test_an_agents_two_steps_send_the_bytes_of_the_body_dict() -> None:
-    mapper = _mapper()
+def _spliced(mapper: Any, request: LlmRequest) -> str | None:
+    if isinstance(mapper, GeminiRequestMapper):
+        return mapper._spliced_json(request)  # type: ignore[no-any-return]
+    return mapper._spliced_json(request, "gpt-test", True)  # type: ignore[no-any-return]
+
+
+def test_an_agents_two_steps_send_the_bytes_of_the_body_dict(provider: str) -> None:
+    mapper = MAPPERS[provider]()
     config = _config(_declaration())
     first = LlmRequest(contents=_history()[:1], config=config)
     second = LlmRequest(contents=_history(), config=config)
     for _ in range(3):
         _assert_same(mapper, first)
         body = _assert_same(mapper, second)
-    assert mapper._spliced_json(second, "gpt-test", True) == body.decode()  # the kept path, not the dict path
-    decoded = json.loads(body)
-    assert decoded["messages"][0] == {"role": "system", "content": INSTRUCTION}
-    assert [t["function"]["name"] for t in decoded["tools"]] == ["get_order"]
-    assert [m["role"] for m in decoded["messages"]] == ["system", "user", "assistant", "tool"]
+    assert _spliced(mapper, second) == body.decode()  # the kept path, not the dict path
+    assert INSTRUCTION in body.decode() and '"get_order"' in body.decode()
+    if provider == "openai":
+        decoded = json.loads(body)
+        assert decoded["messages"][0] == {"role": "system", "content": INSTRUCTION}
+        assert [m["role"] for m in decoded["messages"]] == ["system", "user", "assistant", "tool"]
 
 
-def test_a_changed_tool_list_or_instruction_is_sent_as_changed() -> None:
-    mapper = _mapper()
+def test_a_changed_tool_list_or_instruction_is_sent_as_changed(provider: str) -> None:
+    mapper = MAPPERS[provider]()
     contents = _history()
     configs = [
         _config(_declaration()),
@@ -119,15 +145,15 @@ def test_a_changed_tool_list_or_instruction_is_sent_as_changed() -> None:
     assert len(bodies) == len(configs)
 
 
-def test_parameters_edited_in_place_are_sent_as_edited() -> None:
-    mapper = _mapper()
+def test_parameters_edited_in_place_are_sent_as_edited(provider: str) -> None:
+    mapper = MAPPERS[provider]()
     declaration = _declaration()
     request = LlmRequest(contents=_history(), config=_config(declaration))
     before = _assert_same(mapper, request)
     assert declaration.parameters is not None
     declaration.parameters["required"] = []  # the dict inside the frozen declaration can change
     after = _assert_same(mapper, request)
-    assert after != before and json.loads(after)["tools"][0]["function"]["parameters"]["required"] == []
+    assert after != before and b'"required":[]' in after
     declaration.parameters["additionalProperties"] = 1  # equal to True, but not the same JSON
     assert b'"additionalProperties":1' in _assert_same(mapper, request)
 
@@ -149,19 +175,28 @@ def test_parameters_edited_in_place_are_sent_as_edited() -> None:
     ],
 )
 @pytest.mark.parametrize("stream", [True, False])
-def test_options_tool_choice_and_headers_match_the_dict_path(options: dict[str, Any], stream: bool) -> None:
-    mapper = _mapper()
+def test_options_tool_choice_and_headers_match_the_dict_path(
+    provider: str, options: dict[str, Any], stream: bool
+) -> None:
+    mapper = MAPPERS[provider]()
     config = _config(_declaration(), _declaration("cancel_order", description="Stornieren."), **options)
     request = LlmRequest(contents=_history(), config=config)
+    try:
+        _reference(MAPPERS[provider](), request, stream=stream)
+    except ConfigurationError as refused:  # an option this provider refuses: refused the same way
+        with pytest.raises(ConfigurationError) as raised:
+            _sent(mapper, request, stream=stream)
+        assert str(raised.value) == str(refused)
+        return
     _assert_same(mapper, request, stream=stream)
-    sent = mapper.to_http_request(request, model="gpt-test", stream=stream)
+    sent = mapper.to_http_request(request, model="gpt-test", stream=stream)  # type: ignore[attr-defined]
     if "http_options" in options:
         assert sent.headers["X-Trace"] == "1"
     assert sent.headers["accept"] == ("text/event-stream" if stream else "application/json")
 
 
-def test_system_contents_and_an_empty_history_match_the_dict_path() -> None:
-    mapper = _mapper()
+def test_system_contents_and_an_empty_history_match_the_dict_path(provider: str) -> None:
+    mapper = MAPPERS[provider]()
     config = _config(_declaration())
     system_turn = Content(role="system", parts=(Part.from_text("Be brief."),))
     for contents in [(), (system_turn,), (system_turn, *_history())]:
@@ -169,12 +204,12 @@ def test_system_contents_and_an_empty_history_match_the_dict_path() -> None:
     _assert_same(mapper, LlmRequest(contents=(system_turn,), config=_config(instruction=None, temperature=0.0)))
 
 
-def test_an_extra_body_is_merged_as_before() -> None:
-    mapper = _mapper(extra_body={"tools": [{"type": "x"}], "ignore_eos": True})
+def test_an_extra_body_is_merged_as_before(provider: str) -> None:
+    mapper = MAPPERS[provider](extra_body={"tools": [{"type": "x"}], "ignore_eos": True})
     request = LlmRequest(contents=_history(), config=_config(_declaration()))
     body = json.loads(_sent(mapper, request))
-    assert body["ignore_eos"] is True and body["tools"][0]["function"]["name"] == "get_order"  # rxllm's kept
-    plain = _mapper()
+    assert body["ignore_eos"] is True and '"get_order"' in json.dumps(body["tools"])  # rxllm's tools kept
+    plain = MAPPERS[provider]()
     with_request_extra = LlmRequest(contents=_history(), config=_config(
         _declaration(), http_options=HttpOptions(extra_body={"provider": {"order": ["a"]}})))
     assert json.loads(_sent(plain, with_request_extra))["provider"] == {"order": ["a"]}
@@ -194,20 +229,23 @@ def test_an_extra_body_is_merged_as_before() -> None:
     ],
 )
 def test_a_request_that_cannot_be_built_fails_as_the_dict_path_fails(
-    config: GenerateContentConfig, contents: tuple[Content, ...]
+    provider: str, config: GenerateContentConfig, contents: tuple[Content, ...]
 ) -> None:
     request = LlmRequest(contents=contents, config=config)
-    with pytest.raises(ConfigurationError) as expected:
-        _reference(_mapper(), request)
-    mapper = _mapper()
-    for _ in range(2):
-        with pytest.raises(ConfigurationError) as raised:
-            _sent(mapper, request)
-        assert str(raised.value) == str(expected.value)
+    mapper = MAPPERS[provider]()
+    try:
+        expected = _reference(MAPPERS[provider](), request)
+    except ConfigurationError as refused:
+        for _ in range(2):
+            with pytest.raises(ConfigurationError) as raised:
+                _sent(mapper, request)
+            assert str(raised.value) == str(refused)
+        return
+    assert _sent(mapper, request) == expected == _sent(mapper, request)  # a provider that takes it
 
 
-def test_what_is_kept_is_bounded_and_stays_right() -> None:
-    mapper = _mapper()
+def test_what_is_kept_is_bounded_and_stays_right(provider: str) -> None:
+    mapper: Any = MAPPERS[provider]()
     contents = _history()
     configs = [_config(_declaration(), instruction=f"Instruction {n}") for n in range(60)]
     for config in configs:
@@ -216,11 +254,11 @@ def test_what_is_kept_is_bounded_and_stays_right() -> None:
     _assert_same(mapper, LlmRequest(contents=contents, config=configs[0]))
 
 
-def test_threads_sharing_a_mapper_each_send_their_own_body() -> None:
-    mapper = _mapper()
+def test_threads_sharing_a_mapper_each_send_their_own_body(provider: str) -> None:
+    mapper = MAPPERS[provider]()
     contents = _history()
     configs = [_config(_declaration(), instruction=f"Agent {n}") for n in range(24)]  # more than are kept
-    expected = {id(c): _reference(_mapper(), LlmRequest(contents=contents, config=c)) for c in configs}
+    expected = {id(c): _reference(MAPPERS[provider](), LlmRequest(contents=contents, config=c)) for c in configs}
     start = threading.Barrier(4)
     wrong: list[str] = []
 
