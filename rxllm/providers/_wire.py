@@ -30,6 +30,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -366,16 +367,16 @@ class KeptByConfig:
     An agent sends the same :class:`~rxllm.GenerateContentConfig` object (its instruction and tools)
     on every step of every turn. The config and everything in it are frozen, except the JSON dicts
     (a declaration's ``parameters``: :func:`kept_json` keeps the declaration, not its JSON), so
-    what was built from it stays right. Kept by the config's identity, each entry holding the config
-    itself (so its id is not reused while kept) and checked with ``is``; at most ``limit`` configs
-    (then it starts over); a dict's ``get`` and item assignment are atomic, so threads sharing a
-    mapper need no lock (two may build the same entry; either is right).
+    what was built from it stays right. Kept by the config's identity, checked through a weak
+    reference (a config is never kept alive by this, and an entry leaves with its config); at most
+    ``limit`` configs (then it starts over). A dict's ``get``, item assignment and ``pop`` are
+    atomic, so threads sharing a mapper need no lock (two may build the same entry; either is right).
     """
 
     __slots__ = ("_entries", "_limit")
 
     def __init__(self, limit: int = 16) -> None:
-        self._entries: dict[int, tuple[GenerateContentConfig, Any]] = {}
+        self._entries: dict[int, tuple[weakref.ref[GenerateContentConfig], Any]] = {}
         self._limit = limit
 
     def __len__(self) -> int:
@@ -384,15 +385,30 @@ class KeptByConfig:
     def get(self, config: GenerateContentConfig, build: Callable[[GenerateContentConfig], _T_KEPT]) -> _T_KEPT:
         """What ``build(config)`` returned for this config object, building it on first use."""
         entries = self._entries
-        entry = entries.get(id(config))
-        if entry is not None and entry[0] is config:
+        key = id(config)
+        entry = entries.get(key)
+        if entry is not None and entry[0]() is config:
             kept: _T_KEPT = entry[1]
             return kept
         kept = build(config)
         if len(entries) >= self._limit:
             entries.clear()
-        entries[id(config)] = (config, kept)
+        entries[key] = (weakref.ref(config, _forget(entries, key)), kept)
         return kept
+
+
+def _forget(
+    entries: dict[int, tuple[weakref.ref[GenerateContentConfig], Any]], key: int
+) -> Callable[[weakref.ref[GenerateContentConfig]], None]:
+    """The weak reference's callback: the entry leaves with its config (no other object has the
+    config's id before the callback has run, so the entry under ``key`` is this one's or none)."""
+
+    def forget(ref: weakref.ref[GenerateContentConfig]) -> None:
+        entry = entries.get(key)
+        if entry is not None and entry[0] is ref:
+            entries.pop(key, None)
+
+    return forget
 
 
 ConfigField = Literal[

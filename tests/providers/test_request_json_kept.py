@@ -254,6 +254,21 @@ def test_what_is_kept_is_bounded_and_stays_right(provider: str) -> None:
     _assert_same(mapper, LlmRequest(contents=contents, config=configs[0]))
 
 
+def test_a_config_is_not_kept_alive_by_the_mapper(provider: str) -> None:
+    import gc
+    import weakref
+
+    mapper: Any = MAPPERS[provider]()
+    config = _config(_declaration())
+    _assert_same(mapper, LlmRequest(contents=_history(), config=config))
+    assert len(mapper._kept) == 1
+    gone = weakref.ref(config)
+    del config
+    gc.collect()
+    assert gone() is None and len(mapper._kept) == 0
+    _assert_same(mapper, LlmRequest(contents=_history(), config=_config(_declaration())))
+
+
 def test_threads_sharing_a_mapper_each_send_their_own_body(provider: str) -> None:
     mapper = MAPPERS[provider]()
     contents = _history()
