@@ -54,13 +54,19 @@ from ._wire import (
     CallIdPairing,
     ConfigField,
     JsonRequestMapper,
+    KeptByConfig,
+    KeptJson,
+    ParametersSlot,
     ToolChoice,
     WireReader,
+    body_json,
     built_in_tools,
     check_gemini_only_options,
     in_band_error,
     json_text,
+    kept_members,
     refuse_built_in,
+    render_kept,
     system_text,
     tool_choice,
     wire_config,
@@ -447,7 +453,7 @@ class AnthropicRequestMapper(JsonRequestMapper):
     ('https://api.anthropic.com/v1/messages', False)
     """
 
-    __slots__ = ("_max_tokens", "_version")
+    __slots__ = ("_kept", "_max_tokens", "_version")
 
     def __init__(
         self,
@@ -472,6 +478,7 @@ class AnthropicRequestMapper(JsonRequestMapper):
         )
         self._max_tokens = max_tokens
         self._version = anthropic_version
+        self._kept = KeptByConfig()  # the JSON of each config's members (see _config_wire)
 
     def _repr_settings(self) -> dict[str, object]:
         return {"max_tokens": self._max_tokens, "anthropic_version": self._version}
@@ -487,13 +494,68 @@ class AnthropicRequestMapper(JsonRequestMapper):
         provider_headers = {"anthropic-version": self._version}
         if self._api_key:
             provider_headers["x-api-key"] = self._api_key
+        config = llm_request.config
+        http_options = config.http_options
+        if config.model_fields_set and not self._merges_extra_body(http_options):
+            text = self._spliced_json(llm_request, model, stream)
+            if text is not None:  # the text of the body dict, the config's members kept (_config_wire)
+                return self._post_json(self._endpoint("/v1/messages"), text, stream=stream,
+                                       provider_headers=provider_headers, http_options=http_options)
         return self._post(
             self._endpoint("/v1/messages"),
             self._body(llm_request, model=model, stream=stream),
             stream=stream,
             provider_headers=provider_headers,
-            http_options=llm_request.config.http_options,
+            http_options=http_options,
         )
+
+    def _spliced_json(self, llm_request: LlmRequest, model: str, stream: bool) -> str | None:
+        """``body_json(self._body(...))`` from the config's kept JSON and the request's messages;
+        ``None`` when the config has no kept form or anything fails (then :meth:`_body` runs and
+        raises what it raises, in its order)."""
+        wire = self._kept.get(llm_request.config, self._config_wire)
+        if wire is None:
+            return None
+        max_tokens, tail = wire
+        try:
+            system = system_text(llm_request)
+            messages = body_json(self._messages(llm_request.contents))
+            tail_text = render_kept(tail)
+        except (ConfigurationError, TypeError, ValueError, RecursionError):
+            return None
+        system_member = f',"system":{body_json(system)}' if system else ""
+        return (f'{{"model":{body_json(model)},"max_tokens":{max_tokens}{system_member},"messages":{messages}'
+                f'{tail_text}{_STREAM_MEMBER if stream else ""}}}')
+
+    def _config_wire(self, config: GenerateContentConfig) -> tuple[str, KeptJson] | None:
+        """What :meth:`_body` takes from ``config`` alone, as JSON: ``max_tokens``, and the members
+        after ``messages`` (tools, tool choice, options, thinking), each declaration's
+        ``parameters`` encoded per request (:func:`~rxllm.providers._wire.kept_json`); kept per
+        config object (:class:`~rxllm.providers._wire.KeptByConfig`). ``None`` for a config
+        :meth:`_body` refuses, or one with a ``response_schema`` or a server tool (their JSON is
+        built per request)."""
+        if config.response_schema is not None or built_in_tools(config):
+            return None
+        try:  # _body's steps for the config, in its order
+            if config.candidate_count is not None and config.candidate_count > 1:
+                return None
+            max_tokens = self._max_tokens_for(config)
+            check_gemini_only_options(config, api=_API, provider=PROVIDER)
+            choice = tool_choice(config, provider=PROVIDER)
+            wire_choice = _tool_choice(choice)
+            members: dict[str, object] = {}
+            tools = [_tool(d, slot=True) for d in choice.declarations(api_takes_names=False)]
+            if tools:
+                members["tools"] = tools
+                if wire_choice is not None:
+                    members["tool_choice"] = wire_choice
+            members.update(wire_config(config, _CONFIG_FIELDS))
+            budget = _thinking_budget(config)
+            if budget:
+                members["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            return body_json(max_tokens), kept_members(members)
+        except (ConfigurationError, TypeError, ValueError, RecursionError):
+            return None
 
     # -- body -----------------------------------------------------------------------------
 
@@ -563,12 +625,18 @@ class AnthropicRequestMapper(JsonRequestMapper):
         return [m.to_json() for m in messages]
 
 
-def _tool(declaration: FunctionDeclaration) -> dict[str, object]:
+_STREAM_MEMBER = ',"stream":true'
+
+
+def _tool(declaration: FunctionDeclaration, *, slot: bool = False) -> dict[str, object]:
     tool: dict[str, object] = {"name": declaration.name}
     if declaration.description:
         tool["description"] = declaration.description
     schema = declaration.parameters
-    tool["input_schema"] = schema if schema is not None else {"type": "object", "properties": {}}
+    if schema is None:
+        tool["input_schema"] = {"type": "object", "properties": {}}
+    else:
+        tool["input_schema"] = ParametersSlot(declaration) if slot else schema
     return tool
 
 

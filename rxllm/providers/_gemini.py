@@ -85,10 +85,16 @@ from .._transports.base import HttpRequest
 from ._wire import (
     ConfigField,
     JsonRequestMapper,
+    KeptByConfig,
+    KeptJson,
+    ParametersSlot,
     ToolChoice,
     WireReader,
+    body_json,
     json_text,
+    kept_members,
     refuse_built_in,
+    render_kept,
     tool_choice,
     wire_config,
 )
@@ -654,7 +660,7 @@ class GeminiRequestMapper(JsonRequestMapper):
     b'{"contents":[{"role":"user","parts":[{"text":"Hi"}]}]}'
     """
 
-    __slots__ = ("_api_version",)
+    __slots__ = ("_api_version", "_kept")
 
     def __init__(
         self,
@@ -681,6 +687,7 @@ class GeminiRequestMapper(JsonRequestMapper):
             extra_body_overrides=extra_body_overrides,
         )
         self._api_version = api_version.strip("/")
+        self._kept = KeptByConfig()  # the JSON of each config's members (see _config_wire)
 
     def _repr_settings(self) -> dict[str, object]:
         return {"api_version": self._api_version}
@@ -691,13 +698,38 @@ class GeminiRequestMapper(JsonRequestMapper):
         Raises:
             ConfigurationError: no model name, or content that cannot be encoded as JSON.
         """
+        url = self._url(model, stream=stream)
+        provider_headers = {"x-goog-api-key": self._api_key} if self._api_key is not None else {}
+        config = llm_request.config
+        http_options = config.http_options
+        if config.model_fields_set and not self._merges_extra_body(http_options):
+            text = self._spliced_json(llm_request)
+            if text is not None:  # the text of the body dict, the config's members kept (_config_wire)
+                return self._post_json(url, text, stream=stream, provider_headers=provider_headers,
+                                       http_options=http_options)
         return self._post(
-            self._url(model, stream=stream),
+            url,
             self._body(llm_request),
             stream=stream,
-            provider_headers={"x-goog-api-key": self._api_key} if self._api_key is not None else {},
-            http_options=llm_request.config.http_options,
+            provider_headers=provider_headers,
+            http_options=http_options,
         )
+
+    def _spliced_json(self, request: LlmRequest) -> str | None:
+        """``body_json(self._body(request))`` from the config's kept JSON and the request's contents;
+        ``None`` when the config has no kept form or anything fails (then :meth:`_body` runs and
+        raises what it raises, in its order)."""
+        tail = self._kept.get(request.config, _config_wire)
+        if tail is None:
+            return None
+        try:
+            contents, system_parts = _contents(request)
+            text = '{"contents":' + body_json(contents)
+            if system_parts:
+                text += ',"systemInstruction":' + body_json({"parts": system_parts})
+            return text + render_kept(tail) + "}"
+        except (ConfigurationError, TypeError, ValueError, RecursionError):
+            return None
 
     def _url(self, model: str, *, stream: bool) -> str:
         name = model.strip() if model else ""
@@ -711,16 +743,7 @@ class GeminiRequestMapper(JsonRequestMapper):
 
     def _body(self, request: LlmRequest) -> _WireRequest:
         config = request.config
-        system_parts = _parts(config.system_instruction.parts) if config.system_instruction is not None else []
-        contents: list[_WireContent] = []
-        for content in request.contents:
-            parts = _parts(content.parts)
-            if not parts:
-                continue  # the API rejects a content with no parts
-            if content.role == "system":
-                system_parts.extend(parts)
-                continue
-            contents.append({"role": "model" if content.role in _MODEL_ROLES else "user", "parts": parts})
+        contents, system_parts = _contents(request)
         body: _WireRequest = {"contents": contents}
         if system_parts:
             body["systemInstruction"] = {"parts": system_parts}
@@ -737,6 +760,58 @@ class GeminiRequestMapper(JsonRequestMapper):
         if generation:
             body["generationConfig"] = generation
         return body
+
+
+def _contents(request: LlmRequest) -> tuple[list[_WireContent], list[_WirePart]]:
+    """The request's contents, and the system parts (the config's instruction, then the system turns')."""
+    config = request.config
+    system_parts = _parts(config.system_instruction.parts) if config.system_instruction is not None else []
+    contents: list[_WireContent] = []
+    for content in request.contents:
+        parts = _parts(content.parts)
+        if not parts:
+            continue  # the API rejects a content with no parts
+        if content.role == "system":
+            system_parts.extend(parts)
+            continue
+        contents.append({"role": "model" if content.role in _MODEL_ROLES else "user", "parts": parts})
+    return contents, system_parts
+
+
+def _config_wire(config: GenerateContentConfig) -> KeptJson | None:
+    """What :meth:`GeminiRequestMapper._body` takes from ``config`` alone (tools, tool config,
+    safety settings, generation config), as JSON, each declaration's ``parameters`` encoded per
+    request (:func:`~rxllm.providers._wire.kept_json`); kept per config object
+    (:class:`~rxllm.providers._wire.KeptByConfig`). ``None`` for a config ``_body`` refuses, or
+    one with a ``response_schema`` (its schema is built per request)."""
+    if config.response_schema is not None:
+        return None
+    try:  # _body's steps for the config, in its order
+        choice = tool_choice(config, provider=_PROVIDER)
+        tools = _tools(config, choice)
+        # _tools' declarations in its order, each wire declaration's parameters a slot of its own
+        offered = {d.name for d in choice.declarations(api_takes_names=True)}
+        declarations = [d for tool in config.tools or () for d in tool.function_declarations if d.name in offered]
+        wires = [wire for tool in tools for wire in tool.get("functionDeclarations", ())]
+        if len(wires) != len(declarations):
+            return None
+        for declaration, wire in zip(declarations, wires, strict=True):
+            if "parametersJsonSchema" in wire:
+                cast(dict[str, Any], wire)["parametersJsonSchema"] = ParametersSlot(declaration)
+        members: dict[str, Any] = {}
+        if tools:
+            members["tools"] = tools
+        tool_config = _tool_config(config, choice)
+        if tool_config:
+            members["toolConfig"] = tool_config
+        if config.safety_settings:
+            members["safetySettings"] = _safety_settings(config)
+        generation = _generation_config(config)
+        if generation:
+            members["generationConfig"] = generation
+        return kept_members(members)
+    except (ConfigurationError, TypeError, ValueError, RecursionError):
+        return None
 
 
 def _b64(data: bytes) -> str:

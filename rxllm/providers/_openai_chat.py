@@ -62,13 +62,19 @@ from .._transports.base import HttpRequest
 from ._wire import (
     CallIdPairing,
     JsonRequestMapper,
+    KeptByConfig,
+    KeptJson,
+    ParametersSlot,
     ToolChoice,
     WireReader,
+    body_json,
     built_in_tools,
     check_gemini_only_options,
     data_url,
     json_text,
+    kept_members,
     refuse_built_in,
+    render_kept,
     tool_choice,
     wire_config,
 )
@@ -481,7 +487,7 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
 "stream":true,"stream_options":{"include_usage":true}}')
     """
 
-    __slots__ = ("_authorization", "_max_tokens_param", "_url")
+    __slots__ = ("_authorization", "_kept", "_max_tokens_param", "_url")
 
     def __init__(
         self,
@@ -525,6 +531,7 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
         # Built once: neither the base URL nor the key changes after construction.
         self._url = self._endpoint("/chat/completions")
         self._authorization: dict[str, str] = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        self._kept = KeptByConfig()  # the JSON of each config's members (see _config_wire)
 
     def _repr_settings(self) -> dict[str, object]:
         return {"max_tokens_param": self._max_tokens_param}
@@ -532,16 +539,73 @@ class OpenAiChatRequestMapper(JsonRequestMapper):
     def to_http_request(self, llm_request: LlmRequest, *, model: str, stream: bool) -> HttpRequest:
         """Build the ``/chat/completions`` request for ``model``.
 
+        The body is :func:`~rxllm.providers._wire.body_json` of :meth:`to_body` (with any
+        ``extra_body`` merged in). A request with options and no extra body is written without the
+        dict: its config's members (system message, tools, tool choice, sampling options) are
+        encoded once per config object and kept (:meth:`_config_wire`), the rest per request; the
+        text is the same.
+
         Raises:
             ConfigurationError: for parts, roles or options Chat Completions cannot express.
         """
+        config = llm_request.config
+        http_options = config.http_options
+        if config.model_fields_set and not self._merges_extra_body(http_options):
+            text = self._spliced_json(llm_request, model, stream)
+            if text is not None:
+                return self._post_json(self._url, text, stream=stream, provider_headers=self._authorization,
+                                       http_options=http_options)
         return self._post(
             self._url,
             self.to_body(llm_request, model=model, stream=stream),
             stream=stream,
             provider_headers=self._authorization,  # read only (_post copies it into the request's headers)
-            http_options=llm_request.config.http_options,
+            http_options=http_options,
         )
+
+    def _spliced_json(self, llm_request: LlmRequest, model: str, stream: bool) -> str | None:
+        """``body_json(self.to_body(...))`` from the config's kept JSON and the request's messages;
+        ``None`` when the config has no kept form or anything fails (then :meth:`to_body` runs and
+        raises what it raises, in its order)."""
+        wire = self._config_wire(llm_request.config)
+        if wire is None:
+            return None
+        system, tail = wire
+        try:
+            messages = body_json(_messages(llm_request, system=False))
+            tail_text = render_kept(tail)
+        except (ConfigurationError, TypeError, ValueError, RecursionError):
+            return None
+        if system is not None:  # the system message goes first
+            messages = f"[{system}]" if messages == "[]" else f"[{system},{messages[1:]}"
+        return (f'{{"model":{body_json(model)},"messages":{messages}{tail_text}'
+                f'{_STREAM_MEMBERS if stream else ""}}}')
+
+    def _config_wire(self, config: GenerateContentConfig) -> _ConfigWire | None:
+        """The JSON of what :meth:`to_body` takes from ``config`` alone: the system message, and the
+        members after ``messages`` (tools, tool choice, options), built once per config object
+        (:class:`~rxllm.providers._wire.KeptByConfig`), each declaration's ``parameters`` encoded per
+        request (:func:`~rxllm.providers._wire.kept_json`). ``None`` for a config :meth:`to_body`
+        refuses, or one with a ``response_schema`` (its schema is built per request)."""
+        return self._kept.get(config, self._build_config_wire)
+
+    def _build_config_wire(self, config: GenerateContentConfig) -> _ConfigWire | None:
+        if config.response_schema is not None:
+            return None
+        try:  # to_body's steps for the config, in its order
+            check_gemini_only_options(config, api=_API, provider=_PROVIDER)
+            for field, _ in built_in_tools(config):
+                raise refuse_built_in(field, api=_API, provider=_PROVIDER)
+            choice = tool_choice(config, provider=_PROVIDER)
+            wire_choice = openai_tool_choice(choice, api=_API, named=_named_function)
+            members: dict[str, Any] = {}
+            tools = [_tool(declaration, slot=True) for declaration in choice.declarations(api_takes_names=False)]
+            add_openai_tools(members, tools, choice, wire_choice)
+            self._add_config(members, config)
+            system = _system_message(config)
+            return (body_json(system) if system is not None else None), kept_members(members)
+        except (ConfigurationError, TypeError, ValueError, RecursionError):
+            return None
 
     def to_body(self, llm_request: LlmRequest, *, model: str, stream: bool) -> dict[str, Any]:
         """The JSON body of :meth:`to_http_request`, as a dict, before any ``extra_body`` is
@@ -645,22 +709,36 @@ def _named_function(name: str) -> dict[str, Any]:
     return {"type": "function", "function": {"name": name}}
 
 
-def _tool(declaration: FunctionDeclaration) -> dict[str, Any]:
+def _tool(declaration: FunctionDeclaration, *, slot: bool = False) -> dict[str, Any]:
     function: dict[str, Any] = {"name": declaration.name}
     if declaration.description is not None:
         function["description"] = declaration.description
     if declaration.parameters is not None:
-        function["parameters"] = declaration.parameters
+        function["parameters"] = ParametersSlot(declaration) if slot else declaration.parameters
     return {"type": "function", "function": function}
 
 
-def _messages(llm_request: LlmRequest) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
-    system = llm_request.config.system_instruction
+_ConfigWire = tuple[str | None, KeptJson]
+"""A config's kept JSON: the system message, and the members after ``messages``."""
+
+_STREAM_MEMBERS = ',"stream":true,"stream_options":{"include_usage":true}'
+
+
+def _system_message(config: GenerateContentConfig) -> dict[str, Any] | None:
+    system = config.system_instruction
     if system is not None:
         text = system.text()
         if text:
-            messages.append({"role": "system", "content": text})
+            return {"role": "system", "content": text}
+    return None
+
+
+def _messages(llm_request: LlmRequest, *, system: bool = True) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    if system:
+        message = _system_message(llm_request.config)
+        if message is not None:
+            messages.append(message)
     ids = CallIdPairing("call{:05d}", provider=_PROVIDER)  # 9 alphanumerics: also valid for Mistral
     for content in llm_request.contents:
         role = content.role or "user"

@@ -30,8 +30,9 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import weakref
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -50,6 +51,9 @@ __all__ = [
     "CallIdPairing",
     "ConfigField",
     "JsonRequestMapper",
+    "KeptByConfig",
+    "KeptJson",
+    "ParametersSlot",
     "MAX_TOKEN_COUNT",
     "ToolChoice",
     "WireReader",
@@ -57,7 +61,11 @@ __all__ = [
     "data_url",
     "in_band_error",
     "join_url",
+    "body_json",
     "json_text",
+    "kept_json",
+    "kept_members",
+    "render_kept",
     "merge_extra_body",
     "refuse_built_in",
     "check_gemini_only_options",
@@ -225,13 +233,182 @@ def in_band_error(error: object, *, code_keys: tuple[str, ...], retryable_codes:
 # writing
 
 
+# One encoder each, built once: ``json.dumps`` with any option builds a ``JSONEncoder`` per call (the
+# same options give the same text; ``encode`` keeps no state, so one instance serves every thread).
+_TEXT_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_BODY_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def json_text(value: object) -> str:
     """Compact JSON text with non-ASCII characters kept (tool arguments, function responses).
 
     >>> json_text({"city": "Köln", "days": [1, 2]})
     '{"city":"Köln","days":[1,2]}'
     """
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _TEXT_ENCODER.encode(value)
+
+
+def body_json(value: object) -> str:
+    """A request body's JSON text: :func:`json_text` without NaN or infinities (``allow_nan=False``).
+
+    Every body a mapper sends is this text of its body dict, UTF-8 encoded. Raises what
+    ``json.dumps`` raises (``TypeError``, ``ValueError``, ``RecursionError``).
+
+    >>> body_json({"model": "m", "messages": [{"role": "user", "content": "Grüß"}]})
+    '{"model":"m","messages":[{"role":"user","content":"Grüß"}]}'
+    """
+    return _BODY_ENCODER.encode(value)
+
+
+class ParametersSlot:
+    """Where a declaration's ``parameters`` go in a :func:`kept_json` value (encoded per request)."""
+
+    __slots__ = ("declaration",)
+
+    def __init__(self, declaration: FunctionDeclaration) -> None:
+        self.declaration = declaration
+
+
+KeptJson = tuple[str | FunctionDeclaration, ...]
+"""JSON text in pieces: the strings as they are, each declaration as its ``parameters``' JSON."""
+
+
+def kept_json(value: object) -> KeptJson:
+    """``body_json(value)`` in pieces, a :class:`ParametersSlot` in ``value`` standing for its
+    declaration's ``parameters``: :func:`render_kept` of the pieces is ``body_json`` of ``value``
+    with each slot replaced by those parameters, read when rendered.
+
+    A declaration is frozen but its ``parameters`` is a dict that can change in place: what is
+    kept of a config holds the declaration, never its parameters' JSON.
+
+    >>> declaration = FunctionDeclaration(name="f", parameters={"type": "object"})
+    >>> pieces = kept_json({"tools": [{"name": "f", "schema": ParametersSlot(declaration)}], "n": 1})
+    >>> render_kept(pieces)
+    '{"tools":[{"name":"f","schema":{"type":"object"}}],"n":1}'
+    >>> declaration.parameters["required"] = []
+    >>> render_kept(pieces)
+    '{"tools":[{"name":"f","schema":{"type":"object","required":[]}}],"n":1}'
+    """
+    pieces: list[str | FunctionDeclaration] = []
+
+    def walk(item: object) -> None:
+        if isinstance(item, ParametersSlot):
+            pieces.append(item.declaration)
+        elif not _holds_slot(item):
+            pieces.append(body_json(item))
+        elif isinstance(item, dict):
+            pieces.append("{")
+            for number, (key, member) in enumerate(item.items()):
+                pieces.append(f'{"," if number else ""}{body_json(key)}:')
+                walk(member)
+            pieces.append("}")
+        else:
+            assert isinstance(item, (list, tuple))
+            pieces.append("[")
+            for number, member in enumerate(item):
+                if number:
+                    pieces.append(",")
+                walk(member)
+            pieces.append("]")
+
+    walk(value)
+    return _joined(pieces)
+
+
+def kept_members(members: Mapping[str, object]) -> KeptJson:
+    """:func:`kept_json` of ``members`` as they go after other members of a body: ``,"a":1,"b":2``
+    (nothing for no members)."""
+    if not members:
+        return ()
+    pieces = list(kept_json(dict(members)))
+    first, last = pieces[0], pieces[-1]
+    assert isinstance(first, str) and first[0] == "{" and isinstance(last, str) and last[-1] == "}"
+    pieces[0] = "," + first[1:]
+    pieces[-1] = pieces[-1][:-1]  # type: ignore[index]
+    return _joined([piece for piece in pieces if piece != ""])
+
+
+def _joined(pieces: list[str | FunctionDeclaration]) -> KeptJson:
+    """``pieces`` with adjacent strings joined."""
+    joined: list[str | FunctionDeclaration] = []
+    for piece in pieces:
+        last = joined[-1] if joined else None
+        if isinstance(piece, str) and isinstance(last, str):
+            joined[-1] = last + piece
+        else:
+            joined.append(piece)
+    return tuple(joined)
+
+
+def _holds_slot(item: object) -> bool:
+    if isinstance(item, ParametersSlot):
+        return True
+    if isinstance(item, dict):
+        return any(_holds_slot(member) for member in item.values())
+    if isinstance(item, (list, tuple)):
+        return any(_holds_slot(member) for member in item)
+    return False
+
+
+def render_kept(pieces: KeptJson) -> str:
+    """The JSON text of :func:`kept_json`'s pieces, each declaration's ``parameters`` encoded now.
+
+    Raises what :func:`body_json` raises for parameters JSON cannot carry.
+    """
+    return "".join([piece if isinstance(piece, str) else body_json(piece.parameters) for piece in pieces])
+
+
+_T_KEPT = TypeVar("_T_KEPT")
+
+
+class KeptByConfig:
+    """What a mapper built from a config alone, per config object, for the requests that reuse it.
+
+    An agent sends the same :class:`~rxllm.GenerateContentConfig` object (its instruction and tools)
+    on every step of every turn. The config and everything in it are frozen, except the JSON dicts
+    (a declaration's ``parameters``: :func:`kept_json` keeps the declaration, not its JSON), so
+    what was built from it stays right. Kept by the config's identity, checked through a weak
+    reference (a config is never kept alive by this, and an entry leaves with its config); at most
+    ``limit`` configs (then it starts over). A dict's ``get``, item assignment and ``pop`` are
+    atomic, so threads sharing a mapper need no lock (two may build the same entry; either is right).
+    """
+
+    __slots__ = ("_entries", "_limit")
+
+    def __init__(self, limit: int = 16) -> None:
+        self._entries: dict[int, tuple[weakref.ref[GenerateContentConfig], Any]] = {}
+        self._limit = limit
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, config: GenerateContentConfig, build: Callable[[GenerateContentConfig], _T_KEPT]) -> _T_KEPT:
+        """What ``build(config)`` returned for this config object, building it on first use."""
+        entries = self._entries
+        key = id(config)
+        entry = entries.get(key)
+        if entry is not None and entry[0]() is config:
+            kept: _T_KEPT = entry[1]
+            return kept
+        kept = build(config)
+        if len(entries) >= self._limit:
+            entries.clear()
+        entries[key] = (weakref.ref(config, _forget(entries, key)), kept)
+        return kept
+
+
+def _forget(
+    entries: dict[int, tuple[weakref.ref[GenerateContentConfig], Any]], key: int
+) -> Callable[[weakref.ref[GenerateContentConfig]], None]:
+    """The weak reference's callback: the entry leaves with its config (no other object has the
+    config's id before the callback has run, so the entry under ``key`` is this one's or none)."""
+
+    def forget(ref: weakref.ref[GenerateContentConfig]) -> None:
+        entry = entries.get(key)
+        if entry is not None and entry[0] is ref:
+            entries.pop(key, None)
+
+    return forget
 
 
 ConfigField = Literal[
@@ -641,9 +818,47 @@ extra_body={'ignore_eos': True, 'api_key': '***'})
             body = merged = dict(body)
             merge_extra_body(merged, extra, overrides=overrides, provider=self._provider)
         try:
-            encoded = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
-        except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
-            raise ConfigurationError(f"the request cannot be encoded as JSON: {exc}", provider=self._provider) from exc
+            text = body_json(body)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise self._not_json(exc) from exc
+        return self._post_text(url, text, stream=stream, provider_headers=provider_headers,
+                               request_headers=request_headers)
+
+    def _merges_extra_body(self, http_options: HttpOptions | None) -> bool:
+        """Whether :meth:`_post` would merge an extra body into a request with ``http_options``
+        (the model's ``extra_body``, or the request's ``http_options.extra_body``)."""
+        return bool(self._extra_body) or (http_options is not None and bool(http_options.extra_body))
+
+    def _post_json(
+        self,
+        url: str,
+        text: str,
+        *,
+        stream: bool,
+        provider_headers: Mapping[str, str],
+        http_options: HttpOptions | None,
+    ) -> HttpRequest:
+        """:meth:`_post` of a body whose JSON ``text`` the subclass built itself (the same text as
+        :func:`body_json` of the body dict), for a request :meth:`_merges_extra_body` says merges no
+        extra body: the same request, headers and errors as :meth:`_post`."""
+        request_headers: Mapping[str, str] = {}
+        if http_options is not None:
+            request_headers = http_options.headers or {}
+            register_secrets_of(request_headers, http_options.extra_body)
+        return self._post_text(url, text, stream=stream, provider_headers=provider_headers,
+                               request_headers=request_headers)
+
+    def _not_json(self, exc: BaseException) -> ConfigurationError:
+        return ConfigurationError(f"the request cannot be encoded as JSON: {exc}", provider=self._provider)
+
+    def _post_text(
+        self, url: str, text: str, *, stream: bool, provider_headers: Mapping[str, str],
+        request_headers: Mapping[str, str],
+    ) -> HttpRequest:
+        try:
+            encoded = text.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate
+            raise self._not_json(exc) from exc
         headers = {
             "content-type": "application/json",
             "accept": "text/event-stream" if stream else "application/json",
