@@ -40,6 +40,7 @@ __all__ = [
     "DisposeAction",
     "Slot",
     "call_now",
+    "call_then",
     "collect_then",
     "concat_map_now",
     "concat_now",
@@ -47,6 +48,7 @@ __all__ = [
     "emit_now",
     "emitted",
     "fail_now",
+    "forward",
     "ignore_items",
     "nothing_now",
     "on_dispose",
@@ -309,6 +311,12 @@ def _forward(
     return inner  # type: ignore[no-any-return]
 
 
+forward = _forward
+"""``source.subscribe(observer, scheduler=scheduler)`` from within a :class:`Direct` subscribe
+function, ``observer`` being the observer it got: ``source`` is then a pass-through, a Direct
+``source`` gets that observer itself (see ``_forward``)."""
+
+
 class _Emit(Direct[T]):
     """``emit_now(value)``: its value is readable, so :func:`concat_map_now` can pass it on without subscribing."""
 
@@ -469,6 +477,39 @@ def then_now(first: reactivex.Observable[T], second: Callable[[], reactivex.Obse
         observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
         return _FirstThen(second, (), observer, scheduler).start(first, observer.on_next)
+
+    return Direct(subscribe)
+
+
+def call_then(
+    call: Callable[[], T], follow: Callable[[], reactivex.Observable[T]], *, emit: bool = True
+) -> reactivex.Observable[T]:
+    """``then_now(call_now(call), follow)`` in one subscription (``then_now(ignore_items(call_now(call)),
+    follow)`` with ``emit=False``): ``call()`` during subscribe, its value passed on, then the
+    Observable ``follow()`` returns subscribed at once and forwarded.
+
+    An exception ``call`` or ``follow`` raises is delivered as ``on_error``. ``follow`` is not
+    called once the subscription ended or was disposed (a dispose from within ``on_next``).
+    """
+
+    def subscribe(
+        observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None
+    ) -> rx_abc.DisposableBase:
+        try:
+            value = call()
+        except Exception as exc:
+            observer.on_error(exc)
+            return NO_DISPOSAL
+        if emit:
+            observer.on_next(value)
+            if getattr(observer, "stopped", False):  # disposed from within on_next
+                return NO_DISPOSAL
+        try:
+            source = follow()
+        except Exception as exc:
+            observer.on_error(exc)
+            return NO_DISPOSAL
+        return _forward(source, observer, scheduler)
 
     return Direct(subscribe)
 

@@ -757,7 +757,7 @@ def _handle_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, event: 
             return nothing_now()
         return _run_tools(agent, ctx, step, model_event)
 
-    return then_now(ctx._store(event, stored), then_tools)
+    return ctx._store_then(event, stored, then_tools)
 
 
 def _output_delta(agent: FlowAgent, event: Event) -> dict[str, JsonValue]:
@@ -835,7 +835,7 @@ def _run_tools(
 
         if ctx.is_cancelled:
             return reactivex.never()
-        stored_response = then_now(ctx._store(event, stored), structured_final)
+        stored_response = ctx._store_then(event, stored, structured_final)
         request = request_confirmation_event(
             model_event,
             actions.requested_tool_confirmations,
@@ -846,7 +846,7 @@ def _run_tools(
         if request is None:
             return stored_response
         # ADK's order: the confirmation request, then the function responses (the step's last event)
-        return then_now(ctx._store(request), lambda: stored_response)
+        return ctx._store_then(request, None, lambda: stored_response)
 
     return collect_then(concat_now(responses()), store)
 

@@ -68,7 +68,7 @@ def run_invocation(ctx: InvocationContext, message: Content, history: Sequence[E
             events = collect_then(before_run(ctx), agent_unless_answered)
             return then_now(on_event(ctx, events), lambda: after_run(ctx))
 
-        return then_now(ignore_items(ctx._store(user_event)), run_agent)
+        return ctx._store_then(user_event, None, run_agent, emit=False)
 
     if not ctx.plugins:
         return store_and_run(message)
