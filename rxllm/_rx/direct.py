@@ -617,12 +617,34 @@ class _Serial:
         self._subscription = _SerialSlot()
 
     def push(self, source: reactivex.Observable[Any]) -> None:
-        with self._lock:
+        lock = self._lock
+        with lock:
             if self._active:
                 self._queue.append(source)
                 return
             self._active = True
-        self._drain(source)
+        if type(source) is not _Emit:
+            self._drain(source)
+            return
+        # the usual item (a partial event): what _drain and _next do for it, without their calls
+        if self._disposed:
+            return
+        self._observer.on_next(source.value)
+        if self._disposed:
+            return
+        with lock:
+            if self._queue:  # pushed meanwhile (from within on_next): drained in order
+                following = self._queue.popleft()
+            else:
+                self._active = False
+                if not self._ended or self._completed:
+                    return
+                self._completed = True
+                following = None
+        if following is None:
+            self._observer.on_completed()
+            return
+        self._drain(following)
 
     def start(self) -> None:
         """Pull the first source (``pull`` mode)."""

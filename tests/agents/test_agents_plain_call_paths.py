@@ -384,3 +384,44 @@ def test_call_then_does_not_follow_once_disposed_from_within_on_next() -> None:
         trigger.on_completed()
     assert seen["call_then"] == seen["then_now"] == [1]  # nothing after the dispose, on either
     assert "call_then" not in followed  # and call_then did not even make what would follow
+
+
+# -- events built without validating again what is valid already ----------------------------------
+
+
+def _same_event(built: Event, validated: Event) -> None:
+    fresh = {"id", "timestamp"}
+    assert list(built.__dict__) == list(validated.__dict__)  # the same fields, in field order
+    assert {k: v for k, v in built.__dict__.items() if k not in fresh} == {
+        k: v for k, v in validated.__dict__.items() if k not in fresh
+    }
+    assert built.model_fields_set == validated.model_fields_set
+    assert built.model_dump(exclude=fresh) == validated.model_dump(exclude=fresh)
+    assert isinstance(built.id, str) and built.id != validated.id and isinstance(built.timestamp, float)
+    if "actions" not in validated.model_fields_set:  # a fresh one each (a given one is kept, by both)
+        assert built.actions is not validated.actions
+        assert built.actions.state_delta is not validated.actions.state_delta
+
+
+def test_prevalidated_events_are_the_events_validation_builds() -> None:
+    from rxllm import Content, Part, UsageMetadata
+    from rxllm.agents import EventActions
+    from rxllm.agents._sessions.event import new_actions, prevalidated_event
+
+    assert new_actions() == EventActions() and new_actions().model_fields_set == set()
+    first, second = new_actions(), new_actions()
+    first.state_delta["k"] = 1  # each its own
+    assert second.state_delta == {} and EventActions().state_delta == {}
+    content = Content(role="user", parts=(Part.from_text("Where is A17?"),))
+    for values in (
+        {"invocation_id": "e-1", "author": "user", "content": content},
+        {
+            "invocation_id": "e-2",
+            "author": "support",
+            "branch": None,
+            "content": content,
+            "actions": EventActions(state_delta={"k": "v"}, end_invocation=True),
+            "total_usage_metadata": UsageMetadata(total_token_count=3),
+        },
+    ):
+        _same_event(prevalidated_event(dict(values)), Event(**values))

@@ -89,7 +89,7 @@ from .._invocation.callbacks import Call, callback_chain
 from .._invocation.live_request_queue import LiveRequest, LiveRequestQueue
 from .._invocation.run_config import StreamingMode
 from .._sessions.base import Session
-from .._sessions.event import Event, EventActions
+from .._sessions.event import Event, EventActions, new_actions, prevalidated_event
 from .._sessions.state import State
 from .confirmation import calls_to_resume, request_confirmation_event
 from .contents_cache import session_request_contents
@@ -646,6 +646,9 @@ _FAST_EVENT = (
     and all(callable(factory) for factory in _EVENT_DEFAULTS)
 )
 
+if _FAST_EVENT and _EVENT_DEFAULTS[1] is EventActions:  # a fresh EventActions() without validating its defaults
+    _EVENT_DEFAULTS = (_EVENT_DEFAULTS[0], new_actions, _EVENT_DEFAULTS[2])
+
 
 def _response_event(
     invocation_id: str,
@@ -814,15 +817,17 @@ def _run_tools(
                 call_id: asked for c in contexts for call_id, asked in c.actions.requested_tool_confirmations.items()
             },
         )
-        event = Event(
-            invocation_id=ctx.invocation_id,
-            author=agent.name,
-            branch=ctx.branch,
-            content=Content(role="user", parts=tuple(parts)),
-            actions=actions,
-            total_usage_metadata=(  # this event ends the run
-                ctx.total_usage_metadata if actions.skip_summarization or actions.end_invocation else None
-            ),
+        event = prevalidated_event(  # every value is validated already (built above, or the context's)
+            {
+                "invocation_id": ctx.invocation_id,
+                "author": agent.name,
+                "branch": ctx.branch,
+                "content": Content(role="user", parts=tuple(parts)),
+                "actions": actions,
+                "total_usage_metadata": (  # this event ends the run
+                    ctx.total_usage_metadata if actions.skip_summarization or actions.end_invocation else None
+                ),
+            }
         )
 
         def stored(event: Event) -> None:

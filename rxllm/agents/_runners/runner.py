@@ -29,7 +29,7 @@ from .._invocation.plugins import after_run, before_run, on_event, on_user_messa
 from .._invocation.run_config import RunConfig, StreamingMode
 from .._memory.service import BaseMemoryService, InMemoryMemoryService
 from .._sessions.base import BaseSessionService, InMemorySessionService, Session, get_now
-from .._sessions.event import Event
+from .._sessions.event import Event, prevalidated_event
 from .._sessions.run_lanes import SessionKey, SessionLanes, _Ticket, session_lanes
 from .compaction import (
     EventsCompactionConfig,
@@ -56,7 +56,11 @@ def run_invocation(ctx: InvocationContext, message: Content, history: Sequence[E
 
     def store_and_run(content: Content) -> reactivex.Observable[Event]:
         ctx.user_content = content
-        user_event = Event(invocation_id=ctx.invocation_id, author="user", content=content)
+        user_event = (  # a Content instance is what validation would keep as it is
+            prevalidated_event({"invocation_id": ctx.invocation_id, "author": "user", "content": content})
+            if type(content) is Content
+            else Event(invocation_id=ctx.invocation_id, author="user", content=content)
+        )
 
         def run_agent() -> reactivex.Observable[Event]:
             if not ctx.plugins:
