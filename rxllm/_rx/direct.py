@@ -320,15 +320,17 @@ function, ``observer`` being the observer it got: ``source`` is then a pass-thro
 class _Emit(Direct[T]):
     """``emit_now(value)``: its value is readable, so :func:`concat_map_now` can pass it on without subscribing."""
 
-    def __init__(self, value: T) -> None:
+    __slots__ = ("value",)  # (instances still have Observable's __dict__: a lock made on first use)
+
+    def __init__(self, value: T) -> None:  # no Direct.__init__: its subscribe function is the method below
         self.value = value
 
-        def subscribe(observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None) -> Any:
-            observer.on_next(value)
-            observer.on_completed()
-            return NO_DISPOSAL
+    def _fn(self, observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None) -> Any:
+        observer.on_next(self.value)
+        observer.on_completed()
+        return NO_DISPOSAL
 
-        self._fn = self._subscribe = subscribe  # Direct.__init__, inlined (one per emitted item)
+    _subscribe = _fn
 
 
 def emit_now(value: T) -> reactivex.Observable[T]:
