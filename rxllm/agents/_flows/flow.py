@@ -61,6 +61,7 @@ from ..._rx.direct import (
     collect_then,
     concat_map_now,
     concat_now,
+    defer_now,
     emit_now,
     emitted,
     fail_now,
@@ -853,6 +854,10 @@ def _run_tools(
         # ADK's order: the confirmation request, then the function responses (the step's last event)
         return ctx._store_then(request, None, lambda: stored_response)
 
+    if len(calls) == 1:  # (the usual step) one call: nothing to concatenate
+        only = calls[0]
+        call_parts = defer_now(lambda: _run_call(agent, ctx, step, only, contexts, answers.get(only.id or "")))
+        return collect_then(call_parts, store)
     return collect_then(concat_now(responses()), store)
 
 
