@@ -425,3 +425,34 @@ def test_prevalidated_events_are_the_events_validation_builds() -> None:
         },
     ):
         _same_event(prevalidated_event(dict(values)), Event(**values))
+
+
+def test_a_steps_request_and_a_calls_response_part_are_what_validation_builds() -> None:
+    from rxllm import FunctionResponse, LlmRequest, Part
+    from rxllm._core.types import GenerateContentConfig
+    from rxllm.agents._flows import flow
+
+    contents = (question(),)
+    config = GenerateContentConfig(system_instruction="Be brief.")
+    response = FunctionResponse(id="c1", name="get_order", response={"status": "shipped"})
+    for built, validated in (
+        (
+            flow._prebuilt(LlmRequest, flow._REQUEST_TEMPLATE, {"contents": contents, "config": config}),
+            LlmRequest(contents=contents, config=config),
+        ),
+        (
+            flow._prebuilt(Part, flow._PART_TEMPLATE, {"function_response": response}),
+            Part(function_response=response),
+        ),
+    ):
+        assert flow._REQUEST_TEMPLATE is not None and flow._PART_TEMPLATE is not None  # the fast path is taken
+        assert built == validated and list(built.__dict__.items()) == list(validated.__dict__.items())
+        assert built.model_fields_set == validated.model_fields_set and repr(built) == repr(validated)
+        assert built.to_json() == validated.to_json()
+    # a model call's request, through the runner, is the one validation builds
+    model = ScriptedLlm([scripted_turn(*answer_chunks())])
+    _run(_runner(InMemorySessionService(), model, []))
+    (request, _), = model.requests
+    validated = LlmRequest(contents=request.contents, config=request.config)
+    assert request == validated and list(request.__dict__.items()) == list(validated.__dict__.items())
+    assert request.model_fields_set == {"contents", "config"} and type(request.contents) is tuple
