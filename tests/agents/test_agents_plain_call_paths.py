@@ -20,7 +20,7 @@ from reactivex import abc as rx_abc
 from reactivex import operators as ops
 from reactivex.subject import Subject
 
-from rxllm import ConfigurationError, RxLlmError
+from rxllm import ConfigurationError, Content, RxLlmError
 from rxllm._rx.direct import call_now, call_then, emit_now, fail_now, ignore_items, then_now
 from rxllm.agents import (
     Event,
@@ -444,7 +444,12 @@ def test_a_steps_request_and_a_calls_response_part_are_what_validation_builds() 
             flow._prebuilt(Part, flow._PART_TEMPLATE, {"function_response": response}),
             Part(function_response=response),
         ),
+        (
+            flow._response_content([Part(function_response=response), Part.from_text("t")]),
+            Content(role="user", parts=(Part(function_response=response), Part.from_text("t"))),
+        ),
     ):
+        assert flow._CONTENT_TEMPLATE is not None
         assert flow._REQUEST_TEMPLATE is not None and flow._PART_TEMPLATE is not None  # the fast path is taken
         assert built == validated and list(built.__dict__.items()) == list(validated.__dict__.items())
         assert built.model_fields_set == validated.model_fields_set and repr(built) == repr(validated)

@@ -616,6 +616,16 @@ def _prebuilt(cls: type[M], template: dict[str, Any] | None, values: dict[str, A
     return prevalidated.instance(cls, built, set(values))
 
 
+_CONTENT_TEMPLATE = _template(Content, frozenset({"role", "parts"}))
+
+
+def _response_content(parts: list[Part]) -> Content:
+    """``Content(role="user", parts=tuple(parts))``: the parts are the calls' ``Part`` instances."""
+    if all(type(part) is Part for part in parts):
+        return _prebuilt(Content, _CONTENT_TEMPLATE, {"role": "user", "parts": tuple(parts)})
+    return Content(role="user", parts=tuple(parts))
+
+
 _REQUEST_TEMPLATE = _template(LlmRequest, frozenset({"contents", "config"}))
 _PART_TEMPLATE = _template(Part, frozenset({"function_response"}))
 
@@ -859,7 +869,7 @@ def _run_tools(
                 "invocation_id": ctx.invocation_id,
                 "author": agent.name,
                 "branch": ctx.branch,
-                "content": Content(role="user", parts=tuple(parts)),
+                "content": _response_content(parts),
                 "actions": actions,
                 "total_usage_metadata": (  # this event ends the run
                     ctx.total_usage_metadata if actions.skip_summarization or actions.end_invocation else None
