@@ -15,9 +15,10 @@ disposed, and turns an exception raised while subscribing into ``on_error``; unl
 subscribed inside still does, itself) and allocates two small objects instead of about ten. A
 stock ``subscribe`` costs ~12 µs on a thread without a trampoline; a direct one under 1 µs. The
 operators here (:func:`collect_then`, :func:`concat_now`, :func:`concat_map_now`, :func:`tap_next`,
-:func:`ignore_items`, :func:`defer_now`) replace the stock chains the runtime used per step and per
-event (``to_list`` + ``flat_map``, ``concat_with_iterable``, ``map`` + ``concat_map``,
-``do_action``, ``ignore_elements``, ``defer``) with the same ordering and disposal, and never
+:func:`ignore_items`, :func:`defer_now`, :func:`call_then`) replace the stock chains the runtime used
+per step and per event (``to_list`` + ``flat_map``, ``concat_with_iterable``, ``map`` +
+``concat_map``, ``do_action``, ``ignore_elements``, ``defer``, a store then what follows it) with
+the same ordering and disposal, and never
 schedule: in particular :func:`concat_now` does not hop to the subscriber's scheduler between
 sources (``concat_with_iterable`` does, and ``Observable.run()`` subscribes with a
 ``NewThreadScheduler``: a new thread per source).
@@ -48,7 +49,6 @@ __all__ = [
     "emit_now",
     "emitted",
     "fail_now",
-    "forward",
     "ignore_items",
     "nothing_now",
     "on_dispose",
@@ -309,12 +309,6 @@ def _forward(
         inner.dispose()
         return NO_DISPOSAL
     return inner  # type: ignore[no-any-return]
-
-
-forward = _forward
-"""``source.subscribe(observer, scheduler=scheduler)`` from within a :class:`Direct` subscribe
-function, ``observer`` being the observer it got: ``source`` is then a pass-through, a Direct
-``source`` gets that observer itself (see ``_forward``)."""
 
 
 class _Emit(Direct[T]):
