@@ -15,9 +15,10 @@ disposed, and turns an exception raised while subscribing into ``on_error``; unl
 subscribed inside still does, itself) and allocates two small objects instead of about ten. A
 stock ``subscribe`` costs ~12 µs on a thread without a trampoline; a direct one under 1 µs. The
 operators here (:func:`collect_then`, :func:`concat_now`, :func:`concat_map_now`, :func:`tap_next`,
-:func:`ignore_items`, :func:`defer_now`) replace the stock chains the runtime used per step and per
-event (``to_list`` + ``flat_map``, ``concat_with_iterable``, ``map`` + ``concat_map``,
-``do_action``, ``ignore_elements``, ``defer``) with the same ordering and disposal, and never
+:func:`ignore_items`, :func:`defer_now`, :func:`call_then`) replace the stock chains the runtime used
+per step and per event (``to_list`` + ``flat_map``, ``concat_with_iterable``, ``map`` +
+``concat_map``, ``do_action``, ``ignore_elements``, ``defer``, a store then what follows it) with
+the same ordering and disposal, and never
 schedule: in particular :func:`concat_now` does not hop to the subscriber's scheduler between
 sources (``concat_with_iterable`` does, and ``Observable.run()`` subscribes with a
 ``NewThreadScheduler``: a new thread per source).
@@ -40,6 +41,7 @@ __all__ = [
     "DisposeAction",
     "Slot",
     "call_now",
+    "call_then",
     "collect_then",
     "concat_map_now",
     "concat_now",
@@ -312,15 +314,17 @@ def _forward(
 class _Emit(Direct[T]):
     """``emit_now(value)``: its value is readable, so :func:`concat_map_now` can pass it on without subscribing."""
 
-    def __init__(self, value: T) -> None:
+    __slots__ = ("value",)  # (instances still have Observable's __dict__: a lock made on first use)
+
+    def __init__(self, value: T) -> None:  # no Direct.__init__: its subscribe function is the method below
         self.value = value
 
-        def subscribe(observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None) -> Any:
-            observer.on_next(value)
-            observer.on_completed()
-            return NO_DISPOSAL
+    def _fn(self, observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None) -> Any:
+        observer.on_next(self.value)
+        observer.on_completed()
+        return NO_DISPOSAL
 
-        self._fn = self._subscribe = subscribe  # Direct.__init__, inlined (one per emitted item)
+    _subscribe = _fn
 
 
 def emit_now(value: T) -> reactivex.Observable[T]:
@@ -473,6 +477,39 @@ def then_now(first: reactivex.Observable[T], second: Callable[[], reactivex.Obse
     return Direct(subscribe)
 
 
+def call_then(
+    call: Callable[[], T], follow: Callable[[], reactivex.Observable[T]], *, emit: bool = True
+) -> reactivex.Observable[T]:
+    """``then_now(call_now(call), follow)`` in one subscription (``then_now(ignore_items(call_now(call)),
+    follow)`` with ``emit=False``): ``call()`` during subscribe, its value passed on, then the
+    Observable ``follow()`` returns subscribed at once and forwarded.
+
+    An exception ``call`` or ``follow`` raises is delivered as ``on_error``. ``follow`` is not
+    called once the subscription ended or was disposed (a dispose from within ``on_next``).
+    """
+
+    def subscribe(
+        observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None
+    ) -> rx_abc.DisposableBase:
+        try:
+            value = call()
+        except Exception as exc:
+            observer.on_error(exc)
+            return NO_DISPOSAL
+        if emit:
+            observer.on_next(value)
+            if getattr(observer, "stopped", False):  # disposed from within on_next
+                return NO_DISPOSAL
+        try:
+            source = follow()
+        except Exception as exc:
+            observer.on_error(exc)
+            return NO_DISPOSAL
+        return _forward(source, observer, scheduler)
+
+    return Direct(subscribe)
+
+
 def collect_then(
     source: reactivex.Observable[T], then: Callable[[list[T]], reactivex.Observable[U]]
 ) -> reactivex.Observable[U]:
@@ -576,12 +613,34 @@ class _Serial:
         self._subscription = _SerialSlot()
 
     def push(self, source: reactivex.Observable[Any]) -> None:
-        with self._lock:
+        lock = self._lock
+        with lock:
             if self._active:
                 self._queue.append(source)
                 return
             self._active = True
-        self._drain(source)
+        if type(source) is not _Emit:
+            self._drain(source)
+            return
+        # the usual item (a partial event): what _drain and _next do for it, without their calls
+        if self._disposed:
+            return
+        self._observer.on_next(source.value)
+        if self._disposed:
+            return
+        with lock:
+            if self._queue:  # pushed meanwhile (from within on_next): drained in order
+                following = self._queue.popleft()
+            else:
+                self._active = False
+                if not self._ended or self._completed:
+                    return
+                self._completed = True
+                following = None
+        if following is None:
+            self._observer.on_completed()
+            return
+        self._drain(following)
 
     def start(self) -> None:
         """Pull the first source (``pull`` mode)."""

@@ -61,6 +61,7 @@ from ..._rx.direct import (
     collect_then,
     concat_map_now,
     concat_now,
+    defer_now,
     emit_now,
     emitted,
     fail_now,
@@ -89,7 +90,7 @@ from .._invocation.callbacks import Call, callback_chain
 from .._invocation.live_request_queue import LiveRequest, LiveRequestQueue
 from .._invocation.run_config import StreamingMode
 from .._sessions.base import Session
-from .._sessions.event import Event, EventActions
+from .._sessions.event import Event, EventActions, new_actions, prevalidated_event
 from .._sessions.state import State
 from .confirmation import calls_to_resume, request_confirmation_event
 from .contents_cache import session_request_contents
@@ -585,7 +586,53 @@ def _build_request(
         config = request_config(agent.generate_content_config, text or None, tool_declarations(request_tools))
     if agent.output_schema is not None and not _answers_through_tool(agent, own_tools):
         config = config.model_copy(update=output_schema_config(agent.output_schema))
+    if type(contents) is tuple and type(config) is GenerateContentConfig:  # (always: what validation keeps)
+        return _prebuilt(LlmRequest, _REQUEST_TEMPLATE, {"contents": contents, "config": config})
     return LlmRequest(contents=contents, config=config)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _template(cls: type[BaseModel], given: frozenset[str]) -> dict[str, Any] | None:
+    """The ``__dict__`` ``cls(**values)`` starts from when ``values`` names ``given`` (their values
+    left None), or None when building so could differ from validating: a validator, or a field
+    outside ``given`` whose default is made by a factory or is mutable (validation copies it)."""
+    if not prevalidated.buildable(cls):
+        return None
+    template: dict[str, Any] = {}
+    for name, field in cls.model_fields.items():
+        if name in given:
+            template[name] = None
+        elif field.default_factory is not None or not isinstance(field.default, type(None) | str | bool | tuple):
+            return None
+        else:
+            template[name] = field.default
+    return template
+
+
+def _prebuilt(cls: type[M], template: dict[str, Any] | None, values: dict[str, Any]) -> M:
+    """``cls(**values)`` for ``values`` that are valid instances already (see :func:`_template`):
+    the same ``__dict__`` (in field order) and fields set, nothing validated again."""
+    if template is None:
+        return cls(**values)
+    built = dict(template)
+    built.update(values)
+    return prevalidated.instance(cls, built, set(values))
+
+
+_CONTENT_TEMPLATE = _template(Content, frozenset({"role", "parts"}))
+
+
+def _response_content(parts: list[Part]) -> Content:
+    """``Content(role="user", parts=tuple(parts))``: the parts are the calls' ``Part`` instances."""
+    if all(type(part) is Part for part in parts):
+        return _prebuilt(Content, _CONTENT_TEMPLATE, {"role": "user", "parts": tuple(parts)})
+    return Content(role="user", parts=tuple(parts))
+
+
+_REQUEST_TEMPLATE = _template(LlmRequest, frozenset({"contents", "config"}))
+_PART_TEMPLATE = _template(Part, frozenset({"function_response"}))
 
 
 def _with_call_ids(step: _Step, content: Content | None) -> Content | None:
@@ -650,6 +697,9 @@ _FAST_EVENT = (
     and prevalidated.buildable(Event)
     and all(callable(factory) for factory in _EVENT_DEFAULTS)
 )
+
+if _FAST_EVENT and _EVENT_DEFAULTS[1] is EventActions:  # a fresh EventActions() without validating its defaults
+    _EVENT_DEFAULTS = (_EVENT_DEFAULTS[0], new_actions, _EVENT_DEFAULTS[2])
 
 
 def _response_event(
@@ -762,7 +812,7 @@ def _handle_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, event: 
             return nothing_now()
         return _run_tools(agent, ctx, step, model_event)
 
-    return then_now(ctx._store(event, stored), then_tools)
+    return ctx._store_then(event, stored, then_tools)
 
 
 def _output_delta(agent: FlowAgent, event: Event) -> dict[str, JsonValue]:
@@ -819,15 +869,17 @@ def _run_tools(
                 call_id: asked for c in contexts for call_id, asked in c.actions.requested_tool_confirmations.items()
             },
         )
-        event = Event(
-            invocation_id=ctx.invocation_id,
-            author=agent.name,
-            branch=ctx.branch,
-            content=Content(role="user", parts=tuple(parts)),
-            actions=actions,
-            total_usage_metadata=(  # this event ends the run
-                ctx.total_usage_metadata if actions.skip_summarization or actions.end_invocation else None
-            ),
+        event = prevalidated_event(  # every value is validated already (built above, or the context's)
+            {
+                "invocation_id": ctx.invocation_id,
+                "author": agent.name,
+                "branch": ctx.branch,
+                "content": _response_content(parts),
+                "actions": actions,
+                "total_usage_metadata": (  # this event ends the run
+                    ctx.total_usage_metadata if actions.skip_summarization or actions.end_invocation else None
+                ),
+            }
         )
 
         def stored(event: Event) -> None:
@@ -840,7 +892,7 @@ def _run_tools(
 
         if ctx.is_cancelled:
             return reactivex.never()
-        stored_response = then_now(ctx._store(event, stored), structured_final)
+        stored_response = ctx._store_then(event, stored, structured_final)
         request = request_confirmation_event(
             model_event,
             actions.requested_tool_confirmations,
@@ -851,8 +903,12 @@ def _run_tools(
         if request is None:
             return stored_response
         # ADK's order: the confirmation request, then the function responses (the step's last event)
-        return then_now(ctx._store(request), lambda: stored_response)
+        return ctx._store_then(request, None, lambda: stored_response)
 
+    if len(calls) == 1:  # (the usual step) one call: nothing to concatenate
+        only = calls[0]
+        call_parts = defer_now(lambda: _run_call(agent, ctx, step, only, contexts, answers.get(only.id or "")))
+        return collect_then(call_parts, store)
     return collect_then(concat_now(responses()), store)
 
 
@@ -894,7 +950,10 @@ def _run_call(
         # ADK Java's Functions: a long-running tool with no result (None or an empty map) answers later
         if long_running and not outcome.failed and not outcome.response.response:
             return nothing_now()
-        return emit_now(Part(function_response=outcome.response))
+        response = outcome.response
+        if type(response) is FunctionResponse:  # (always) validation would keep it as it is
+            return emit_now(_prebuilt(Part, _PART_TEMPLATE, {"function_response": response}))
+        return emit_now(Part(function_response=response))
 
     def to_parts(outcomes: list[ToolCallOutcome]) -> reactivex.Observable[Part]:
         if len(outcomes) == 1:

@@ -44,11 +44,13 @@ from ..._core.errors import ConfigurationError, LimitExceededError
 from ..._core.types import Content, LlmRequest, LlmResponse, UsageMetadata
 from ..._rx.aio import AwaitableObservable, MaybeObservable, awaitable
 from ..._rx.direct import (
+    call_then,
     collect_then,
     concat_map_now,
     defer_now,
     emit_now,
     fail_now,
+    ignore_items,
     nothing_now,
     tap_next,
     then_now,
@@ -56,7 +58,7 @@ from ..._rx.direct import (
 from ..._telemetry.otel import add_usage
 from ..._tools import BaseTool, CallbackContext, Named, ToolContext, ToolRuntime, new_invocation_id
 from ..._tools._scope import ToolsetScopes
-from .._sessions.base import BaseSessionService, Session
+from .._sessions.base import BaseSessionService, Session, append_now, get_now
 from .._sessions.event import Event, EventActions
 from .._sessions.state import STATE_REMOVED, TEMP_PREFIX, State
 from .callbacks import PLUGIN_HOOK_PARAMETERS, Call, as_callbacks, callback_chain, keyword_adapter
@@ -277,6 +279,14 @@ class InvocationContext:
                 )
             )
 
+        get = get_now(self.session_service)
+        if get is not None:  # an in-memory store answers during subscribe: no Observable to collect
+
+            def fetched() -> reactivex.Observable[T]:
+                found = get(session.app_name, session.user_id, session.id)
+                return pick([found] if found is not None else [])
+
+            return defer_now(fetched)
         return collect_then(self.session_service.get_session(session.app_name, session.user_id, session.id), pick)
 
     def _with_temp_state(self, session: Session) -> Session:
@@ -331,15 +341,54 @@ class InvocationContext:
         if not with_temp:
             return stored
 
-        def with_temp_keys(stored: Event) -> Event:
-            kept = stored.actions.state_delta
-            merged = {k: (v if k.startswith(TEMP_PREFIX) else kept[k]) for k, v in delta.items() if k in kept
-                      or k.startswith(TEMP_PREFIX)}
-            merged.update({k: v for k, v in kept.items() if k not in merged})
-            return stored.model_copy(update={"actions": stored.actions.model_copy(update={"state_delta": merged})})
-
-        emitted = concat_map_now(stored, lambda e: emit_now(with_temp_keys(e)))
+        emitted = concat_map_now(stored, lambda e: emit_now(_with_temp_keys(delta, e)))
         return emitted if on_stored is None else tap_next(emitted, on_stored)
+
+    def _store_then(
+        self,
+        event: Event,
+        on_stored: Callable[[Event], None] | None,
+        follow: Callable[[], reactivex.Observable[Event]],
+        *,
+        emit: bool = True,
+    ) -> reactivex.Observable[Event]:
+        """``then_now(self._store(event, on_stored), follow)`` (the stored event not passed on with
+        ``emit=False``): the runtimes' store-then-go-on. With a store that answers during subscribe
+        (:func:`~rxllm.agents._sessions.base.append_now`) one plain call stores the event, where
+        :meth:`_store` builds an Observable per step of it; what happens, and in what order, is the same.
+        """
+        append = append_now(self.session_service)
+        if append is None:
+            stored = self._store(event, on_stored)
+            return then_now(stored if emit else ignore_items(stored), follow)
+        self._keep_temp_state(event)  # what _store does when called, before anything is subscribed
+        with_temp = False
+        if not event.partial:
+            delta = event.actions.state_delta
+            with_temp = bool(delta) and any(key.startswith(TEMP_PREFIX) for key in delta)
+            shared = self._shared
+            with shared.lock:
+                shared.stored_ids.add(event.id)
+        return call_then(partial(self._stored_now, append, event, with_temp, on_stored), follow, emit=emit)
+
+    def _stored_now(
+        self,
+        append: Callable[[Session, Event], Event],
+        event: Event,
+        with_temp: bool,
+        on_stored: Callable[[Event], None] | None,
+    ) -> Event:
+        """The event of :meth:`_store`, stored now through ``append`` (see :meth:`_store_then`)."""
+        stored = append(self.session, event)
+        if not event.partial:
+            shared = self._shared
+            with shared.lock:
+                shared.stored_ids.add(stored.id)
+            if with_temp:
+                stored = _with_temp_keys(event.actions.state_delta, stored)
+        if on_stored is not None:
+            on_stored(stored)
+        return stored
 
     def is_stored(self, event: Event) -> bool:
         """Whether ``event`` (by its id) was stored by :meth:`append_event` in this invocation."""
@@ -363,6 +412,15 @@ class InvocationContext:
             return self._store(event)
 
         return concat_map_now(events, store)
+
+
+def _with_temp_keys(delta: dict[str, JsonValue], stored: Event) -> Event:
+    """The stored event with the ``temp:`` keys of the delta it was appended with put back."""
+    kept = stored.actions.state_delta
+    merged = {k: (v if k.startswith(TEMP_PREFIX) else kept[k]) for k, v in delta.items() if k in kept
+              or k.startswith(TEMP_PREFIX)}
+    merged.update({k: v for k, v in kept.items() if k not in merged})
+    return stored.model_copy(update={"actions": stored.actions.model_copy(update={"state_delta": merged})})
 
 
 AgentCallback = Callable[[CallbackContext], object]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Self
@@ -16,7 +17,7 @@ from ..._core.errors import ConfigurationError, RxLlmError
 from ..._core.types import Content
 from ..._models.prompt import as_user_content
 from ..._rx.aio import AwaitableObservable, awaitable
-from ..._rx.direct import collect_then, defer_now, emit_now, fail_now, ignore_items, on_dispose, then_now
+from ..._rx.direct import Direct, Slot, collect_then, defer_now, emit_now, fail_now, ignore_items, on_dispose, then_now
 from ..._telemetry.otel import current_context, within
 from ..._tools import ToolRuntime, check_timeout
 from ..._tools._scope import ResourceScope, ToolsetScopes, closing_after
@@ -27,8 +28,9 @@ from .._invocation.live_request_queue import LiveRequestQueue
 from .._invocation.plugins import after_run, before_run, on_event, on_user_message
 from .._invocation.run_config import RunConfig, StreamingMode
 from .._memory.service import BaseMemoryService, InMemoryMemoryService
-from .._sessions.base import BaseSessionService, InMemorySessionService, Session
-from .._sessions.event import Event
+from .._sessions.base import BaseSessionService, InMemorySessionService, Session, get_now
+from .._sessions.event import Event, prevalidated_event
+from .._sessions.run_lanes import SessionKey, SessionLanes, _Ticket, session_lanes
 from .compaction import (
     EventsCompactionConfig,
     LlmEventSummarizer,
@@ -54,7 +56,11 @@ def run_invocation(ctx: InvocationContext, message: Content, history: Sequence[E
 
     def store_and_run(content: Content) -> reactivex.Observable[Event]:
         ctx.user_content = content
-        user_event = Event(invocation_id=ctx.invocation_id, author="user", content=content)
+        user_event = (  # a Content instance is what validation would keep as it is
+            prevalidated_event({"invocation_id": ctx.invocation_id, "author": "user", "content": content})
+            if type(content) is Content
+            else Event(invocation_id=ctx.invocation_id, author="user", content=content)
+        )
 
         def run_agent() -> reactivex.Observable[Event]:
             if not ctx.plugins:
@@ -68,7 +74,7 @@ def run_invocation(ctx: InvocationContext, message: Content, history: Sequence[E
             events = collect_then(before_run(ctx), agent_unless_answered)
             return then_now(on_event(ctx, events), lambda: after_run(ctx))
 
-        return then_now(ignore_items(ctx._store(user_event)), run_agent)
+        return ctx._store_then(user_event, None, run_agent, emit=False)
 
     if not ctx.plugins:
         return store_and_run(message)
@@ -298,16 +304,18 @@ class Runner:
         agent = self._agent
         plugins = self._plugins
 
-        def run_on(
+        def open_run(
             sessions: list[Session], contexts: list[InvocationContext], parent: object, runtime: ToolRuntime
-        ) -> reactivex.Observable[Event]:
+        ) -> tuple[reactivex.Observable[Event], ResourceScope | None]:
+            """The run on the session fetched (``sessions``: it, or nothing) and the scope its
+            per-invocation toolset sessions live in (None: no session, the run fails at once)."""
             if not sessions:
                 return fail_now(
                     ConfigurationError(
                         f"session {session_id!r} not found for app {app_name!r} and user {user_id!r} "
                         "(create it with the session service first)"
                     )
-                )
+                ), None
             invocation_scope = ResourceScope(f"invocation of {agent.name!r}")
             ctx = InvocationContext(
                 agent=agent,
@@ -326,8 +334,14 @@ class Runner:
             # the agent's span is a child of the span current when the user subscribed, whichever
             # thread (a session store's, a run queued before this one) gets to start the agent
             ctx.telemetry_context = parent  # the span current when the user subscribed
+            return within(parent, body(ctx, sessions[-1])), invocation_scope
+
+        def run_on(
+            sessions: list[Session], contexts: list[InvocationContext], parent: object, runtime: ToolRuntime
+        ) -> reactivex.Observable[Event]:
+            run, scope = open_run(sessions, contexts, parent, runtime)
             # per-invocation toolset sessions close before the run's completion (or error) passes
-            return closing_after(within(parent, body(ctx, sessions[-1])), invocation_scope)
+            return run if scope is None else closing_after(run, scope)
 
         def start(parent: object, runtime: ToolRuntime) -> reactivex.Observable[Event]:
             contexts: list[InvocationContext] = []
@@ -341,6 +355,21 @@ class Runner:
 
             run = collect_then(service.get_session(app_name, user_id, session_id), run_on_session)
             return on_dispose(run, cancel)
+
+        if type(service).serialize_run is BaseSessionService.serialize_run:  # the default lanes: one layer
+            lanes = session_lanes(service)
+            key = (app_name, user_id, session_id)
+
+            def subscribe_on_lane(
+                observer: rx_abc.ObserverBase[Event], scheduler: rx_abc.SchedulerBase | None = None
+            ) -> rx_abc.DisposableBase:
+                parent = current_context()
+                runtime = ToolRuntime.capture(scheduler=self._tool_scheduler, timeout=self._tool_timeout)
+                run = _LaneRun(lanes, key, observer, scheduler, partial(open_run, parent=parent, runtime=runtime))
+                run.enter(service)
+                return run
+
+            return awaitable(Direct(subscribe_on_lane))
 
         def subscribe(
             observer: rx_abc.ObserverBase[Event], scheduler: rx_abc.SchedulerBase | None = None
@@ -357,6 +386,171 @@ class Runner:
             return run.subscribe(observer.on_next, on_error, observer.on_completed, scheduler=scheduler)
 
         return awaitable(reactivex.create(subscribe))
+
+
+OpenRun = Callable[[list[Session], list[InvocationContext]], tuple[reactivex.Observable[Event], ResourceScope | None]]
+
+
+class _LaneRun(rx_abc.DisposableBase):
+    """One run on the service's default run lanes (``rxllm.agents._sessions.run_lanes``), in one
+    layer: what ``serialize_run`` of a run that fetches the session, cancels its contexts on
+    dispose (``on_dispose``) and closes its invocation's scope before passing its end on
+    (``closing_after``) does, with one observer between the run's events and the subscriber's
+    instead of three.
+
+    The order is theirs: the run starts when its turn on the lane comes; its completion or
+    (``RxLlmError``-mapped) error passes once the scope is closed, and then the lane is left.
+    Disposing cancels the run's contexts, disposes what is running, starts closing the scope of
+    a run that had not ended, and leaves the lane (or the queue, when the run had not started).
+    """
+
+    __slots__ = (
+        "_body",
+        "_contexts",
+        "_disposed",
+        "_done",
+        "_fetch",
+        "_key",
+        "_lanes",
+        "_lock",
+        "_observer",
+        "_open_run",
+        "_released",
+        "_scheduler",
+        "_scope",
+        "_service",
+        "_started",
+        "_ticket",
+    )
+
+    def __init__(
+        self,
+        lanes: SessionLanes,
+        key: SessionKey,
+        observer: rx_abc.ObserverBase[Event],
+        scheduler: rx_abc.SchedulerBase | None,
+        open_run: OpenRun,
+    ) -> None:
+        self._lanes = lanes
+        self._key = key
+        self._observer = observer
+        self._scheduler = scheduler
+        self._open_run = open_run
+        self._lock = threading.Lock()
+        self._started = False
+        self._disposed = False
+        self._released = False
+        self._done = False  # the run's events ended (its scope closes without close_soon)
+        self._fetch = Slot()  # the session's fetch, when the store answers later
+        self._body = Slot()
+        self._contexts: list[InvocationContext] = []
+        self._scope: ResourceScope | None = None
+        self._service: BaseSessionService | None = None
+        self._ticket = _Ticket(self.start)
+
+    def enter(self, service: BaseSessionService) -> None:
+        """Queue on the lane (started at once when it is free)."""
+        self._service = service
+        self._lanes.enter(self._key, self._ticket)
+
+    def start(self) -> None:
+        """The lane's turn: fetch the session, then run on it."""
+        with self._lock:
+            disposed = self._disposed
+            if not disposed:
+                self._started = True
+        if disposed:  # taken off the queue while being disposed: pass the turn on
+            self._release()
+            return
+        service = self._service
+        assert service is not None
+        app_name, user_id, session_id = self._key
+        get = get_now(service)
+        if get is not None:
+            try:
+                found = get(app_name, user_id, session_id)
+            except Exception as exc:
+                self._fail(exc)
+                return
+            self._open([found] if found is not None else [])
+            return
+        sessions: list[Session] = []
+        self._fetch.set(
+            service.get_session(app_name, user_id, session_id).subscribe(
+                sessions.append, self._fail, partial(self._open, sessions), scheduler=self._scheduler
+            )
+        )
+
+    def _open(self, sessions: list[Session]) -> None:
+        if self._disposed:
+            return
+        try:
+            run, scope = self._open_run(sessions, self._contexts)
+        except Exception as exc:
+            self._fail(exc)
+            return
+        if scope is None:  # no session: the run fails at once, outside any scope
+            self._body.set(run.subscribe(self._observer.on_next, self._fail, self._complete, scheduler=self._scheduler))
+            return
+        self._scope = scope
+        self._body.set(
+            run.subscribe(self._observer.on_next, self._ended_with, self._ended, scheduler=self._scheduler)
+        )
+
+    def _ended(self) -> None:
+        self._finish(self._complete)
+
+    def _ended_with(self, error: Exception) -> None:
+        self._finish(partial(self._fail, error))
+
+    def _finish(self, terminal: Callable[[], None]) -> None:
+        """``closing_after``: the invocation's scope closed, then ``terminal``."""
+        self._done = True
+        scope = self._scope
+        if scope is None or scope.is_empty:
+            terminal()
+            return
+
+        def on_error(error: Exception) -> None:
+            logger.warning("closing %r failed: %s", scope, error)
+            terminal()
+
+        scope.closing().subscribe(on_error=on_error, on_completed=terminal)
+
+    def _fail(self, error: Exception) -> None:
+        try:
+            self._observer.on_error(_as_rxllm_error(error))
+        finally:
+            self._release()
+
+    def _complete(self) -> None:
+        try:
+            self._observer.on_completed()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
+        self._lanes.leave(self._key)
+
+    def dispose(self) -> None:
+        with self._lock:
+            self._disposed = True
+            started = self._started
+        for ctx in self._contexts:
+            ctx.cancel()
+        self._fetch.dispose()
+        self._body.dispose()
+        scope = self._scope
+        if scope is not None and not self._done:
+            scope.close_soon()
+        if started:
+            self._release()
+        else:
+            self._lanes.withdraw(self._key, self._ticket)  # if already taken off the queue, start() releases
 
 
 def _compaction_config(agent: BaseAgent, config: EventsCompactionConfig | None) -> EventsCompactionConfig | None:

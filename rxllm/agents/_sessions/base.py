@@ -25,8 +25,9 @@ import copy
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import reactivex
 from pydantic import Field, JsonValue
@@ -247,12 +248,18 @@ class InMemorySessionService(BaseSessionService):
         """Emit a snapshot, or nothing; see :meth:`BaseSessionService.get_session`."""
 
         def subscribe_factory() -> reactivex.Observable[Session]:
-            with self._lock:
-                stored = self._sessions.get((app_name, user_id, session_id))
-                snapshot = self._snapshot(stored, with_events=True, config=config) if stored is not None else None
+            snapshot = self._get_now(app_name, user_id, session_id, config)
             return emit_now(snapshot) if snapshot is not None else nothing_now()
 
         return MaybeObservable(defer_now(subscribe_factory))
+
+    def _get_now(
+        self, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None = None
+    ) -> Session | None:
+        """What :meth:`get_session` emits (None: it completes empty), looked up now."""
+        with self._lock:
+            stored = self._sessions.get((app_name, user_id, session_id))
+            return self._snapshot(stored, with_events=True, config=config) if stored is not None else None
 
     def list_sessions(self, app_name: str, user_id: str) -> AwaitableObservable[list[Session]]:
         """Emit the user's sessions without events; see :meth:`BaseSessionService.list_sessions`."""
@@ -281,22 +288,24 @@ class InMemorySessionService(BaseSessionService):
         """Store a non-partial event; see :meth:`BaseSessionService.append_event`."""
         if event.partial:
             return awaitable(emit_now(event))
+        return awaitable(call_now(partial(self._append_now, session, event)))
 
-        def append() -> Event:
-            key = (session.app_name, session.user_id, session.id)
-            stored_event = event_to_store(event)
-            with self._lock:
-                stored = self._sessions.get(key)
-                if stored is None:
-                    raise missing_session_error(session)
-                delta = stored_event.actions.state_delta
-                if delta:  # (an empty delta changes no scope)
-                    self._apply(stored, delta)
-                stored.events.append(stored_event)
-                stored.last_update_time = stored_event.timestamp
-            return stored_event
-
-        return awaitable(call_now(append))
+    def _append_now(self, session: Session, event: Event) -> Event:
+        """What :meth:`append_event` emits, stored now (raises what it fails with)."""
+        if event.partial:
+            return event
+        key = (session.app_name, session.user_id, session.id)
+        stored_event = event_to_store(event)
+        with self._lock:
+            stored = self._sessions.get(key)
+            if stored is None:
+                raise missing_session_error(session)
+            delta = stored_event.actions.state_delta
+            if delta:  # (an empty delta changes no scope)
+                self._apply(stored, delta)
+            stored.events.append(stored_event)
+            stored.last_update_time = stored_event.timestamp
+        return stored_event
 
     def _apply(self, stored: _Stored, delta: Mapping[str, JsonValue]) -> None:
         apply_state_delta(
@@ -331,3 +340,25 @@ def _session_snapshot(values: dict[str, object]) -> Session:
     """``Session.model_construct(**values)`` for ``values`` naming every field (checked values, no
     validation), without model_construct's per-field default handling (a snapshot per model call)."""
     return prevalidated.instance(Session, values, set(_SESSION_FIELDS))
+
+
+AppendNow = Callable[[Session, Event], Event]
+GetNow = Callable[[str, str, str], "Session | None"]
+
+
+def append_now(service: BaseSessionService) -> AppendNow | None:
+    """``service.append_event`` as a plain call (the stored event, or the exception it fails with)
+    when it is :class:`InMemorySessionService`'s own, which does its work during subscribe and emits
+    at once: the runtimes then store without an Observable per event. None for any other service
+    (a subclass that overrides ``append_event`` too): they subscribe to it."""
+    if type(service).append_event is InMemorySessionService.append_event:
+        return service._append_now  # type: ignore[attr-defined, no-any-return]
+    return None
+
+
+def get_now(service: BaseSessionService) -> GetNow | None:
+    """``service.get_session`` as a plain call (the snapshot, None for none) when it is
+    :class:`InMemorySessionService`'s own (see :func:`append_now`); None for any other service."""
+    if type(service).get_session is InMemorySessionService.get_session:
+        return service._get_now  # type: ignore[attr-defined, no-any-return]
+    return None

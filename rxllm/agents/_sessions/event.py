@@ -12,10 +12,12 @@ True
 from __future__ import annotations
 
 import time
-from typing import TypeVar, cast
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 from pydantic import Field, JsonValue, ValidationError
 
+from ..._core import prevalidated
 from ..._core.errors import StructuredOutputError
 from ..._core.genai_types import (
     LiveServerGoAway,
@@ -228,3 +230,61 @@ class Event(_Model):
             and not self.partial
             and not self.has_trailing_code_execution_result()
         )
+
+
+def _new_actions() -> EventActions:
+    """``EventActions()`` without validating its defaults."""
+    return prevalidated.instance(
+        EventActions,
+        {
+            "state_delta": {},
+            "artifact_delta": {},
+            "skip_summarization": None,
+            "transfer_to_agent": None,
+            "escalate": None,
+            "rewind_before_invocation_id": None,
+            "end_invocation": None,
+            "requested_tool_confirmations": {},
+            "compaction": None,
+        },
+        set(),
+    )
+
+
+_IMMUTABLE_DEFAULTS = (type(None), str, bool, int, float, tuple)
+_EVENT_TEMPLATE: dict[str, Any] = {
+    name: field.default for name, field in Event.model_fields.items() if field.default_factory is None
+} | {"id": None, "actions": None, "timestamp": None}
+_EVENT_TEMPLATE = {name: _EVENT_TEMPLATE[name] for name in Event.model_fields}  # in field order
+# what the builders below were written for: the factories and defaults Event has now
+_PREVALIDATED = (
+    prevalidated.buildable(Event)
+    and prevalidated.buildable(EventActions)
+    and list(_new_actions().__dict__.items()) == list(EventActions().__dict__.items())
+    and Event.model_fields["id"].default_factory is new_event_id
+    and Event.model_fields["actions"].default_factory is EventActions
+    and Event.model_fields["timestamp"].default_factory is time.time
+    and all(
+        isinstance(field.default, _IMMUTABLE_DEFAULTS)
+        for name, field in Event.model_fields.items()
+        if field.default_factory is None and name != "author"
+    )
+)
+
+new_actions: Callable[[], EventActions] = _new_actions if _PREVALIDATED else EventActions
+"""``EventActions()``: a fresh one, without validating its defaults when that gives the same."""
+
+
+def prevalidated_event(values: dict[str, Any]) -> Event:
+    """``Event(**values)`` for ``values`` that are valid already (instances of their fields' types,
+    ``author`` included): the same ``__dict__`` (in field order, a fresh ``id``, ``actions`` and
+    ``timestamp`` unless given) and fields set, without validating them again. Falls back to
+    ``Event(**values)`` should ``Event`` change from what this was written for."""
+    if not _PREVALIDATED:
+        return Event(**values)
+    built = dict(_EVENT_TEMPLATE)
+    built["id"] = new_event_id()
+    built["actions"] = _new_actions()
+    built["timestamp"] = time.time()
+    built.update(values)  # (every key is a field: the order stays the template's)
+    return prevalidated.instance(Event, built, set(values))
