@@ -72,3 +72,50 @@ def test_the_helpers_mask_their_threads_and_nothing_else() -> None:
     plain.start()
     plain.join(TIMEOUT)
     assert [bool(m & _SIGINT) and bool(m & _SIGTERM) for m in masks] == [True, True, False]
+
+
+def test_schedule_cancellable_runs_a_plain_pools_action_on_its_executor_and_cancels_one_not_started() -> None:
+    from reactivex.scheduler import ThreadPoolScheduler
+
+    from rxllm._core.threads import schedule_cancellable
+
+    scheduler = ThreadPoolScheduler(1)
+    try:
+        gate, entered = threading.Event(), threading.Event()
+        seen: list[tuple[object, object, str]] = []
+
+        def blocker(given: object, state: object = "unset") -> None:
+            seen.append((given, state, threading.current_thread().name))
+            entered.set()
+            gate.wait(TIMEOUT)
+
+        ran_late: list[bool] = []
+        schedule_cancellable(scheduler, blocker)
+        assert entered.wait(TIMEOUT)
+        cancel = schedule_cancellable(scheduler, lambda _s, _st=None: ran_late.append(True))
+        cancel()  # queued behind the blocker on the one worker: never runs
+        gate.set()
+        done = threading.Event()
+        schedule_cancellable(scheduler, lambda _s, _st=None: done.set())
+        assert done.wait(TIMEOUT)
+        assert ran_late == []
+        given, state, thread = seen[0]
+        assert given is scheduler and state is None  # the scheduler itself, as reactivex's action gets one
+        assert thread != threading.current_thread().name
+    finally:
+        scheduler.executor.shutdown(wait=True)
+
+
+def test_schedule_cancellable_schedules_on_any_other_scheduler() -> None:
+    from reactivex.testing import TestScheduler
+
+    from rxllm._core.threads import schedule_cancellable
+
+    scheduler = TestScheduler()
+    ran: list[object] = []
+    schedule_cancellable(scheduler, lambda given, _state=None: ran.append(given))
+    cancel = schedule_cancellable(scheduler, lambda given, _state=None: ran.append("cancelled one"))
+    cancel()
+    assert ran == []  # virtual time has not moved: nothing ran yet
+    scheduler.start()
+    assert len(ran) == 1 and ran[0] is not None and ran[0] != "cancelled one"

@@ -21,9 +21,17 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from reactivex import abc as rx_abc
 from reactivex.scheduler import ThreadPoolScheduler
 
-__all__ = ["IdleExitPool", "block_process_signals", "daemon_thread", "thread_pool", "thread_pool_scheduler"]
+__all__ = [
+    "IdleExitPool",
+    "block_process_signals",
+    "daemon_thread",
+    "schedule_cancellable",
+    "thread_pool",
+    "thread_pool_scheduler",
+]
 
 _T = TypeVar("_T")
 
@@ -67,6 +75,23 @@ def thread_pool_scheduler(max_workers: int, name: str, *, idle_timeout: float | 
         # reactivex types the attribute as ThreadPoolExecutor but only calls submit and shutdown
         scheduler.executor = IdleExitPool(max_workers, name, idle_timeout=idle_timeout)  # type: ignore[assignment]
     return scheduler
+
+
+def schedule_cancellable(
+    scheduler: rx_abc.SchedulerBase, action: Callable[[rx_abc.SchedulerBase, Any], None]
+) -> Callable[[], object]:
+    """Schedule ``action(scheduler, None)`` on ``scheduler`` now; returns what cancels it if it has not started.
+
+    reactivex's ``ThreadPoolScheduler.schedule`` builds an ``EventLoopScheduler`` (a condition, a
+    queue, a scheduled item, datetime arithmetic) around every action it hands to its executor; a
+    plain ``ThreadPoolScheduler``'s action goes to the executor directly: the same thread, and the
+    same cancellation of an action not started yet (the action is given the scheduler itself, so it
+    must not rely on the scheduler argument for recursive scheduling). Any other scheduler
+    schedules as it does.
+    """
+    if type(scheduler) is ThreadPoolScheduler:
+        return scheduler.executor.submit(action, scheduler, None).cancel
+    return scheduler.schedule(action).dispose
 
 
 class IdleExitPool(Executor):

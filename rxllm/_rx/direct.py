@@ -131,8 +131,8 @@ class DisposeAction(rx_abc.DisposableBase):
 
     __slots__ = ("_action",)
 
-    def __init__(self, action: Callable[[], None]) -> None:
-        self._action: Callable[[], None] | None = action
+    def __init__(self, action: Callable[[], object]) -> None:
+        self._action: Callable[[], object] | None = action
 
     def dispose(self) -> None:
         action, self._action = self._action, None

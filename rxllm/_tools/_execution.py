@@ -39,6 +39,7 @@ from reactivex.scheduler import TimeoutScheduler
 
 from .._core.errors import ToolError, ToolTimeoutError
 from .._core.loop_work import current_owner, owning
+from .._core.threads import schedule_cancellable
 from .._rx.direct import Direct, DisposeAction, Slot
 from ._loops import check_timeout, default_tool_scheduler, running_loop, using_loop
 from ._tool import BaseTool, ToolResult
@@ -151,7 +152,7 @@ def execute_tool(
 
             timer.set(timer_scheduler.schedule_relative(timeout, expire))
         pool = where.scheduler or default_tool_scheduler()
-        started.set(pool.schedule(run))
+        started.set(DisposeAction(schedule_cancellable(pool, run)))  # (a plain pool: straight to its executor)
 
         def dispose() -> None:
             with lock:

@@ -51,7 +51,7 @@ from .._core.errors import (
     TransportError,
 )
 from .._core.redact import Redactor
-from .._core.threads import daemon_thread, thread_pool_scheduler
+from .._core.threads import daemon_thread, schedule_cancellable, thread_pool_scheduler
 from .base import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_FINISH_GRACE,
@@ -614,14 +614,7 @@ class HttpTransport:
             if not scope.cancelled:
                 context.run(self._run, sink, scope)
 
-        # reactivex's ThreadPoolScheduler.schedule builds an EventLoopScheduler (a Condition, a
-        # queue, a scheduled item, datetime arithmetic) around every action it hands to its
-        # executor; a plain ThreadPoolScheduler's work goes to the executor directly (the same
-        # thread, the same cancellation of work not yet started).
-        if type(scheduler) is ThreadPoolScheduler:
-            cancel_scheduled: Callable[[], Any] = scheduler.executor.submit(action, scheduler).cancel
-        else:
-            cancel_scheduled = scheduler.schedule(action).dispose
+        cancel_scheduled = schedule_cancellable(scheduler, action)  # (a plain pool: straight to its executor)
         return _ThreadedAttempt(scope, cancel_scheduled)
 
     def _run(self, sink: AttemptSink, scope: CancelScope) -> None:
