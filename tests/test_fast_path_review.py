@@ -50,7 +50,7 @@ from rxllm._core.errors import EventTooLargeError, LineTooLongError
 from rxllm._models.aggregation import build_partial
 from rxllm._models.sse import SseDecoder, SseEvent
 from rxllm._rx import direct
-from rxllm._rx.buffer import END, WAIT, StreamBuffer
+from rxllm._rx.buffer import END, LOCK, WAIT, StreamBuffer
 from rxllm._rx.direct import DisposeAction, Slot
 
 _WAIT = 10  # seconds an event or barrier may take before the test fails (never reached when correct)
@@ -383,7 +383,7 @@ class _Buffer(StreamBuffer[int]):
         return super()._condition()
 
     def take(self) -> Any:
-        with self._lock:
+        with LOCK:
             return self.poll()
 
 
@@ -423,7 +423,7 @@ def test_the_buffer_hands_out_what_a_plain_queue_would(ops_: list[tuple[Any, ...
                 terminal.append(None if op[0] == "complete" else failure)
             subject = Subject()  # (a fresh subject: the next signals come from a source that ignores the end)
             buffer._source = None
-            subject.subscribe(buffer._on_next, buffer._on_error, buffer._on_completed)
+            subject.subscribe(buffer._on_next, buffer._on_end, buffer._on_end)
         elif op[0] == "close":
             buffer.close()
             closed = True

@@ -30,7 +30,7 @@ from .._invocation.run_config import RunConfig, StreamingMode
 from .._memory.service import BaseMemoryService, InMemoryMemoryService
 from .._sessions.base import BaseSessionService, InMemorySessionService, Session, get_now
 from .._sessions.event import Event, prevalidated_event
-from .._sessions.run_lanes import SessionKey, SessionLanes, _Ticket, session_lanes
+from .._sessions.run_lanes import SessionKey, SessionLanes, Ticket, session_lanes
 from .compaction import (
     EventsCompactionConfig,
     LlmEventSummarizer,
@@ -446,7 +446,7 @@ class _LaneRun(rx_abc.DisposableBase):
         self._contexts: list[InvocationContext] = []
         self._scope: ResourceScope | None = None
         self._service: BaseSessionService | None = None
-        self._ticket = _Ticket(self.start)
+        self._ticket = Ticket(self.start)
 
     def enter(self, service: BaseSessionService) -> None:
         """Queue on the lane (started at once when it is free)."""

@@ -23,7 +23,7 @@ from reactivex import abc as rx_abc
 
 from ..._rx.direct import Direct, DisposeAction, Slot
 
-__all__ = ["SessionKey", "SessionLanes", "session_lanes"]
+__all__ = ["SessionKey", "SessionLanes", "Ticket", "session_lanes"]
 
 logger = logging.getLogger("rxllm.agents")
 
@@ -33,7 +33,7 @@ SessionKey = tuple[str, str, str]
 """``(app_name, user_id, session_id)``."""
 
 
-class _Ticket:
+class Ticket:
     __slots__ = ("start",)
 
     def __init__(self, start: Callable[[], None]) -> None:
@@ -47,10 +47,10 @@ class SessionLanes:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._waiting: dict[SessionKey, deque[_Ticket]] = {}  # a key is present while its lane is busy
+        self._waiting: dict[SessionKey, deque[Ticket]] = {}  # a key is present while its lane is busy
         self._local = threading.local()
 
-    def enter(self, key: SessionKey, ticket: _Ticket) -> None:
+    def enter(self, key: SessionKey, ticket: Ticket) -> None:
         with self._lock:
             waiting = self._waiting.get(key)
             if waiting is not None:
@@ -59,7 +59,7 @@ class SessionLanes:
             self._waiting[key] = deque()
         self._start(ticket)
 
-    def withdraw(self, key: SessionKey, ticket: _Ticket) -> bool:
+    def withdraw(self, key: SessionKey, ticket: Ticket) -> bool:
         """Remove a ticket that has not been started; False when it was already taken off the queue."""
         with self._lock:
             waiting = self._waiting.get(key)
@@ -81,8 +81,8 @@ class SessionLanes:
         with self._lock:
             return key in self._waiting
 
-    def _start(self, ticket: _Ticket) -> None:
-        pending: deque[_Ticket] | None = getattr(self._local, "pending", None)
+    def _start(self, ticket: Ticket) -> None:
+        pending: deque[Ticket] | None = getattr(self._local, "pending", None)
         if pending is not None:
             pending.append(ticket)
             return
@@ -138,7 +138,7 @@ class SessionLanes:
                     return
                 inner.set(source.subscribe(observer.on_next, on_error, on_completed, scheduler=scheduler))
 
-            ticket = _Ticket(start)
+            ticket = Ticket(start)
             self.enter(key, ticket)
 
             def dispose() -> None:
