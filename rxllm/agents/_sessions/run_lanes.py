@@ -34,6 +34,9 @@ SessionKey = tuple[str, str, str]
 
 
 class Ticket:
+    """A run's place in its session's lane: ``start`` is called when its turn comes (it, or whoever it
+    hands the turn to, then calls :meth:`SessionLanes.leave`)."""
+
     __slots__ = ("start",)
 
     def __init__(self, start: Callable[[], None]) -> None:
