@@ -33,9 +33,11 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Field,
     PlainValidator,
     PrivateAttr,
     RootModel,
+    ValidationError,
     WrapValidator,
     field_validator,
     model_validator,
@@ -774,3 +776,43 @@ def test_under_small_caps_the_same_reads_fail_alike_with_and_without_the_fast_pa
     reads = _reads(stream, cuts)
     caps = {"max_line_bytes": line_cap, "max_event_bytes": event_cap}
     assert _decode(reads, **caps) == _decode(reads, fast=False, **caps)
+
+
+# --- prevalidated.template / from_template ------------------------------------------------------
+
+
+class _Defaults(BaseModel):
+    name: str
+    count: int = 3
+    label: str | None = None
+    tags: tuple[str, ...] = ()
+
+
+class _MutableDefault(BaseModel):
+    name: str
+    seen: list[str] = Field(default_factory=list)
+
+
+def test_a_template_build_is_what_validation_builds() -> None:
+    built = prevalidated.template(_Defaults, frozenset({"name", "label"}))
+    assert built == {"name": None, "count": 3, "label": None, "tags": ()}
+    made = prevalidated.from_template(_Defaults, built, {"name": "a"})
+    validated = _Defaults(name="a")
+    assert made == validated and list(made.__dict__) == list(validated.__dict__)
+    assert made.model_fields_set == validated.model_fields_set == {"name"}
+    assert made.model_dump_json() == validated.model_dump_json()
+
+
+@pytest.mark.parametrize(
+    ("cls", "given"),
+    [
+        (_MutableDefault, frozenset({"name"})),  # a factory default outside what is given: validation makes a new one
+        (_Defaults, frozenset({"label"})),  # a required field outside what is given
+    ],
+)
+def test_no_template_where_building_could_differ_and_then_from_template_validates(
+    cls: type[BaseModel], given: frozenset[str]
+) -> None:
+    assert prevalidated.template(cls, given) is None
+    with pytest.raises(ValidationError):  # (the validated path: a missing name is refused, not built)
+        prevalidated.from_template(cls, None, {"label": "x"})

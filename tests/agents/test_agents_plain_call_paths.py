@@ -21,6 +21,7 @@ from reactivex import operators as ops
 from reactivex.subject import Subject
 
 from rxllm import ConfigurationError, Content, RxLlmError
+from rxllm._core import prevalidated
 from rxllm._rx.direct import call_now, call_then, emit_now, fail_now, ignore_items, then_now
 from rxllm.agents import (
     Event,
@@ -437,11 +438,11 @@ def test_a_steps_request_and_a_calls_response_part_are_what_validation_builds() 
     response = FunctionResponse(id="c1", name="get_order", response={"status": "shipped"})
     for built, validated in (
         (
-            flow._prebuilt(LlmRequest, flow._REQUEST_TEMPLATE, {"contents": contents, "config": config}),
+            prevalidated.from_template(LlmRequest, flow._REQUEST_TEMPLATE, {"contents": contents, "config": config}),
             LlmRequest(contents=contents, config=config),
         ),
         (
-            flow._prebuilt(Part, flow._PART_TEMPLATE, {"function_response": response}),
+            prevalidated.from_template(Part, flow._PART_TEMPLATE, {"function_response": response}),
             Part(function_response=response),
         ),
         (

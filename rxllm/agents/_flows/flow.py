@@ -587,52 +587,22 @@ def _build_request(
     if agent.output_schema is not None and not _answers_through_tool(agent, own_tools):
         config = config.model_copy(update=output_schema_config(agent.output_schema))
     if type(contents) is tuple and type(config) is GenerateContentConfig:  # (always: what validation keeps)
-        return _prebuilt(LlmRequest, _REQUEST_TEMPLATE, {"contents": contents, "config": config})
+        return prevalidated.from_template(LlmRequest, _REQUEST_TEMPLATE, {"contents": contents, "config": config})
     return LlmRequest(contents=contents, config=config)
 
 
-M = TypeVar("M", bound=BaseModel)
-
-
-def _template(cls: type[BaseModel], given: frozenset[str]) -> dict[str, Any] | None:
-    """The ``__dict__`` ``cls(**values)`` starts from when ``values`` names ``given`` (their values
-    left None), or None when building so could differ from validating: a validator, or a field
-    outside ``given`` whose default is made by a factory or is mutable (validation copies it)."""
-    if not prevalidated.buildable(cls):
-        return None
-    template: dict[str, Any] = {}
-    for name, field in cls.model_fields.items():
-        if name in given:
-            template[name] = None
-        elif field.default_factory is not None or not isinstance(field.default, type(None) | str | bool | tuple):
-            return None
-        else:
-            template[name] = field.default
-    return template
-
-
-def _prebuilt(cls: type[M], template: dict[str, Any] | None, values: dict[str, Any]) -> M:
-    """``cls(**values)`` for ``values`` that are valid instances already (see :func:`_template`):
-    the same ``__dict__`` (in field order) and fields set, nothing validated again."""
-    if template is None:
-        return cls(**values)
-    built = dict(template)
-    built.update(values)
-    return prevalidated.instance(cls, built, set(values))
-
-
-_CONTENT_TEMPLATE = _template(Content, frozenset({"role", "parts"}))
+_CONTENT_TEMPLATE = prevalidated.template(Content, frozenset({"role", "parts"}))
 
 
 def _response_content(parts: list[Part]) -> Content:
     """``Content(role="user", parts=tuple(parts))``: the parts are the calls' ``Part`` instances."""
     if all(type(part) is Part for part in parts):
-        return _prebuilt(Content, _CONTENT_TEMPLATE, {"role": "user", "parts": tuple(parts)})
+        return prevalidated.from_template(Content, _CONTENT_TEMPLATE, {"role": "user", "parts": tuple(parts)})
     return Content(role="user", parts=tuple(parts))
 
 
-_REQUEST_TEMPLATE = _template(LlmRequest, frozenset({"contents", "config"}))
-_PART_TEMPLATE = _template(Part, frozenset({"function_response"}))
+_REQUEST_TEMPLATE = prevalidated.template(LlmRequest, frozenset({"contents", "config"}))
+_PART_TEMPLATE = prevalidated.template(Part, frozenset({"function_response"}))
 
 
 def _with_call_ids(step: _Step, content: Content | None) -> Content | None:
@@ -952,7 +922,7 @@ def _run_call(
             return nothing_now()
         response = outcome.response
         if type(response) is FunctionResponse:  # (always) validation would keep it as it is
-            return emit_now(_prebuilt(Part, _PART_TEMPLATE, {"function_response": response}))
+            return emit_now(prevalidated.from_template(Part, _PART_TEMPLATE, {"function_response": response}))
         return emit_now(Part(function_response=response))
 
     def to_parts(outcomes: list[ToolCallOutcome]) -> reactivex.Observable[Part]:

@@ -251,24 +251,16 @@ def _new_actions() -> EventActions:
     )
 
 
-_IMMUTABLE_DEFAULTS = (type(None), str, bool, int, float, tuple)
-_EVENT_TEMPLATE: dict[str, Any] = {
-    name: field.default for name, field in Event.model_fields.items() if field.default_factory is None
-} | {"id": None, "actions": None, "timestamp": None}
-_EVENT_TEMPLATE = {name: _EVENT_TEMPLATE[name] for name in Event.model_fields}  # in field order
-# what the builders below were written for: the factories and defaults Event has now
+# what the builders below were written for: the factories Event has now, every other field but
+# the author (given always) at an immutable default
+_EVENT_TEMPLATE = prevalidated.template(Event, frozenset({"id", "actions", "timestamp", "author"}))
 _PREVALIDATED = (
-    prevalidated.buildable(Event)
+    _EVENT_TEMPLATE is not None
     and prevalidated.buildable(EventActions)
     and list(_new_actions().__dict__.items()) == list(EventActions().__dict__.items())
     and Event.model_fields["id"].default_factory is new_event_id
     and Event.model_fields["actions"].default_factory is EventActions
     and Event.model_fields["timestamp"].default_factory is time.time
-    and all(
-        isinstance(field.default, _IMMUTABLE_DEFAULTS)
-        for name, field in Event.model_fields.items()
-        if field.default_factory is None and name != "author"
-    )
 )
 
 new_actions: Callable[[], EventActions] = _new_actions if _PREVALIDATED else EventActions
@@ -282,9 +274,9 @@ def prevalidated_event(values: dict[str, Any]) -> Event:
     ``Event(**values)`` should ``Event`` change from what this was written for."""
     if not _PREVALIDATED:
         return Event(**values)
-    built = dict(_EVENT_TEMPLATE)
+    built = dict(cast("dict[str, Any]", _EVENT_TEMPLATE))
     built["id"] = new_event_id()
     built["actions"] = _new_actions()
     built["timestamp"] = time.time()
     built.update(values)  # (every key is a field: the order stays the template's)
-    return prevalidated.instance(Event, built, set(values))
+    return prevalidated.instance(Event, built, set(values))  # (the defaults made here are not set fields)
