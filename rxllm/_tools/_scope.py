@@ -106,6 +106,19 @@ class ResourceScope:
 
         return Direct(subscribe)
 
+    def close_then(self, terminal: Callable[[], None]) -> None:
+        """Close every resource, then call ``terminal`` (at once, on this thread, when the scope is
+        empty; a failure to close is logged, and ``terminal`` called all the same)."""
+        if self.is_empty:
+            terminal()
+            return
+
+        def on_error(error: Exception) -> None:
+            _log.warning("closing %r failed: %s", self, error)
+            terminal()
+
+        self.closing().subscribe(on_error=on_error, on_completed=terminal)
+
     def close_soon(self) -> None:
         """Start closing every resource without waiting (from a dispose)."""
         resources = self._take()
@@ -161,15 +174,7 @@ def closing_after(source: reactivex.Observable[T], scope: ResourceScope) -> reac
 
         def finish(terminal: Callable[[], None]) -> None:
             state["done"] = True
-            if scope.is_empty:
-                terminal()
-                return
-
-            def on_error(error: Exception) -> None:
-                _log.warning("closing %r failed: %s", scope, error)
-                terminal()
-
-            scope.closing().subscribe(on_error=on_error, on_completed=terminal)
+            scope.close_then(terminal)
 
         def on_error(error: Exception) -> None:
             finish(lambda: observer.on_error(error))

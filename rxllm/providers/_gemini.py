@@ -748,18 +748,24 @@ class GeminiRequestMapper(JsonRequestMapper):
         if system_parts:
             body["systemInstruction"] = {"parts": system_parts}
         choice = tool_choice(config, provider=_PROVIDER)
-        tools = _tools(config, choice)
-        if tools:
-            body["tools"] = tools
-        tool_config = _tool_config(config, choice)
-        if tool_config:
-            body["toolConfig"] = tool_config
-        if config.safety_settings:
-            body["safetySettings"] = _safety_settings(config)
-        generation = _generation_config(config)
-        if generation:
-            body["generationConfig"] = generation
+        body.update(_config_members(config, choice, _tools(config, choice)))  # type: ignore[typeddict-item]
         return body
+
+
+def _config_members(config: GenerateContentConfig, choice: ToolChoice, tools: list[_WireTool]) -> dict[str, Any]:
+    """The body's members from ``config`` after the contents and system instruction, in their order."""
+    members: dict[str, Any] = {}
+    if tools:
+        members["tools"] = tools
+    tool_config = _tool_config(config, choice)
+    if tool_config:
+        members["toolConfig"] = tool_config
+    if config.safety_settings:
+        members["safetySettings"] = _safety_settings(config)
+    generation = _generation_config(config)
+    if generation:
+        members["generationConfig"] = generation
+    return members
 
 
 def _contents(request: LlmRequest) -> tuple[list[_WireContent], list[_WirePart]]:
@@ -798,18 +804,7 @@ def _config_wire(config: GenerateContentConfig) -> KeptJson | None:
         for declaration, wire in zip(declarations, wires, strict=True):
             if "parametersJsonSchema" in wire:
                 cast(dict[str, Any], wire)["parametersJsonSchema"] = ParametersSlot(declaration)
-        members: dict[str, Any] = {}
-        if tools:
-            members["tools"] = tools
-        tool_config = _tool_config(config, choice)
-        if tool_config:
-            members["toolConfig"] = tool_config
-        if config.safety_settings:
-            members["safetySettings"] = _safety_settings(config)
-        generation = _generation_config(config)
-        if generation:
-            members["generationConfig"] = generation
-        return kept_members(members)
+        return kept_members(_config_members(config, choice, tools))
     except (ConfigurationError, TypeError, ValueError, RecursionError):
         return None
 

@@ -507,15 +507,10 @@ class _LaneRun(rx_abc.DisposableBase):
         """``closing_after``: the invocation's scope closed, then ``terminal``."""
         self._done = True
         scope = self._scope
-        if scope is None or scope.is_empty:
+        if scope is None:
             terminal()
-            return
-
-        def on_error(error: Exception) -> None:
-            logger.warning("closing %r failed: %s", scope, error)
-            terminal()
-
-        scope.closing().subscribe(on_error=on_error, on_completed=terminal)
+        else:
+            scope.close_then(terminal)
 
     def _fail(self, error: Exception) -> None:
         try:
