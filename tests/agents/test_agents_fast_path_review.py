@@ -30,7 +30,7 @@ from reactivex.subject import Subject
 from rxllm import BaseLlm, Content, FunctionCall, LlmResponse, Part
 from rxllm._rx.direct import Direct, emit_now, emitted
 from rxllm._tools import ToolContext, ToolRuntime, execute_tool
-from rxllm._tools._scope import closing_after
+from rxllm._tools._scope import ResourceScope, closing_after
 from rxllm.agents import BaseTool, BaseToolset, Event, FunctionTool, InMemoryRunner, InMemorySessionService, LlmAgent
 from rxllm.agents._flows import flow
 from rxllm.agents._sessions.run_lanes import SessionLanes
@@ -385,8 +385,9 @@ def test_a_tool_answering_as_its_timeout_fires_ends_the_call_exactly_once() -> N
 # --- closing_after: dispose racing the terminal event --------------------------------------------------
 
 
-class _Scope:
+class _Scope(ResourceScope):
     def __init__(self) -> None:
+        super().__init__("counted")
         self.closing_soon = 0
         self.closings = 0
 
@@ -406,7 +407,7 @@ def test_closing_after_closes_the_scope_once_whether_disposed_before_or_after_th
     ended: Subject[int] = Subject()
     scope = _Scope()
     seen: list[object] = []
-    subscription = closing_after(ended, scope).subscribe(seen.append, seen.append, lambda: seen.append("done"))  # type: ignore[arg-type]
+    subscription = closing_after(ended, scope).subscribe(seen.append, seen.append, lambda: seen.append("done"))
     ended.on_next(1)
     ended.on_completed()
     subscription.dispose()  # after the end: the scope is closing already
@@ -414,7 +415,7 @@ def test_closing_after_closes_the_scope_once_whether_disposed_before_or_after_th
 
     running: Subject[int] = Subject()
     scope = _Scope()
-    subscription = closing_after(running, scope).subscribe(lambda _: None)  # type: ignore[arg-type]
+    subscription = closing_after(running, scope).subscribe(lambda _: None)
     subscription.dispose()
     subscription.dispose()
     running.on_completed()  # (a source that ends anyway after the dispose is not heard)
