@@ -36,6 +36,8 @@ __all__ = ["DEFAULT_MAX_LINE_BYTES", "SseDecoder", "SseEvent"]
 DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
 _BLANK = [b""]  # the blank line that ends a block
+_NO_DATA = b""  # an SseDecoder's data while no data line is held (a bytearray once one is)
+_DEFAULT_MAX_EVENT = 2 * DEFAULT_MAX_LINE_BYTES
 
 
 class SseEvent(NamedTuple):
@@ -77,13 +79,18 @@ class SseDecoder:
 
     def __init__(self, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, max_event_bytes: int | None = None) -> None:
         self._max = max_line_bytes
-        self._max_event = 2 * max_line_bytes if max_event_bytes is None else max_event_bytes
+        if max_event_bytes is None:  # (the default's own int object: none built per decoder)
+            max_event_bytes = _DEFAULT_MAX_EVENT if max_line_bytes == DEFAULT_MAX_LINE_BYTES else 2 * max_line_bytes
+        self._max_event = max_event_bytes
         self._max_fast = min(max_line_bytes, self._max_event)  # the largest read the fast paths take whole
-        self._pending: list[bytes] = []  # pieces of an unterminated line carried to the next feed
+        # pieces of an unterminated line carried to the next feed (a list once there is one; until
+        # then the shared empty tuple, as _data is the shared empty bytes: an open stream whose reads
+        # are whole events holds neither)
+        self._pending: list[bytes] | tuple[()] = ()
         self._pending_len = 0
         self._skip_lf = False  # the last bytes fed ended in CR: a leading LF belongs to it
         self._at_start = True  # the BOM may only come first
-        self._data = bytearray()  # the event's data values so far, joined by LF, not yet decoded
+        self._data: bytearray | bytes = _NO_DATA  # the event's data values so far, joined by LF, not yet decoded
         self._has_data = False  # a data line arrived (an empty one too: the event is dispatched)
         self._event = ""
         self._last_id: str | None = None
@@ -124,7 +131,7 @@ class SseDecoder:
                 data = b"".join(self._pending) + data
                 self._take_pending()
             if len(data) < 3 and _BOM.startswith(data):
-                self._pending.append(data)
+                self._pending = [data]  # (just taken: empty)
                 self._pending_len = len(data)
                 return []
             self._at_start = False
@@ -144,7 +151,11 @@ class SseDecoder:
                 raise LineTooLongError(f"SSE line longer than {self._max} bytes without a line end")
             if self._has_data and self._pending_len + len(self._data) > self._max_event:
                 self._too_large()
-            self._pending.append(data)
+            pending = self._pending
+            if isinstance(pending, list):
+                pending.append(data)
+            else:
+                self._pending = [data]
             return []
         pending = self._pending
         if pending:
@@ -172,7 +183,7 @@ class SseDecoder:
             if self._has_data and len(tail) + len(self._data) > self._max_event:
                 self._too_large()
         elif pending:
-            self._pending = []
+            self._pending = ()
             self._pending_len = 0
         if blocks:
             lines = self._lines
@@ -257,7 +268,7 @@ class SseDecoder:
                 if self._has_data:
                     joined = self._data.decode("utf-8", "replace")
                     events.append(_event(SseEvent, (self._event or "message", joined, self._last_id, self._retry)))
-                    self._data = bytearray()
+                    self._data = _NO_DATA
                     self._has_data = False
                 self._event = ""
                 continue
@@ -275,6 +286,8 @@ class SseDecoder:
 
     def _add_data(self, value: bytes) -> None:
         held = self._data
+        if held is _NO_DATA:
+            held = self._data = bytearray()
         if self._has_data:
             held += b"\n"
         held += value
@@ -283,14 +296,14 @@ class SseDecoder:
             self._too_large()
 
     def _too_large(self) -> None:
-        self._data = bytearray()  # the cap fired: the event is dropped with the decoder
+        self._data = _NO_DATA  # the cap fired: the event is dropped with the decoder
         self._has_data = False
         raise EventTooLargeError(
             f"SSE event larger than max_event_bytes={self._max_event} bytes without a blank line to end it"
         )
 
     def _take_pending(self) -> None:
-        self._pending = []
+        self._pending = ()
         self._pending_len = 0
 
     def _field(self, line: bytes) -> None:

@@ -335,10 +335,13 @@ class Submitted:
         self.task: asyncio.Task[None] | None = None  # set on the loop when the task starts
         self.cancelled: bool = False
 
-    def done(self, _task: asyncio.Task[None]) -> None:
-        """The task ended (its done callback, on the loop)."""
+    def __call__(self, _task: asyncio.Task[None]) -> None:
+        """The task ended: its done callback, on the loop (the handle itself, not a bound method
+        of it: an open stream holds one object less)."""
         self._pending.discard(self)
         self.release()
+
+    done = __call__
 
     def stop(self) -> None:
         """On the loop: end the task with one signal, as :meth:`AsyncHttpTransport.cancel` does (its
@@ -452,6 +455,7 @@ class AsyncHttpTransport:
         self._bound = loop is not None
         self._loop = loop
         self._tasks: set[Submitted] = set()  # what submit() started, until done
+        self._done_context = contextvars.Context()  # what their done callbacks run in (on the loop only)
         self._thread: threading.Thread | None = None
         self._timer_scheduler: rx_abc.SchedulerBase | None = None
         self._deadlines: _Deadlines | None = None  # the attempts' total_timeout (on the loop)
@@ -505,6 +509,7 @@ class AsyncHttpTransport:
             coroutine.close()
             raise
         tasks = self._tasks
+        done_context = self._done_context
         submitted = Submitted(loop, tasks, scope)
         tasks.add(submitted)  # close() cancels it, started or not
 
@@ -515,7 +520,9 @@ class AsyncHttpTransport:
                 submitted.release()
                 return
             task = submitted.task = loop.create_task(coroutine)
-            task.add_done_callback(submitted.done)
+            # run in the transport's one empty context, not a copy of the current one taken per task
+            # (the callback reads no context variable; the loop runs its callbacks one at a time)
+            task.add_done_callback(submitted, context=done_context)
             if submitted.cancelled:  # a cancel() that read ``task`` before it was set
                 task.cancel()
 
@@ -606,14 +613,13 @@ class AsyncHttpTransport:
                         sink.on_whole(await response.aread())
                     else:
                         feed = sink.on_body
-                        settled = sink.settled
                         ended = False
                         body = response.aiter_bytes()
                         async for data in body:
                             if feed(data):
                                 ended = True
                                 break
-                            if settled():
+                            if sink.settled():  # (not a bound method held while the read waits)
                                 ended = await self._after_finish(body, feed, provider)
                                 break
                         if ended:
