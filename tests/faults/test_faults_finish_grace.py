@@ -104,6 +104,23 @@ def test_a_cut_after_the_finish_and_usage_keeps_the_whole_turn(kind: str, wire: 
 
 
 @pytest.mark.parametrize("kind", TRANSPORT_KINDS)
+def test_bytes_past_the_stream_cap_after_the_finish_and_usage_are_the_cap_error(kind: str) -> None:
+    # the rest of the body is still counted against max_stream_bytes while the grace waits for its end
+    padding = b": keep-alive padding\n" * 4096
+    steps = [*_without_end_marker(OPENAI), *[padding] * 16]
+    with StubServer([StubResponse(body=steps, chunked=True)]) as server:
+        kind_of = HttpTransport if kind == "threads" else AsyncHttpTransport
+        transport = kind_of(max_concurrent_streams=4, read_timeout=TIMEOUT, finish_grace=TIMEOUT,
+                            max_stream_bytes=256 * 1024)
+        try:
+            recorder = _call(OPENAI, server, transport)
+        finally:
+            transport.close()
+    (error,) = recorder.errors
+    assert type(error).__name__ == "ResponseTooLargeError", f"{type(error).__name__}: {error}"
+
+
+@pytest.mark.parametrize("kind", TRANSPORT_KINDS)
 def test_a_stall_after_the_finish_but_before_the_usage_still_times_out(kind: str) -> None:
     # the grace needs both: a finish chunk alone (OpenAI sends the usage after it) is no whole turn
     events = OPENAI.stream("Hallo ", "Welt")

@@ -145,6 +145,22 @@ def test_compressed_comments_count_toward_the_stream_cap_and_are_not_retried(kin
     assert not error.retryable and len(server.requests) == 1
 
 
+def test_plain_comments_count_toward_the_stream_cap_and_are_not_retried(kind: str) -> None:
+    # An uncompressed body (which the asyncio transport reads in its attempt's own loop) past the cap,
+    # in many reads: the cap fires as it is passed, and the connection is closed, not kept.
+    line = b": keep-alive padding\n" * 4096
+    transport = transport_of(kind, max_stream_bytes=1 * MB)
+    try:
+        response = StubResponse(body=[line] * 64, chunked=True)
+        recorder, server = run(transport, response, responses=3)
+        assert server.connections[0].wait_closed_by_client(TIMEOUT), "the connection past the cap was kept open"
+    finally:
+        transport.close()
+    (error,) = recorder.errors
+    assert isinstance(error, ResponseTooLargeError) and error.limit_bytes == 1 * MB, error
+    assert not error.retryable and len(server.requests) == 1
+
+
 @pytest.mark.parametrize("encoding", ["identity", "gzip"])
 def test_a_non_streamed_body_past_max_response_bytes_is_a_typed_error_not_retried(kind: str, encoding: str) -> None:
     size = 3 * MB
