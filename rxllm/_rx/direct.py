@@ -43,6 +43,7 @@ __all__ = [
     "call_now",
     "call_then",
     "collect_then",
+    "concat_map_items",
     "concat_map_now",
     "concat_now",
     "defer_now",
@@ -622,10 +623,24 @@ class _Serial:
         if type(source) is not _Emit:
             self._drain(source)
             return
+        self._pass_on(source.value)
+
+    def push_item(self, value: Any) -> None:
+        """``push(emit_now(value))``, without making the Observable when nothing is queued."""
+        lock = self._lock
+        with lock:
+            if self._active:
+                self._queue.append(_Emit(value))
+                return
+            self._active = True
+        self._pass_on(value)
+
+    def _pass_on(self, value: Any) -> None:
         # the usual item (a partial event): what _drain and _next do for it, without their calls
+        lock = self._lock
         if self._disposed:
             return
-        self._observer.on_next(source.value)
+        self._observer.on_next(value)
         if self._disposed:
             return
         with lock:
@@ -680,6 +695,15 @@ class _Serial:
 
     def _drain(self, source: reactivex.Observable[Any] | None) -> None:
         observer = self._observer
+        # What a source's items go to. Pulling (concat_now), the observer's own on_next past its
+        # check when it is a _Sink: nothing but the active source signals the observer (its error
+        # and completion come from here, between sources), and whatever disposes the observer
+        # disposes the source's sink, which then delivers nothing; an item racing that dispose
+        # from another thread meets the check of the sink above (the subscriber's own is never
+        # skipped: a sink skipped here is the inner sink of some subscription). Pushed sources
+        # (concat_map_now) keep the check: the outer source's error may end the observer while
+        # a projected source is still active.
+        on_next = observer._on_next if self._pull is not None and type(observer) is _Sink else observer.on_next
         while source is not None and not self._disposed:
             if type(source) is _Emit:
                 observer.on_next(source.value)
@@ -697,7 +721,7 @@ class _Serial:
                 self._drain(self._next())  # completed later, on this thread
 
             self._subscription.set(
-                source.subscribe(observer.on_next, observer.on_error, on_completed, scheduler=self._scheduler)
+                source.subscribe(on_next, observer.on_error, on_completed, scheduler=self._scheduler)
             )
             with self._lock:
                 done[1] = True
@@ -727,6 +751,49 @@ def concat_now(sources: Iterable[reactivex.Observable[T]]) -> reactivex.Observab
     return Direct(subscribe)
 
 
+class _ConcatMap(rx_abc.DisposableBase):
+    """One subscription of :func:`concat_map_now` / :func:`concat_map_items`: the source's observer
+    (:meth:`on_next`) and what disposing the subscription disposes."""
+
+    __slots__ = ("_items", "_observer", "_outer", "_project", "serial")
+
+    def __init__(
+        self,
+        observer: rx_abc.ObserverBase[Any],
+        scheduler: rx_abc.SchedulerBase | None,
+        project: Callable[[Any], Any],
+        items: bool,
+    ) -> None:
+        self._observer = observer
+        self._project = project
+        self._items = items
+        self.serial = _Serial(observer, scheduler)
+        self._outer = Slot()
+
+    def start(self, source: reactivex.Observable[Any], scheduler: rx_abc.SchedulerBase | None) -> _ConcatMap:
+        inner = _inner(source, scheduler)
+        self._outer.set(inner.subscribe(self.on_next, self._observer.on_error, self.serial.end, scheduler=scheduler))
+        return self
+
+    def on_next(self, item: Any) -> None:
+        observer = self._observer
+        if getattr(observer, "stopped", False):  # failed or disposed: project nothing more
+            return
+        try:
+            projected = self._project(item)
+        except Exception as exc:
+            observer.on_error(exc)
+            return
+        if self._items and not isinstance(projected, reactivex.Observable):
+            self.serial.push_item(projected)
+        else:
+            self.serial.push(projected)
+
+    def dispose(self) -> None:
+        self._outer.dispose()
+        self.serial.dispose()
+
+
 def concat_map_now(
     source: reactivex.Observable[T], project: Callable[[T], reactivex.Observable[U]]
 ) -> reactivex.Observable[U]:
@@ -741,26 +808,21 @@ def concat_map_now(
     def subscribe(
         observer: rx_abc.ObserverBase[U], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
-        serial = _Serial(observer, scheduler)
-        outer = Slot()
+        return _ConcatMap(observer, scheduler, project, False).start(source, scheduler)
 
-        def on_next(item: T) -> None:
-            if getattr(observer, "stopped", False):  # failed or disposed: project nothing more
-                return
-            try:
-                projected = project(item)
-            except Exception as exc:
-                observer.on_error(exc)
-                return
-            serial.push(projected)
+    return Direct(subscribe)
 
-        outer.set(_inner(source, scheduler).subscribe(on_next, observer.on_error, serial.end, scheduler=scheduler))
 
-        def dispose() -> None:
-            outer.dispose()
-            serial.dispose()
+def concat_map_items(
+    source: reactivex.Observable[T], project: Callable[[T], reactivex.Observable[U] | U]
+) -> reactivex.Observable[U]:
+    """:func:`concat_map_now` whose ``project`` may also return an item (anything that is not an
+    Observable): passed on as ``emit_now(item)`` would be, in order, without making that Observable."""
 
-        return DisposeAction(dispose)
+    def subscribe(
+        observer: rx_abc.ObserverBase[U], scheduler: rx_abc.SchedulerBase | None = None
+    ) -> rx_abc.DisposableBase:
+        return _ConcatMap(observer, scheduler, project, True).start(source, scheduler)
 
     return Direct(subscribe)
 

@@ -59,6 +59,7 @@ from ..._core.types import (
 from ..._models.aggregation import generate_function_call_id
 from ..._rx.direct import (
     collect_then,
+    concat_map_items,
     concat_map_now,
     concat_now,
     defer_now,
@@ -70,7 +71,7 @@ from ..._rx.direct import (
     tap_next,
     then_now,
 )
-from ..._telemetry.otel import TracedScope, traced, usage_attributes, within
+from ..._telemetry.otel import TracedScope, otel, traced, usage_attributes, within
 from ..._tools import (
     BaseTool,
     BuiltInTool,
@@ -242,22 +243,14 @@ def run_llm_flow(agent: FlowAgent, ctx: InvocationContext) -> reactivex.Observab
     if ctx.run_config.streaming_mode is StreamingMode.BIDI:
         return _run_live(agent, ctx)
 
-    def steps() -> Iterator[reactivex.Observable[Event]]:
-        while not ctx.is_cancelled:
-            step = _Step()
-            yield _one_step(agent, ctx, step)
-            target = step.last_event.actions.transfer_to_agent if step.last_event is not None else None
-            if target and not step.last_event.partial:  # type: ignore[union-attr]
-                yield _transfer(agent, ctx, target)
-                return
-            if not _should_continue(agent, ctx, step):
-                return
-        yield reactivex.never()  # disposed: start nothing more
+    steps = _Steps(agent, ctx)
+    if otel() is None:  # no span to run in: what traced() would subscribe, without its defer
+        return concat_now(steps)
 
     def start(scope: TracedScope | None) -> reactivex.Observable[Event]:
         if scope is not None:  # what this run's model calls, tools and transfers nest under
             ctx.telemetry_context = scope.context
-        return concat_now(steps())
+        return concat_now(steps)
 
     def on_end(scope: TracedScope) -> None:
         usage_attributes(scope.span, ctx.total_usage_metadata)
@@ -278,6 +271,30 @@ def run_llm_flow(agent: FlowAgent, ctx: InvocationContext) -> reactivex.Observab
         return ctx.telemetry_context
 
     return traced(start, f"invoke_agent {agent.name}", attributes, parent=parent, on_end=on_end)
+
+
+class _Steps:
+    """The steps of one run, for ``concat_now``: each subscription iterates them anew (a run
+    subscribed twice runs twice, as ``traced``'s defer made it)."""
+
+    __slots__ = ("agent", "ctx")
+
+    def __init__(self, agent: FlowAgent, ctx: InvocationContext) -> None:
+        self.agent = agent
+        self.ctx = ctx
+
+    def __iter__(self) -> Iterator[reactivex.Observable[Event]]:
+        agent, ctx = self.agent, self.ctx
+        while not ctx.is_cancelled:
+            step = _Step()
+            yield _one_step(agent, ctx, step)
+            target = step.last_event.actions.transfer_to_agent if step.last_event is not None else None
+            if target and not step.last_event.partial:  # type: ignore[union-attr]
+                yield _transfer(agent, ctx, target)
+                return
+            if not _should_continue(agent, ctx, step):
+                return
+        yield reactivex.never()  # disposed: start nothing more
 
 
 def _transfer(agent: FlowAgent, ctx: InvocationContext, target: str) -> reactivex.Observable[Event]:
@@ -327,12 +344,19 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
         step.tools = found.by_name
         request = _build_request(agent, ctx, session, readonly, found.tools, found.targets, found.request_tools, found)
 
-        def handle_response(response: LlmResponse) -> reactivex.Observable[Event]:
-            return _handle_event(agent, ctx, step, _to_event(agent, ctx, step, response))
+        def handle_response(response: LlmResponse) -> reactivex.Observable[Event] | Event:
+            event = _to_event(agent, ctx, step, response)
+            if event.partial and not ctx.is_cancelled:  # what _handle_event does for it, passed on as an item
+                step.last_event = event
+                return event
+            return _handle_event(agent, ctx, step, event)
 
         def call(processed: LlmRequest) -> reactivex.Observable[Event]:
-            responses = within(ctx.telemetry_context, _call_model(agent, ctx, callback_ctx, processed))
-            return concat_map_now(responses, handle_response)
+            if callback_ctx is None:  # no plugin, no model callback: the model call itself
+                responses = _model_call(agent, ctx, None, processed)
+            else:
+                responses = _call_model(agent, ctx, callback_ctx, processed)
+            return concat_map_items(within(ctx.telemetry_context, responses), handle_response)
 
         if not found.edits:
             return call(request)
@@ -389,7 +413,9 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
             return resume_then_model_step(session, known[0], readonly)
         return collect_then(groups, lambda found: resume_then_model_step(session, found[-1], readonly))
 
-    return ctx._with_session_now(with_session)
+    # made when run_llm_flow's concat_now pulls it, and subscribed then: what an in-memory store
+    # answers is read now (what an exception raises is its on_error all the same)
+    return ctx._with_session_made_now(with_session)
 
 
 def _callback_context(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> CallbackContext | None:
@@ -471,6 +497,8 @@ def _model_call(
         return reactivex.never()
     ctx.increment_llm_call_count()
     stream = ctx.run_config.streaming_mode is StreamingMode.SSE
+    if callback_ctx is None:  # no callback at all (_callback_context): nothing to wrap the responses in
+        return agent.model.generate_content(request, stream)
     return _with_model_callbacks(agent, ctx, callback_ctx, request, agent.model.generate_content(request, stream))
 
 

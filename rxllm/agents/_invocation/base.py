@@ -289,6 +289,28 @@ class InvocationContext:
             return defer_now(fetched)
         return collect_then(self.session_service.get_session(session.app_name, session.user_id, session.id), pick)
 
+    def _with_session_made_now(self, then: Callable[[Session], reactivex.Observable[T]]) -> reactivex.Observable[T]:
+        """:meth:`_with_session_now` for an Observable its caller subscribes the moment it is made (a
+        flow's step, pulled by ``concat_now``): a store that answers in place
+        (:func:`~rxllm.agents._sessions.base.get_now`) is read now and ``then(session)`` called now,
+        an exception either raises delivered as ``on_error`` on subscribe, as there; another store
+        is read on subscribe, as there."""
+        get = get_now(self.session_service)
+        if get is None:
+            return self._with_session_now(then)
+        session = self.session
+        try:
+            found = get(session.app_name, session.user_id, session.id)
+            if found is not None:
+                return then(self._with_temp_state(found))
+        except Exception as exc:
+            return fail_now(exc)
+        return fail_now(
+            ConfigurationError(
+                f"session {session.id!r} (app {session.app_name!r}, user {session.user_id!r}) no longer exists"
+            )
+        )
+
     def _with_temp_state(self, session: Session) -> Session:
         with self._shared.lock:
             if not self._shared.temp_state:
