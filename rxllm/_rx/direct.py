@@ -478,37 +478,49 @@ def then_now(first: reactivex.Observable[T], second: Callable[[], reactivex.Obse
     return Direct(subscribe)
 
 
-def call_then(
-    call: Callable[[], T], follow: Callable[[], reactivex.Observable[T]], *, emit: bool = True
-) -> reactivex.Observable[T]:
+class _CallThen(Direct[T]):
     """``then_now(call_now(call), follow)`` in one subscription (``then_now(ignore_items(call_now(call)),
     follow)`` with ``emit=False``): ``call()`` during subscribe, its value passed on, then the
     Observable ``follow()`` returns subscribed at once and forwarded.
 
     An exception ``call`` or ``follow`` raises is delivered as ``on_error``. ``follow`` is not
     called once the subscription ended or was disposed (a dispose from within ``on_next``).
+
+    (Made by calling :data:`call_then`, this class: its subscribe function is the method below, no
+    closure and no ``Direct.__init__`` per Observable; the runtimes make one for every store.)
     """
 
-    def subscribe(
-        observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None
-    ) -> rx_abc.DisposableBase:
+    __slots__ = ("_call", "_emit", "_follow")  # (instances still have Observable's __dict__: a lock made on first use)
+
+    def __init__(
+        self, call: Callable[[], T], follow: Callable[[], reactivex.Observable[T]], *, emit: bool = True
+    ) -> None:
+        self._call = call
+        self._follow = follow
+        self._emit = emit
+
+    def _fn(self, observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None) -> Any:
         try:
-            value = call()
+            value = self._call()
         except Exception as exc:
             observer.on_error(exc)
             return NO_DISPOSAL
-        if emit:
+        if self._emit:
             observer.on_next(value)
             if getattr(observer, "stopped", False):  # disposed from within on_next
                 return NO_DISPOSAL
         try:
-            source = follow()
+            source = self._follow()
         except Exception as exc:
             observer.on_error(exc)
             return NO_DISPOSAL
         return _forward(source, observer, scheduler)
 
-    return Direct(subscribe)
+    _subscribe = _fn
+
+
+call_then = _CallThen
+"""``call_then(call, follow, *, emit=True)``: see :class:`_CallThen`."""
 
 
 def collect_then(
@@ -614,30 +626,25 @@ class _Serial:
         self._subscription = _SerialSlot()
 
     def push(self, source: reactivex.Observable[Any]) -> None:
-        lock = self._lock
-        with lock:
+        if type(source) is _Emit:
+            self.push_item(source.value)
+            return
+        with self._lock:
             if self._active:
                 self._queue.append(source)
                 return
             self._active = True
-        if type(source) is not _Emit:
-            self._drain(source)
-            return
-        self._pass_on(source.value)
+        self._drain(source)
 
     def push_item(self, value: Any) -> None:
-        """``push(emit_now(value))``, without making the Observable when nothing is queued."""
+        """``push(emit_now(value))``, without making the Observable unless it must wait in the queue."""
         lock = self._lock
         with lock:
             if self._active:
                 self._queue.append(_Emit(value))
                 return
             self._active = True
-        self._pass_on(value)
-
-    def _pass_on(self, value: Any) -> None:
         # the usual item (a partial event): what _drain and _next do for it, without their calls
-        lock = self._lock
         if self._disposed:
             return
         self._observer.on_next(value)
@@ -755,18 +762,18 @@ class _ConcatMap(rx_abc.DisposableBase):
     """One subscription of :func:`concat_map_now` / :func:`concat_map_items`: the source's observer
     (:meth:`on_next`) and what disposing the subscription disposes."""
 
-    __slots__ = ("_items", "_observer", "_outer", "_project", "serial")
+    __slots__ = ("_item_type", "_observer", "_outer", "_project", "serial")
 
     def __init__(
         self,
         observer: rx_abc.ObserverBase[Any],
         scheduler: rx_abc.SchedulerBase | None,
         project: Callable[[Any], Any],
-        items: bool,
+        item_type: type[Any] | None,
     ) -> None:
+        self._item_type = item_type  # what project returns as an item (None: Observables only)
         self._observer = observer
         self._project = project
-        self._items = items
         self.serial = _Serial(observer, scheduler)
         self._outer = Slot()
 
@@ -784,7 +791,7 @@ class _ConcatMap(rx_abc.DisposableBase):
         except Exception as exc:
             observer.on_error(exc)
             return
-        if self._items and not isinstance(projected, reactivex.Observable):
+        if type(projected) is self._item_type:
             self.serial.push_item(projected)
         else:
             self.serial.push(projected)
@@ -808,21 +815,22 @@ def concat_map_now(
     def subscribe(
         observer: rx_abc.ObserverBase[U], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
-        return _ConcatMap(observer, scheduler, project, False).start(source, scheduler)
+        return _ConcatMap(observer, scheduler, project, None).start(source, scheduler)
 
     return Direct(subscribe)
 
 
 def concat_map_items(
-    source: reactivex.Observable[T], project: Callable[[T], reactivex.Observable[U] | U]
+    source: reactivex.Observable[T], project: Callable[[T], reactivex.Observable[U] | U], item_type: type[U]
 ) -> reactivex.Observable[U]:
-    """:func:`concat_map_now` whose ``project`` may also return an item (anything that is not an
-    Observable): passed on as ``emit_now(item)`` would be, in order, without making that Observable."""
+    """:func:`concat_map_now` whose ``project`` may also return an item, an instance of exactly
+    ``item_type`` (anything else it returns is an Observable): passed on as ``emit_now(item)``
+    would be, in order, without making that Observable."""
 
     def subscribe(
         observer: rx_abc.ObserverBase[U], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
-        return _ConcatMap(observer, scheduler, project, True).start(source, scheduler)
+        return _ConcatMap(observer, scheduler, project, item_type).start(source, scheduler)
 
     return Direct(subscribe)
 

@@ -344,7 +344,20 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
         step.tools = found.by_name
         request = _build_request(agent, ctx, session, readonly, found.tools, found.targets, found.request_tools, found)
 
+        invocation_id, author, branch, shared = ctx.invocation_id, agent.name, ctx.branch, ctx._shared
+
         def handle_response(response: LlmResponse) -> reactivex.Observable[Event] | Event:
+            if (
+                response.partial
+                and _FAST_EVENT
+                and type(response) is LlmResponse
+                and response.custom_metadata is None
+                and not shared.cancelled  # (ctx.is_cancelled)
+            ):  # the usual one: what _to_event and _handle_event do for a partial, passed on as an item
+                content = _with_call_ids(step, response.content)
+                event = _response_event(invocation_id, author, branch, content, None, None, response)
+                step.last_event = event
+                return event
             event = _to_event(agent, ctx, step, response)
             if event.partial and not ctx.is_cancelled:  # what _handle_event does for it, passed on as an item
                 step.last_event = event
@@ -356,7 +369,7 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
                 responses = _model_call(agent, ctx, None, processed)
             else:
                 responses = _call_model(agent, ctx, callback_ctx, processed)
-            return concat_map_items(within(ctx.telemetry_context, responses), handle_response)
+            return concat_map_items(within(ctx.telemetry_context, responses), handle_response, Event)
 
         if not found.edits:
             return call(request)

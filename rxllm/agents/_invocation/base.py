@@ -576,7 +576,8 @@ class BaseAgent(Named, abc.ABC):
         ctx = parent_context.for_agent(self, branch=branch)
         if not (self._before_agent or self._after_agent or ctx.plugins):
             run = defer_now(partial(self._run_async_impl, ctx))
-            return awaitable(run if self._stores_its_events() else ctx.store_unstored(run))
+            # (both a Direct: no awaitable() check, an ABC's isinstance)
+            return AwaitableObservable(run if self._stores_its_events() else ctx.store_unstored(run))
         return awaitable(run_with_agent_callbacks(self, ctx, self._run_and_store))
 
     def _run_and_store(self, ctx: InvocationContext) -> reactivex.Observable[Event]:

@@ -369,7 +369,7 @@ class Runner:
                 run.enter(service)
                 return run
 
-            return awaitable(Direct(subscribe_on_lane))
+            return AwaitableObservable(Direct(subscribe_on_lane))
 
         def subscribe(
             observer: rx_abc.ObserverBase[Event], scheduler: rx_abc.SchedulerBase | None = None
