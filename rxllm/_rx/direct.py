@@ -716,6 +716,24 @@ class _Serial:
                 observer.on_next(source.value)
                 source = self._next()
                 continue
+            if type(source) is _CallThen:  # (a store, then what follows it) what its subscription does, in place
+                try:
+                    value = source._call()
+                except Exception as exc:
+                    observer.on_error(exc)
+                    return
+                if source._emit:
+                    observer.on_next(value)
+                    if self._disposed or getattr(observer, "stopped", False):  # disposed from within on_next
+                        return
+                try:
+                    source = source._follow()
+                except Exception as exc:
+                    observer.on_error(exc)
+                    return
+                if source is _NOTHING:  # nothing follows: it completed
+                    source = self._next()
+                continue
             if type(source) in _WRAPPERS:
                 source = _inner(source, self._scheduler)
             done = [False, False]  # completed; subscribe returned
