@@ -120,9 +120,10 @@ class _Step:
 
     __slots__ = ("call_ids", "last_event", "state", "static_tools", "structured", "tools")
 
+    state: State  # the session's state as the step fetched it: set when it does (nothing reads it before)
+
     def __init__(self) -> None:
         self.last_event: Event | None = None
-        self.state = State()
         self.call_ids: dict[tuple[int, str], str] = {}
         self.tools: Mapping[str, BaseTool] = {}
         self.structured: dict[str, Any] | None = None  # the arguments of a successful set_model_response call
