@@ -780,7 +780,7 @@ class _ConcatMap(rx_abc.DisposableBase):
     """One subscription of :func:`concat_map_now` / :func:`concat_map_items`: the source's observer
     (:meth:`on_next`) and what disposing the subscription disposes."""
 
-    __slots__ = ("_item_type", "_observer", "_outer", "_project", "serial")
+    __slots__ = ("_disposed", "_item_type", "_observer", "_outer", "_project", "serial")
 
     def __init__(
         self,
@@ -793,11 +793,18 @@ class _ConcatMap(rx_abc.DisposableBase):
         self._observer = observer
         self._project = project
         self.serial = _Serial(observer, scheduler)
-        self._outer = Slot()
+        self._outer: rx_abc.DisposableBase | None = None  # the source's subscription (a Slot, in place)
+        self._disposed = False
 
     def start(self, source: reactivex.Observable[Any], scheduler: rx_abc.SchedulerBase | None) -> _ConcatMap:
         inner = _inner(source, scheduler)
-        self._outer.set(inner.subscribe(self.on_next, self._observer.on_error, self.serial.end, scheduler=scheduler))
+        subscription = inner.subscribe(self.on_next, self._observer.on_error, self.serial.end, scheduler=scheduler)
+        if self._disposed:
+            subscription.dispose()
+        else:
+            self._outer = subscription
+            if self._disposed:  # disposed on another thread meanwhile
+                subscription.dispose()
         return self
 
     def on_next(self, item: Any) -> None:
@@ -815,7 +822,10 @@ class _ConcatMap(rx_abc.DisposableBase):
             self.serial.push(projected)
 
     def dispose(self) -> None:
-        self._outer.dispose()
+        self._disposed = True
+        outer, self._outer = self._outer, None
+        if outer is not None:
+            outer.dispose()
         self.serial.dispose()
 
 

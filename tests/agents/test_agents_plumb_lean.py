@@ -476,3 +476,54 @@ def test_a_direct_source_among_the_steps_is_subscribed_once() -> None:
     got = Recorder()
     concat_now([Direct(subscribe), call_then(lambda: "stored", nothing_now)]).subscribe(got)
     assert subscribed == [1] and got.got == [("next", "direct"), ("next", "stored"), ("completed",)]
+
+
+def test_concat_map_disposed_while_its_source_subscribes_disposes_that_subscription() -> None:
+    from rxllm._rx.direct import _ConcatMap
+
+    disposed: list[str] = []
+    holder: list[_ConcatMap] = []
+
+    def subscribe(observer: rx_abc.ObserverBase[str], scheduler: rx_abc.SchedulerBase | None = None) -> Any:
+        holder[0].dispose()  # (another thread's dispose, landing while the source subscribes)
+        return Disposable(lambda: disposed.append("source"))
+
+    got = Recorder()
+    holder.append(_ConcatMap(got, None, emit_now, None))
+    holder[0].start(Direct(subscribe), None)
+    assert disposed == ["source"] and got.got == []
+    held = Held()
+    concat_map = _ConcatMap(Recorder(), None, emit_now, None).start(held, None)
+    concat_map.dispose()
+    concat_map.dispose()  # (twice: harmless)
+    assert held.disposed == 1
+
+
+def test_a_run_disposed_while_its_store_answers_later_disposes_the_fetch() -> None:
+    """The runner's run on a store that answers later: disposed before the answer, the fetch is disposed
+    and nothing is delivered; the lane is free for the next run."""
+    from rxllm.agents import InMemorySessionService
+
+    class LaterStore(InMemorySessionService):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fetches: list[Held] = []
+
+        def get_session(self, app_name: str, user_id: str, session_id: str, config: Any = None) -> Any:
+            held = Held()
+            self.fetches.append(held)
+            return held
+
+    from rxllm.agents import Runner
+
+    store = LaterStore()
+    runner = Runner(LlmAgent("support", ScriptedLlm([scripted_turn(*answer_chunks())])), APP, store)
+    got = Recorder()
+    subscription = runner.run_async(USER, SESSION, "hi").subscribe(got)
+    assert len(store.fetches) == 1 and store.fetches[0].observers
+    subscription.dispose()
+    assert store.fetches[0].disposed == 1
+    store.fetches[0].observers[0].on_completed()  # the late answer (no session) reaches nothing
+    assert got.got == []
+    runner.run_async(USER, SESSION, "again").subscribe(Recorder())
+    assert len(store.fetches) == 2  # the lane was left: the next run started

@@ -17,7 +17,7 @@ from ..._core.errors import ConfigurationError, RxLlmError
 from ..._core.types import Content
 from ..._models.prompt import as_user_content
 from ..._rx.aio import AwaitableObservable, awaitable
-from ..._rx.direct import Direct, Slot, collect_then, defer_now, emit_now, fail_now, ignore_items, on_dispose, then_now
+from ..._rx.direct import Direct, collect_then, defer_now, emit_now, fail_now, ignore_items, on_dispose, then_now
 from ..._telemetry.otel import current_context, within
 from ..._tools import ToolRuntime, check_timeout
 from ..._tools._scope import ResourceScope, ToolsetScopes, closing_after
@@ -441,8 +441,9 @@ class _LaneRun(rx_abc.DisposableBase):
         self._disposed = False
         self._released = False
         self._done = False  # the run's events ended (its scope closes without close_soon)
-        self._fetch = Slot()  # the session's fetch, when the store answers later
-        self._body = Slot()
+        # the session's fetch (when the store answers later) and the run: held as Slots hold them
+        self._fetch: rx_abc.DisposableBase | None = None
+        self._body: rx_abc.DisposableBase | None = None
         self._contexts: list[InvocationContext] = []
         self._scope: ResourceScope | None = None
         self._service: BaseSessionService | None = None
@@ -475,11 +476,15 @@ class _LaneRun(rx_abc.DisposableBase):
             self._open([found] if found is not None else [])
             return
         sessions: list[Session] = []
-        self._fetch.set(
-            service.get_session(app_name, user_id, session_id).subscribe(
-                sessions.append, self._fail, partial(self._open, sessions), scheduler=self._scheduler
-            )
+        fetch = service.get_session(app_name, user_id, session_id).subscribe(
+            sessions.append, self._fail, partial(self._open, sessions), scheduler=self._scheduler
         )
+        if self._disposed:
+            fetch.dispose()
+        else:
+            self._fetch = fetch
+            if self._disposed:  # disposed on another thread meanwhile
+                fetch.dispose()
 
     def _open(self, sessions: list[Session]) -> None:
         if self._disposed:
@@ -490,12 +495,16 @@ class _LaneRun(rx_abc.DisposableBase):
             self._fail(exc)
             return
         if scope is None:  # no session: the run fails at once, outside any scope
-            self._body.set(run.subscribe(self._observer.on_next, self._fail, self._complete, scheduler=self._scheduler))
-            return
-        self._scope = scope
-        self._body.set(
-            run.subscribe(self._observer.on_next, self._ended_with, self._ended, scheduler=self._scheduler)
-        )
+            body = run.subscribe(self._observer.on_next, self._fail, self._complete, scheduler=self._scheduler)
+        else:
+            self._scope = scope
+            body = run.subscribe(self._observer.on_next, self._ended_with, self._ended, scheduler=self._scheduler)
+        if self._disposed:
+            body.dispose()
+        else:
+            self._body = body
+            if self._disposed:  # disposed on another thread meanwhile
+                body.dispose()
 
     def _ended(self) -> None:
         self._finish(self._complete)
@@ -537,8 +546,12 @@ class _LaneRun(rx_abc.DisposableBase):
             started = self._started
         for ctx in self._contexts:
             ctx.cancel()
-        self._fetch.dispose()
-        self._body.dispose()
+        fetch, self._fetch = self._fetch, None
+        if fetch is not None:
+            fetch.dispose()
+        body, self._body = self._body, None
+        if body is not None:
+            body.dispose()
         scope = self._scope
         if scope is not None and not self._done:
             scope.close_soon()
