@@ -723,7 +723,11 @@ class _Serial:
                     observer.on_error(exc)
                     return
                 if source._emit:
-                    observer.on_next(value)
+                    try:
+                        observer.on_next(value)
+                    except Exception as exc:  # what its subscription's sink made of it: its error
+                        observer.on_error(exc)
+                        return
                     if self._disposed or getattr(observer, "stopped", False):  # disposed from within on_next
                         return
                 try:

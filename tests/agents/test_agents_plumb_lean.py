@@ -527,3 +527,22 @@ def test_a_run_disposed_while_its_store_answers_later_disposes_the_fetch() -> No
     assert got.got == []
     runner.run_async(USER, SESSION, "again").subscribe(Recorder())
     assert len(store.fetches) == 2  # the lane was left: the next run started
+
+
+@pytest.mark.parametrize("mode", ["in place", "subscribed"])
+def test_an_observer_raising_on_a_stored_item_fails_the_concatenation_with_it(mode: str) -> None:
+    followed: list[str] = []
+
+    def follow() -> reactivex.Observable[str]:
+        followed.append("follow")
+        return nothing_now()
+
+    store = call_then(lambda: "stored", follow)
+    source = store if mode == "in place" else _subscribed(store)
+    errors: list[Exception] = []
+
+    def on_next(value: str) -> None:
+        raise ValueError(f"observer broke on {value}")
+
+    concat_now([source]).subscribe(on_next, errors.append)
+    assert [str(e) for e in errors] == ["observer broke on stored"] and followed == []
