@@ -377,23 +377,31 @@ def call_now(supplier: Callable[[], T]) -> reactivex.Observable[T]:
     return Direct(subscribe)
 
 
-def defer_now(factory: Callable[[], reactivex.Observable[T]]) -> reactivex.Observable[T]:
+class _Defer(Direct[T]):
     """``factory()``'s Observable, made and subscribed during ``subscribe`` (``reactivex.defer``, nothing scheduled).
 
-    An exception raised by ``factory`` is delivered as ``on_error``.
+    An exception raised by ``factory`` is delivered as ``on_error``. (Made by calling
+    :data:`defer_now`, this class: no closure and no ``Direct.__init__`` per Observable.)
     """
 
-    def subscribe(
-        observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None
-    ) -> rx_abc.DisposableBase:
+    __slots__ = ("_factory",)  # (instances still have Observable's __dict__: a lock made on first use)
+
+    def __init__(self, factory: Callable[[], reactivex.Observable[T]]) -> None:
+        self._factory = factory
+
+    def _fn(self, observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None) -> Any:
         try:
-            source = factory()
+            source = self._factory()
         except Exception as exc:
             observer.on_error(exc)
             return NO_DISPOSAL
         return _forward(source, observer, scheduler)
 
-    return Direct(subscribe)
+    _subscribe = _fn
+
+
+defer_now = _Defer
+"""``defer_now(factory)``: see :class:`_Defer`."""
 
 
 class _FirstThen(rx_abc.DisposableBase):
@@ -523,29 +531,37 @@ call_then = _CallThen
 """``call_then(call, follow, *, emit=True)``: see :class:`_CallThen`."""
 
 
-def collect_then(
-    source: reactivex.Observable[T], then: Callable[[list[T]], reactivex.Observable[U]]
-) -> reactivex.Observable[U]:
+class _CollectThen(Direct[U]):
     """``source.pipe(ops.to_list(), ops.flat_map(then))``: ``source``'s items as a list, handed to ``then``
     when it completes; the Observable ``then`` returns is subscribed at once and forwarded.
 
-    An exception raised by ``then`` is delivered as ``on_error``. Disposing disposes whichever is active.
+    An exception raised by ``then`` is delivered as ``on_error``. Disposing disposes whichever is
+    active. (Made by calling :data:`collect_then`, this class: no closure, no ``Direct.__init__``.)
     """
 
-    def subscribe(
-        observer: rx_abc.ObserverBase[U], scheduler: rx_abc.SchedulerBase | None = None
-    ) -> rx_abc.DisposableBase:
+    __slots__ = ("_source", "_then")  # (instances still have Observable's __dict__: a lock made on first use)
+
+    def __init__(self, source: reactivex.Observable[T], then: Callable[[list[T]], reactivex.Observable[U]]) -> None:
+        self._source = source
+        self._then = then
+
+    def _fn(self, observer: rx_abc.ObserverBase[U], scheduler: rx_abc.SchedulerBase | None = None) -> Any:
+        source = self._source
         if type(source) is _Emit:  # its item is known: no subscription to collect it
             try:
-                follow = then([source.value])
+                follow = self._then([source.value])
             except Exception as exc:
                 observer.on_error(exc)
                 return NO_DISPOSAL
             return _forward(follow, observer, scheduler)
-        items: list[T] = []
-        return _FirstThen(then, (items,), observer, scheduler).start(source, items.append)
+        items: list[Any] = []
+        return _FirstThen(self._then, (items,), observer, scheduler).start(source, items.append)
 
-    return Direct(subscribe)
+    _subscribe = _fn
+
+
+collect_then = _CollectThen
+"""``collect_then(source, then)``: see :class:`_CollectThen`."""
 
 
 def tap_next(source: reactivex.Observable[T], action: Callable[[T], None]) -> reactivex.Observable[T]:
@@ -586,7 +602,7 @@ def ignore_items(source: reactivex.Observable[Any]) -> reactivex.Observable[T]:
     return Direct(subscribe)
 
 
-class _Serial:
+class _Serial(rx_abc.DisposableBase):
     """Subscribes Observables one at a time, each when the one before it completed, on the thread it
     completed on; a trampoline (sources that complete during ``subscribe`` do not grow the stack).
 
@@ -765,19 +781,27 @@ class _Serial:
         self._subscription.dispose()
 
 
-def concat_now(sources: Iterable[reactivex.Observable[T]]) -> reactivex.Observable[T]:
+class _ConcatNow(Direct[T]):
     """``reactivex.concat_with_iterable(sources)`` without scheduling: each source is taken from the
     iterable (lazily) and subscribed the moment the one before it completed, on the thread it
-    completed on. Disposing disposes the active source and takes nothing more."""
+    completed on. Disposing disposes the active source and takes nothing more. (Made by calling
+    :data:`concat_now`, this class: no closure, no ``Direct.__init__``.)"""
 
-    def subscribe(
-        observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None
-    ) -> rx_abc.DisposableBase:
-        serial = _Serial(observer, scheduler, iter(sources))
+    __slots__ = ("_sources",)  # (instances still have Observable's __dict__: a lock made on first use)
+
+    def __init__(self, sources: Iterable[reactivex.Observable[T]]) -> None:
+        self._sources = sources
+
+    def _fn(self, observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None) -> Any:
+        serial = _Serial(observer, scheduler, iter(self._sources))
         serial.start()
-        return DisposeAction(serial.dispose)
+        return serial
 
-    return Direct(subscribe)
+    _subscribe = _fn
+
+
+concat_now = _ConcatNow
+"""``concat_now(sources)``: see :class:`_ConcatNow`."""
 
 
 class _ConcatMap(rx_abc.DisposableBase):
@@ -852,19 +876,32 @@ def concat_map_now(
     return Direct(subscribe)
 
 
-def concat_map_items(
-    source: reactivex.Observable[T], project: Callable[[T], reactivex.Observable[U] | U], item_type: type[U]
-) -> reactivex.Observable[U]:
+class _ConcatMapItems(Direct[U]):
     """:func:`concat_map_now` whose ``project`` may also return an item, an instance of exactly
     ``item_type`` (anything else it returns is an Observable): passed on as ``emit_now(item)``
-    would be, in order, without making that Observable."""
+    would be, in order, without making that Observable. (Made by calling :data:`concat_map_items`,
+    this class: no closure, no ``Direct.__init__``.)"""
 
-    def subscribe(
-        observer: rx_abc.ObserverBase[U], scheduler: rx_abc.SchedulerBase | None = None
-    ) -> rx_abc.DisposableBase:
-        return _ConcatMap(observer, scheduler, project, item_type).start(source, scheduler)
+    __slots__ = ("_item_type", "_project", "_source")  # (instances still have Observable's __dict__)
 
-    return Direct(subscribe)
+    def __init__(
+        self,
+        source: reactivex.Observable[T],
+        project: Callable[[T], reactivex.Observable[U] | U],
+        item_type: type[U],
+    ) -> None:
+        self._source = source
+        self._project = project
+        self._item_type = item_type
+
+    def _fn(self, observer: rx_abc.ObserverBase[U], scheduler: rx_abc.SchedulerBase | None = None) -> Any:
+        return _ConcatMap(observer, scheduler, self._project, self._item_type).start(self._source, scheduler)
+
+    _subscribe = _fn
+
+
+concat_map_items = _ConcatMapItems
+"""``concat_map_items(source, project, item_type)``: see :class:`_ConcatMapItems`."""
 
 
 def on_dispose(source: reactivex.Observable[T], action: Callable[[], None]) -> reactivex.Observable[T]:
