@@ -352,6 +352,8 @@ class FunctionTool(BaseTool):
         return reactivex.from_callable(call, self._scheduler).pipe(ops.flat_map(self._result_of))
 
     def _result_of(self, value: Any) -> reactivex.Observable[ToolResult]:
+        if type(value) is dict:  # (the usual result: neither a coroutine nor an Observable, a Mapping)
+            return emit_now(dict(value))
         if isinstance(value, types.CoroutineType):  # (inspect.iscoroutine, without its call)
             value = coroutine_observable(value)
         if isinstance(value, reactivex.Observable):
