@@ -547,3 +547,37 @@ def test_an_agent_turn_gives_the_general_paths_events(
             transfer_to_agent=None,
             requested_tool_confirmations={},
         ).model_fields_set
+
+
+# --- the state's delta and the running loop, without their checks' calls ----------------------------
+
+
+def test_a_state_delta_is_taken_the_same_with_nothing_read_or_changed_in_place() -> None:
+    from rxllm._tools import State
+
+    state = State({"rolls": [3], "visits": 1})
+    assert not state.has_delta()
+    first = state.take_delta()
+    assert first == {} and type(first) is dict and first is not state.take_delta()
+    rolls = state["rolls"]
+    assert isinstance(rolls, list)
+    rolls.append(21)  # read, then changed in place: in the delta as if assigned
+    assert state.has_delta()
+    assert state.take_delta() == {"rolls": [3, 21]}
+    assert not state.has_delta() and state.take_delta() == {}
+    state["visits"] = 2
+    taken = state.take_delta()
+    assert taken == {"visits": 2} and state["visits"] == 2
+
+
+def test_running_loop_is_the_running_loop_or_none() -> None:
+    import asyncio
+
+    from rxllm._tools import running_loop
+
+    assert running_loop() is None
+
+    async def inside() -> object:
+        return running_loop() is asyncio.get_running_loop()
+
+    assert asyncio.run(inside()) is True
