@@ -59,15 +59,17 @@ def plain_json_within(value: Any, cap: int) -> bool:
         if kind is dict:
             items = container.values()
             for key in container:
-                if type(key) is not str or not (key.isascii() or _encodes(key)):
+                if type(key) is not str:
                     return False
                 total += len(key) + 2
+                if total > cap or not (key.isascii() or _encodes(key)):  # (no text past the cap is copied)
+                    return False
         for item in items:
             kind = type(item)
             if kind is str:
-                if not (item.isascii() or _encodes(item)):
-                    return False
                 total += len(item) + 2
+                if total > cap or not (item.isascii() or _encodes(item)):
+                    return False
             elif kind is int:
                 if not -_INT_BOUND < item < _INT_BOUND:
                     return False

@@ -581,3 +581,22 @@ def test_running_loop_is_the_running_loop_or_none() -> None:
         return running_loop() is asyncio.get_running_loop()
 
     assert asyncio.run(inside()) is True
+
+
+def test_a_huge_text_past_the_cap_is_refused_without_being_encoded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CAP_ENV, "1000")
+    encoded: list[str] = []
+    real = _json_safe._encodes
+
+    def counting(text: str) -> bool:
+        encoded.append(text)
+        return real(text)
+
+    monkeypatch.setattr(_json_safe, "_encodes", counting)
+    huge = "é" * 5000
+    assert not plain_json_within({"text": huge}, 1000)
+    assert not plain_json_within({huge: 1}, 1000)
+    assert encoded == []
+    assert plain_json_within({"text": "é" * 10}, 1000) and encoded == ["é" * 10]
+    outcome = _ran(_returning({"text": huge}), FunctionCall(id="c", name="produce", args={}))
+    assert outcome.failed and "larger than 1000 bytes" in (outcome.error_message or "")
