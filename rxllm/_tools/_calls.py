@@ -35,17 +35,19 @@ from typing import Any
 
 import reactivex
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
 
+from .._core import prevalidated
 from .._core.errors import ToolError
 from .._core.redact import redact_secrets
 from .._core.types import FunctionCall, FunctionResponse
 from .._rx.direct import Direct, emit_now, tap_next
 from .._telemetry.otel import TracedScope, otel, record_tool_result, tool_attributes, traced
 from ._context import ToolContext
-from ._execution import ToolRuntime, execute_tool
-from ._json_safe import jsonable
+from ._execution import _NO_RUNTIME, ToolRuntime, start_tool
+from ._json_safe import jsonable, plain_json_within
 from ._tool import BaseTool, ToolResult
 
 __all__ = ["ExecuteTool", "ToolCallOutcome", "call_tool"]
@@ -126,20 +128,15 @@ def call_tool(
         execute: how the tool is executed; wraps of :func:`execute_tool` add hooks around it.
     """
     tool = tools_by_name.get(call.name)
-    if execute is None:
-
-        def execute(tool: BaseTool, args: dict[str, Any], context: ToolContext) -> reactivex.Observable[ToolResult]:
-            return execute_tool(tool, args, context, runtime)
-
     if otel() is None:
-        return _call(tool, tools_by_name, call, tool_context, execute)
+        return _call(tool, tools_by_name, call, tool_context, runtime, execute)
 
     def in_span(scope: TracedScope | None) -> reactivex.Observable[ToolCallOutcome]:
         def record(outcome: ToolCallOutcome) -> None:
             if scope is not None:
                 record_tool_result(scope, outcome.response, outcome.error_message, outcome.error)
 
-        return tap_next(_call(tool, tools_by_name, call, tool_context, execute), record)
+        return tap_next(_call(tool, tools_by_name, call, tool_context, runtime, execute), record)
 
     description = tool.description if tool is not None else None
     return traced(in_span, f"execute_tool {call.name}", tool_attributes(call, description))
@@ -150,8 +147,11 @@ def _call(
     tools_by_name: Mapping[str, BaseTool],
     call: FunctionCall,
     tool_context: ToolContext,
-    execute: ExecuteTool,
+    runtime: ToolRuntime | None,
+    execute: ExecuteTool | None,
 ) -> reactivex.Observable[ToolCallOutcome]:
+    """The outcome of ``call``: ``execute``'s, else :func:`execute_tool`'s with ``runtime`` (started
+    without an Observable of its own in between: :func:`start_tool` delivers to the outcome)."""
     if tool is None:
         known = ", ".join(sorted(tools_by_name)) or "none"
         return emit_now(_failure(call, f"tool {call.name!r} is not available (available tools: {known})", None))
@@ -166,6 +166,10 @@ def _call(
         elif not isinstance(result, dict):
             result = {"result": result}
         cap = max_tool_result_bytes()
+        if plain_json_within(result, cap):  # the usual result: JSON's own types, within the cap
+            converted = _copied(result)
+            if converted is not None:
+                return ToolCallOutcome(_response(call, converted))
         if _larger_than(result, cap):  # before any copy: a huge result is never converted, stored or sent
             return _failure(call, f"tool {name!r} returned a result larger than {cap} bytes, the cap on a tool "
                             "result (RXLLM_MAX_TOOL_RESULT_BYTES): return less, e.g. a summary or a page", None)
@@ -217,7 +221,16 @@ def _call(
                 outcome = recover(exc)
             emit(outcome)
 
+        def delivered(result: ToolResult | Exception) -> None:  # execute_tool's one item and completion, or error
+            if isinstance(result, Exception):
+                on_error(result)
+            else:
+                results.append(result)
+                on_completed()
+
         try:
+            if execute is None:
+                return start_tool(tool, dict(call.args), tool_context, runtime or _NO_RUNTIME, delivered)
             source = execute(tool, dict(call.args), tool_context)
             return source.subscribe(results.append, on_error, on_completed, scheduler=scheduler)
         except BaseException as exc:  # a custom ``execute`` too: the call ends (see rxllm._tools._execution)
@@ -225,6 +238,29 @@ def _call(
             return Disposable()
 
     return Direct(subscribe)
+
+
+def _copied(result: dict[str, Any]) -> dict[str, Any] | None:
+    """What :func:`jsonable` converts ``result`` to, when it converts (None: the general path says why not)."""
+    try:
+        converted: dict[str, Any] = to_jsonable_python(result)
+    except (PydanticSerializationError, ValueError, TypeError, RecursionError):
+        return None
+    return converted
+
+
+_RESPONSE_TEMPLATE = prevalidated.template(FunctionResponse, frozenset({"id", "name", "response"}))
+
+
+def _response(call: FunctionCall, response: dict[str, Any]) -> FunctionResponse:
+    """``FunctionResponse(id=call.id, name=call.name, response=response)`` for a ``response`` of JSON's own
+    types (:func:`plain_json_within`, freshly converted), without validating what is valid already."""
+    call_id, name = call.id, call.name
+    if (call_id is None or type(call_id) is str) and type(name) is str:
+        return prevalidated.from_template(
+            FunctionResponse, _RESPONSE_TEMPLATE, {"id": call_id, "name": name, "response": response}
+        )
+    return FunctionResponse(id=call_id, name=name, response=response)
 
 
 def _as_tool_error(name: str, error: BaseException) -> ToolError:

@@ -125,9 +125,11 @@ class ReadonlyContext:
     _invocation_agent: Any = None  # the agent being run (an MCP toolset's sampling asks its model)
 
     def __init__(self, invocation: InvocationView, state: State) -> None:
-        self._set_view(
-            invocation.invocation_id, invocation.agent.name, invocation.user_content, invocation.session, state
-        )
+        self._invocation_id = invocation.invocation_id  # (what _set_view sets, without its call per context)
+        self._agent_name = invocation.agent.name
+        self._user_content = invocation.user_content
+        self._session = invocation.session
+        self._state = state
         # the run's optional services (rxllm.agents' InvocationContext has both; None when not configured)
         self._artifact_service = getattr(invocation, "artifact_service", None)
         self._memory_service = getattr(invocation, "memory_service", None)

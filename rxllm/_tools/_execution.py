@@ -30,21 +30,23 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import reactivex
 from reactivex import abc as rx_abc
-from reactivex.scheduler import TimeoutScheduler
+from reactivex.scheduler import ImmediateScheduler, TimeoutScheduler
 
 from .._core.errors import ToolError, ToolTimeoutError
 from .._core.loop_work import current_owner, owning
 from .._core.threads import schedule_cancellable
 from .._rx.direct import Direct, DisposeAction, Slot
-from ._loops import check_timeout, default_tool_scheduler, running_loop, using_loop
+from ._loops import _local as _tool_loop_of_thread
+from ._loops import check_timeout, default_tool_scheduler, running_loop
 from ._tool import BaseTool, ToolResult
 
-__all__ = ["ToolRuntime", "execute_tool"]
+__all__ = ["ToolRuntime", "execute_tool", "start_tool"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,9 @@ class ToolRuntime:
         return cls(scheduler=scheduler, loop=loop, timeout=timeout, owner=owner)
 
 
+_NO_RUNTIME = ToolRuntime()  # (frozen: one for every call given no runtime)
+
+
 def execute_tool(
     tool: BaseTool, args: dict[str, Any], tool_context: Any, runtime: ToolRuntime | None = None
 ) -> reactivex.Observable[ToolResult]:
@@ -102,68 +107,101 @@ def execute_tool(
         tool_context: what the tool gets as its context (a :class:`ToolContext`).
         runtime: where it runs and its default timeout; ``ToolRuntime()`` when None.
     """
-    where = runtime or ToolRuntime()
-    timeout = tool.timeout if tool.timeout is not None else where.timeout
+    where = runtime or _NO_RUNTIME
 
     def subscribe(
         observer: rx_abc.ObserverBase[ToolResult], scheduler: rx_abc.SchedulerBase | None = None
     ) -> rx_abc.DisposableBase:
-        lock = threading.Lock()
-        state = {"done": False}
-        started = Slot()  # lock-free slots: a dispose from any thread disposes what is set, now or later
-        inner = Slot()
-        timer = Slot()
-
-        def finish(result: list[Any] | Exception) -> None:
-            with lock:
-                if state["done"]:
-                    return
-                state["done"] = True
-            timer.dispose()
+        def deliver(result: ToolResult | Exception) -> None:
             if isinstance(result, Exception):
-                inner.dispose()  # a timeout cancels an async tool; an error has already ended it
                 observer.on_error(result)
-            elif result:
-                observer.on_next(result[-1])
-                observer.on_completed()
             else:
-                observer.on_error(ToolError(f"tool {tool.name!r} completed without a result"))
+                observer.on_next(result)
+                observer.on_completed()
 
-        def run(_: rx_abc.SchedulerBase, __: Any = None) -> None:
+        return start_tool(tool, args, tool_context, where, deliver)
+
+    return Direct(subscribe)
+
+
+def start_tool(
+    tool: BaseTool,
+    args: dict[str, Any],
+    tool_context: Any,
+    where: ToolRuntime,
+    deliver: Callable[[ToolResult | Exception], None],
+) -> rx_abc.DisposableBase:
+    """Start what subscribing :func:`execute_tool` starts; ``deliver`` gets its one outcome, at most once:
+    the tool's result, or the exception the Observable would fail with. Disposing the returned
+    disposable is disposing that subscription."""
+    timeout = tool.timeout if tool.timeout is not None else where.timeout
+    lock = threading.Lock()
+    state = {"done": False}
+    inner = Slot()  # lock-free slots: a dispose from any thread disposes what is set, now or later
+    timer: Slot | None = None
+    started: Slot | None = None
+
+    def finish(result: list[Any] | Exception) -> None:
+        with lock:
             if state["done"]:
                 return
-            items: list[Any] = []
+            state["done"] = True
+        if timer is not None:
+            timer.dispose()
+        if isinstance(result, Exception):
+            inner.dispose()  # a timeout cancels an async tool; an error has already ended it
+            deliver(result)
+        elif result:
+            deliver(result[-1])
+        else:
+            deliver(ToolError(f"tool {tool.name!r} completed without a result"))
+
+    def run(_: rx_abc.SchedulerBase, __: Any = None) -> None:
+        if state["done"]:
+            return
+        items: list[Any] = []
+        thread_state = _tool_loop_of_thread  # (what ``using_loop`` sets, without a context manager per call)
+        previous = getattr(thread_state, "loop", None)
+        thread_state.loop = where.loop
+        try:
             try:
-                with using_loop(where.loop), owning(where.owner):
+                with owning(where.owner):
                     source = tool.run(dict(args), tool_context)
                     inner.set(
                         source.subscribe(
                             items.append, lambda error: finish(_as_tool_error(tool, error)), lambda: finish(items)
                         )
                     )
-            except BaseException as exc:  # never onto the worker: the call must end (see the module docstring)
-                finish(_as_tool_error(tool, exc))
+            finally:
+                thread_state.loop = previous
+        except BaseException as exc:  # never onto the worker: the call must end (see the module docstring)
+            finish(_as_tool_error(tool, exc))
 
-        if timeout is not None:
-            timer_scheduler = where.timer_scheduler or TimeoutScheduler.singleton()
+    if timeout is not None:
+        timer_scheduler = where.timer_scheduler or TimeoutScheduler.singleton()
 
-            def expire(_: rx_abc.SchedulerBase, __: Any = None) -> None:
-                finish(ToolTimeoutError(f"tool {tool.name!r} did not answer within its timeout of {timeout:g} s"))
+        def expire(_: rx_abc.SchedulerBase, __: Any = None) -> None:
+            finish(ToolTimeoutError(f"tool {tool.name!r} did not answer within its timeout of {timeout:g} s"))
 
-            timer.set(timer_scheduler.schedule_relative(timeout, expire))
-        pool = where.scheduler or default_tool_scheduler()
+        timer = Slot()
+        timer.set(timer_scheduler.schedule_relative(timeout, expire))
+    pool = where.scheduler or default_tool_scheduler()
+    if type(pool) is ImmediateScheduler:  # its schedule runs the action at once: nothing left to cancel
+        run(pool)
+    else:
+        started = Slot()
         started.set(DisposeAction(schedule_cancellable(pool, run)))  # (a plain pool: straight to its executor)
 
-        def dispose() -> None:
-            with lock:
-                state["done"] = True
+    def dispose() -> None:
+        with lock:
+            state["done"] = True
+        if started is not None:
             started.dispose()
+        if timer is not None:
             timer.dispose()
-            inner.dispose()
+        inner.dispose()
 
-        return DisposeAction(dispose)
-
-    return Direct(subscribe)
+    return DisposeAction(dispose)
 
 
 def _as_tool_error(tool: BaseTool, error: BaseException) -> ToolError:

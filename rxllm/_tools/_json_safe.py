@@ -25,11 +25,85 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 from .._core.json_codec import without_lone_surrogates
 from .._core.types import Content, Part
 
-__all__ = ["json_problem", "jsonable", "safe_content", "safe_response"]
+__all__ = ["json_problem", "jsonable", "plain_json_within", "safe_content", "safe_response"]
+
+_INT_BOUND = 10**600  # |n| below it: fewer digits than any int-to-text limit Python allows (640, or none)
+_PLAIN_DEPTH = 64  # how deep a container :func:`plain_json_within` answers for
+
+
+def plain_json_within(value: Any, cap: int) -> bool:
+    """Whether ``value`` is a tree of JSON's own types that JSON certainly carries, counting at most
+    ``cap`` (the count of ``rxllm._tools._calls``' size check: a string its length plus 2, another
+    leaf 8, a container 2 plus its number of items).
+
+    JSON's own types are exactly (no subclass) ``dict`` with ``str`` keys, ``list``, ``tuple``,
+    ``str`` that UTF-8 encodes (no lone surrogate), ``int`` under 600 digits, finite ``float``,
+    ``bool`` and ``None``; the tree is a ``dict``, ``list`` or ``tuple`` at most 64 containers deep
+    that reaches no container twice. Such a value encodes as the providers encode requests, and
+    pydantic's conversion (:func:`jsonable`) gives it back equal, tuples as lists: the same count.
+    False says nothing: the caller checks the value the general way.
+    """
+    total = 0
+    seen: set[int] = set()
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        container, depth = pending.pop()
+        kind = type(container)
+        if not (kind is dict or kind is list or kind is tuple) or id(container) in seen:
+            return False
+        seen.add(id(container))
+        total += 2 + len(container)
+        if total > cap:  # (before its items: a container past the cap is not walked)
+            return False
+        items: Any = container
+        if kind is dict:
+            items = container.values()
+            for key in container:
+                if type(key) is not str:
+                    return False
+                total += len(key) + 2
+                if total > cap or not (key.isascii() or _encodes(key)):  # (no text past the cap is copied)
+                    return False
+        for item in items:
+            kind = type(item)
+            if kind is str:
+                total += len(item) + 2
+                if total > cap or not (item.isascii() or _encodes(item)):
+                    return False
+            elif kind is int:
+                if not -_INT_BOUND < item < _INT_BOUND:
+                    return False
+                total += 8
+            elif kind is float:
+                if item - item != 0.0:  # NaN or an infinity
+                    return False
+                total += 8
+            elif item is None or kind is bool:
+                total += 8
+            elif (kind is dict or kind is list or kind is tuple) and depth < _PLAIN_DEPTH:
+                pending.append((item, depth + 1))
+            else:
+                return False
+        if total > cap:
+            return False
+    return True
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+_NO_CAP = 1 << 62
 
 
 def json_problem(value: Any) -> str | None:
     """Why ``value`` cannot be sent as JSON (as the providers encode requests), or None when it can."""
+    if plain_json_within(value, _NO_CAP):  # (the usual value: nothing to encode to know it)
+        return None
     try:
         json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
     except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError

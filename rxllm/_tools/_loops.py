@@ -85,10 +85,7 @@ def tool_loop() -> asyncio.AbstractEventLoop:
 
 def running_loop() -> asyncio.AbstractEventLoop | None:
     """The asyncio loop running on the current thread, if any."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
+    return asyncio._get_running_loop()  # (get_running_loop without its RuntimeError to catch when there is none)
 
 
 def current_tool_loop() -> asyncio.AbstractEventLoop:

@@ -122,7 +122,7 @@ class State(Mapping[str, JsonValue]):
 
     def has_delta(self) -> bool:
         """Whether anything was set, deleted or changed in place since the last :meth:`take_delta`."""
-        return bool(self._delta) or bool(self._mutated())
+        return bool(self._delta) or (bool(self._read) and bool(self._mutated()))  # (nothing read: nothing changed)
 
     def delta(self) -> dict[str, JsonValue]:
         """A copy of the changes recorded since the last :meth:`take_delta` (in-place changes included)."""
@@ -130,7 +130,7 @@ class State(Mapping[str, JsonValue]):
 
     def take_delta(self) -> dict[str, JsonValue]:
         """Return the recorded changes and fold them into the base value (they stay visible)."""
-        mutated = self._mutated()
+        mutated = self._mutated() if self._read else {}  # (nothing read: nothing changed in place)
         for key in mutated:  # the changed object stays the one the caller holds
             self._read[key] = copy.deepcopy(self._value[key])
         for key, value in self._delta.items():
@@ -143,7 +143,7 @@ class State(Mapping[str, JsonValue]):
                     self._read[key] = copy.deepcopy(value)
         taken = {**mutated, **self._delta}
         self._delta = {}
-        return copy.deepcopy(taken)
+        return copy.deepcopy(taken) if taken else {}  # (what deepcopy gives for an empty dict, without its calls)
 
     def to_dict(self) -> dict[str, JsonValue]:
         """A copy of the whole state, changes included."""

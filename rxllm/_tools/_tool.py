@@ -32,6 +32,7 @@ from __future__ import annotations
 import abc
 import inspect
 import re
+import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -333,8 +334,10 @@ class FunctionTool(BaseTool):
                 validated = self._args_model.model_validate(args)
             except ValidationError as exc:
                 raise ToolError(f"invalid arguments for tool {self.name!r}: {describe_validation_error(exc)}") from exc
-            positional = [getattr(validated, field) for field, _ in self._positional]
-            keyword = {param: getattr(validated, field) for field, param in self._keyword}
+            positional: Iterable[Any] = [getattr(validated, f) for f, _ in self._positional] if self._positional else ()
+            keyword: dict[str, Any] = {}
+            for field, param in self._keyword:  # (a loop: no comprehension's call per tool call)
+                keyword[param] = getattr(validated, field)
             if self._takes_kwargs and validated.model_extra:
                 keyword.update(validated.model_extra)
             if self._context_param is not None:
@@ -349,7 +352,9 @@ class FunctionTool(BaseTool):
         return reactivex.from_callable(call, self._scheduler).pipe(ops.flat_map(self._result_of))
 
     def _result_of(self, value: Any) -> reactivex.Observable[ToolResult]:
-        if inspect.iscoroutine(value):
+        if type(value) is dict:  # (the usual result: neither a coroutine nor an Observable, a Mapping)
+            return emit_now(dict(value))
+        if isinstance(value, types.CoroutineType):  # (inspect.iscoroutine, without its call)
             value = coroutine_observable(value)
         if isinstance(value, reactivex.Observable):
             return value.pipe(ops.to_list(), ops.map(self._last_wrapped), ops.catch(self._wrap_error))

@@ -32,6 +32,7 @@ from .._tools import (
 __all__ = ["ToolEnvironment", "default_tool_scheduler", "execute_tool"]
 
 _log = logging.getLogger("rxllm.service")
+_INLINE = ImmediateScheduler.singleton()  # (the one there is: its class keeps it)
 
 
 class ToolEnvironment:
@@ -54,7 +55,7 @@ class ToolEnvironment:
         self.user_content = user_content
         self.state = State()
         self.invocation_id = new_invocation_id()
-        self.runtime = ToolRuntime.capture(scheduler=ImmediateScheduler.singleton(), timeout=timeout)
+        self.runtime = ToolRuntime.capture(scheduler=_INLINE, timeout=timeout)
 
     def context_for(self, call: FunctionCall) -> ToolContext:
         """A tool context for ``call``."""

@@ -868,19 +868,54 @@ def _run_tools(
     def store(parts: list[Part]) -> reactivex.Observable[Event]:
         if not parts and not step.state.has_delta():
             return nothing_now()  # every call went to a long-running tool still at work: the run pauses
-        actions = EventActions(
-            state_delta=step.state.take_delta(),
-            skip_summarization=True if any(c.actions.skip_summarization for c in contexts) else None,
-            escalate=True if any(c.actions.escalate for c in contexts) else None,
-            end_invocation=True if any(c.actions.end_invocation for c in contexts) else None,
-            artifact_delta={name: v for c in contexts for name, v in c.actions.artifact_delta.items()},
-            transfer_to_agent=next(
-                (c.actions.transfer_to_agent for c in reversed(contexts) if c.actions.transfer_to_agent), None
-            ),
-            requested_tool_confirmations={
-                call_id: asked for c in contexts for call_id, asked in c.actions.requested_tool_confirmations.items()
-            },
-        )
+        single = contexts[0].actions if len(contexts) == 1 else None
+        transfer = (single.transfer_to_agent or None) if single is not None else None
+        if (  # the usual step: one call, asking for no artifact or confirmation
+            single is not None
+            and new_actions is not EventActions  # (EventActions is still what prevalidated building was written for)
+            and not single.artifact_delta
+            and not single.requested_tool_confirmations
+            and (transfer is None or type(transfer) is str)
+        ):
+            actions = prevalidated.instance(  # what EventActions(...) below validates to: every value is valid
+                EventActions,
+                {
+                    "state_delta": step.state.take_delta(),  # (State checks every value it takes: JSON values)
+                    "artifact_delta": {},
+                    "skip_summarization": True if single.skip_summarization else None,
+                    "transfer_to_agent": transfer,
+                    "escalate": True if single.escalate else None,
+                    "rewind_before_invocation_id": None,
+                    "end_invocation": True if single.end_invocation else None,
+                    "requested_tool_confirmations": {},
+                    "compaction": None,
+                },
+                {
+                    "state_delta",
+                    "skip_summarization",
+                    "escalate",
+                    "end_invocation",
+                    "artifact_delta",
+                    "transfer_to_agent",
+                    "requested_tool_confirmations",
+                },
+            )
+        else:
+            actions = EventActions(
+                state_delta=step.state.take_delta(),
+                skip_summarization=True if any(c.actions.skip_summarization for c in contexts) else None,
+                escalate=True if any(c.actions.escalate for c in contexts) else None,
+                end_invocation=True if any(c.actions.end_invocation for c in contexts) else None,
+                artifact_delta={name: v for c in contexts for name, v in c.actions.artifact_delta.items()},
+                transfer_to_agent=next(
+                    (c.actions.transfer_to_agent for c in reversed(contexts) if c.actions.transfer_to_agent), None
+                ),
+                requested_tool_confirmations={
+                    call_id: asked
+                    for c in contexts
+                    for call_id, asked in c.actions.requested_tool_confirmations.items()
+                },
+            )
         event = prevalidated_event(  # every value is validated already (built above, or the context's)
             {
                 "invocation_id": ctx.invocation_id,
@@ -905,6 +940,8 @@ def _run_tools(
         if ctx.is_cancelled:
             return reactivex.never()
         stored_response = ctx._store_then(event, stored, structured_final)
+        if not actions.requested_tool_confirmations:  # (no request to build)
+            return stored_response
         request = request_confirmation_event(
             model_event,
             actions.requested_tool_confirmations,
@@ -956,7 +993,8 @@ def _run_call(
     long_running = bool(getattr(tool, "is_long_running", False))
 
     def to_part(outcome: ToolCallOutcome) -> reactivex.Observable[Part]:
-        outcome.log_failure(logger, f"agent {agent.name!r}, invocation {ctx.invocation_id}: ")
+        if outcome.failed:  # (log_failure logs nothing for a call that succeeded: no message to format)
+            outcome.log_failure(logger, f"agent {agent.name!r}, invocation {ctx.invocation_id}: ")
         if not outcome.failed and call.name == SET_MODEL_RESPONSE and isinstance(tool, SetModelResponseTool):
             step.structured = dict(outcome.response.response)
         # ADK Java's Functions: a long-running tool with no result (None or an empty map) answers later
@@ -972,9 +1010,14 @@ def _run_call(
             return to_part(outcomes[0])
         return concat_now(map(to_part, outcomes))
 
-    before = [p.before_tool_callback for p in ctx.plugins] + list(agent.before_tool_callbacks)
-    on_error = [p.on_tool_error_callback for p in ctx.plugins] + list(agent.on_tool_error_callbacks)
-    after = [p.after_tool_callback for p in ctx.plugins] + list(agent.after_tool_callbacks)
+    plugins = ctx.plugins
+    before: tuple[Any, ...] | list[Any] = agent.before_tool_callbacks  # (without plugins: the agent's tuples)
+    on_error: tuple[Any, ...] | list[Any] = agent.on_tool_error_callbacks
+    after: tuple[Any, ...] | list[Any] = agent.after_tool_callbacks
+    if plugins:
+        before = [p.before_tool_callback for p in plugins] + list(before)
+        on_error = [p.on_tool_error_callback for p in plugins] + list(on_error)
+        after = [p.after_tool_callback for p in plugins] + list(after)
     if tool is None or not (before or on_error or after):
         outcome = call_tool(step.tools, call, tool_ctx, runtime=ctx.tool_runtime)
         return collect_then(within(ctx.telemetry_context, outcome), to_parts)
