@@ -23,9 +23,14 @@ signal) and disposes the model call (its connection is closed). A tool already r
 its result is dropped. A retriever or tool scheduled but not started never runs.
 
 Plumbing. Per round the interaction subscribes the model's event stream once, with one observer
-of its own (no operator chained per round or per event); each event is dispatched on its type;
-what it holds to dispose (the model call, scheduled work, running tools) is one list under the
-lock. The request's config is the service's, built once (the models are immutable).
+of its own (no operator chained per round or per event); each event is dispatched on its type.
+A model whose ``stream_events`` is ``BaseLlm``'s (derived from ``generate_content``'s responses)
+has those responses subscribed instead and turned into the same service events here, as the
+derivation would have made them: no model event is built only to be thrown away. What it holds
+to dispose (the model call, scheduled work, running tools) is one list under the lock. The
+request's config is the service's, built once (the models are immutable); the requests and the
+tool results' contents are built from values valid already (``rxllm._core.prevalidated``), and
+work on an ``ImmediateScheduler`` runs inline, as its ``schedule`` would run it.
 
 The interaction reads the service it runs for only through :class:`ServiceView` (``AiService`` is
 one), so ``._service`` imports this module and never the reverse.
@@ -519,10 +524,8 @@ def _response_part(result: FunctionResponse) -> Part:
 
 
 def _user_content(parts: tuple[Part, ...]) -> Content:
-    """``Content(role="user", parts=parts)`` (the parts are valid ``Part`` instances)."""
-    if all(type(part) is Part for part in parts):
-        return prevalidated.from_template(Content, _CONTENT, {"role": "user", "parts": parts})
-    return Content(role="user", parts=parts)
+    """``Content(role="user", parts=parts)``: the parts are :func:`_response_part` s (``Part`` instances)."""
+    return prevalidated.from_template(Content, _CONTENT, {"role": "user", "parts": parts})
 
 
 def _mapped(error: BaseException, what: str) -> RxLlmError:
