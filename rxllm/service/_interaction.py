@@ -23,9 +23,14 @@ signal) and disposes the model call (its connection is closed). A tool already r
 its result is dropped. A retriever or tool scheduled but not started never runs.
 
 Plumbing. Per round the interaction subscribes the model's event stream once, with one observer
-of its own (no operator chained per round or per event); each event is dispatched on its type;
-what it holds to dispose (the model call, scheduled work, running tools) is one list under the
-lock. The request's config is the service's, built once (the models are immutable).
+of its own (no operator chained per round or per event); each event is dispatched on its type.
+A model whose ``stream_events`` is ``BaseLlm``'s (derived from ``generate_content``'s responses)
+has those responses subscribed instead and turned into the same service events here, as the
+derivation would have made them: no model event is built only to be thrown away. What it holds
+to dispose (the model call, scheduled work, running tools) is one list under the lock. The
+request's config is the service's, built once (the models are immutable); the requests and the
+tool results' contents are built from values valid already (``rxllm._core.prevalidated``), and
+work on an ``ImmediateScheduler`` runs inline, as its ``schedule`` would run it.
 
 The interaction reads the service it runs for only through :class:`ServiceView` (``AiService`` is
 one), so ``._service`` imports this module and never the reverse.
@@ -41,7 +46,9 @@ from typing import Any, Protocol
 
 from reactivex import Observable
 from reactivex import abc as rx_abc
+from reactivex.scheduler import ImmediateScheduler
 
+from .._core import prevalidated
 from .._core.errors import GuardrailError, LimitExceededError, ProtocolError, RxLlmError
 from .._core.json_codec import without_lone_surrogates
 from .._core.schema import ResponseSchema
@@ -170,6 +177,7 @@ class _Interaction(rx_abc.DisposableBase):
         observer: rx_abc.ObserverBase[Any],
         config: GenerateContentConfig,
         telemetry: TracedScope | None = None,
+        clean: bool = False,
     ) -> None:
         self._service = service
         self._model = service.model
@@ -180,7 +188,8 @@ class _Interaction(rx_abc.DisposableBase):
         self._telemetry = telemetry
         self._telemetry_context = telemetry.context if telemetry is not None else None
         self._usage: UsageMetadata | None = None
-        self._user_content = without_lone_surrogates(user_content)  # the one rule: see rxllm._core.json_codec
+        # the one rule (see rxllm._core.json_codec); ``clean``: the caller checked the content's one string
+        self._user_content = user_content if clean else without_lone_surrogates(user_content)
         self._relay: BoundedRelay[events.AiServiceStreamingEvent] = BoundedRelay(
             observer, service.streaming_buffer_size, self._stop
         )
@@ -242,6 +251,9 @@ class _Interaction(rx_abc.DisposableBase):
         scheduler = self._scheduler
         if scheduler is None:
             scheduler = self._scheduler = self._service.tool_scheduler
+        if type(scheduler) is ImmediateScheduler:  # what its schedule does (the action returns no disposable)
+            action(scheduler)
+            return
         self._hold(scheduler.schedule(action))
 
     def _resolve(self, value: Any) -> Any:
@@ -284,23 +296,28 @@ class _Interaction(rx_abc.DisposableBase):
                 return
             self._rounds += 1
             round_ = _Round(self._rounds)
+        model = self._model
+        # The model's own events, or (its stream_events is BaseLlm's: derived from generate_content's
+        # responses) those responses, turned into the same service events here: no derived event and
+        # no operator in between (see _on_model_response).
+        derived = type(model).stream_events is _DERIVED and "stream_events" not in model.__dict__
         try:
-            request = LlmRequest(contents=tuple(self._contents), config=self._config)
-            model_events: Observable[model_stream.ModelStreamEvent] = self._model.stream_events(request)
+            request = _request(tuple(self._contents), self._config)
+            model_events: Observable[Any] = (
+                model.generate_content(request, stream=True) if derived else model.stream_events(request)
+            )
             if self._telemetry_context is not None:
                 model_events = within(self._telemetry_context, model_events)
         except Exception as exc:
             self._fail(_mapped(exc, "the model call"))
             return
-
-        def on_error(error: Exception) -> None:
-            if not self._stopped:
-                self._fail(_mapped(error, "the model call"))
-
+        on_item = partial(self._on_model_response if derived else self._on_model_event, round_)
         # disposed at once when the interaction stopped meanwhile (or during subscribe)
-        self._hold(model_events.subscribe(
-            partial(self._on_model_event, round_), on_error, partial(self._on_model_completed, round_)
-        ))
+        self._hold(model_events.subscribe(on_item, self._on_model_error, partial(self._on_model_completed, round_)))
+
+    def _on_model_error(self, error: Exception) -> None:
+        if not self._stopped:
+            self._fail(_mapped(error, "the model call"))
 
     def _on_model_event(self, round_: _Round, event: model_stream.ModelStreamEvent) -> None:
         if self._stopped:
@@ -316,14 +333,45 @@ class _Interaction(rx_abc.DisposableBase):
             if event.text:
                 self._relay.on_next(events.PartialThinkingEvent(event.text))
         elif isinstance(event, model_stream.ToolCallCompleteEvent):
-            self._relay.on_next(events.CompleteToolCallEvent(event.index, event.call))
-            position = round_.reported
-            round_.reported += 1
-            self._start_tool(round_, event.call, _key(event.call, position))
+            self._on_complete_call(round_, event.index, event.call)
         elif isinstance(event, model_stream.ResponseCompleteEvent):
-            output_type = self._output_type
-            round_.response = (event.response if output_type is None
-                               else StructuredStream(output_type).finish(event.response))
+            self._on_final(round_, event.response)
+
+    def _on_model_response(self, round_: _Round, response: LlmResponse) -> None:
+        """What :meth:`_on_model_event` does with the events ``derive_stream_events`` makes of ``response``
+        (a partial's text and thought parts as deltas; a final's calls, then the final), without them."""
+        if self._stopped:
+            return
+        if response.partial:
+            content = response.content
+            if content is None:
+                return
+            for part in content.parts:
+                text = part.text
+                if not text:
+                    continue
+                if part.thought:
+                    self._relay.on_next(events.PartialThinkingEvent(text))
+                elif not self._guarded:
+                    self._relay.on_next(events.PartialResponseEvent(text))
+                if self._stopped:
+                    return
+            return
+        for index, call in enumerate(response.function_calls()):
+            self._on_complete_call(round_, index, call)
+            if self._stopped:
+                return
+        self._on_final(round_, response)
+
+    def _on_complete_call(self, round_: _Round, index: int, call: FunctionCall) -> None:
+        self._relay.on_next(events.CompleteToolCallEvent(index, call))
+        position = round_.reported
+        round_.reported += 1
+        self._start_tool(round_, call, _key(call, position))
+
+    def _on_final(self, round_: _Round, response: LlmResponse) -> None:
+        output_type = self._output_type
+        round_.response = response if output_type is None else StructuredStream(output_type).finish(response)
 
     def _on_model_completed(self, round_: _Round) -> None:
         if self._stopped:
@@ -408,12 +456,12 @@ class _Interaction(rx_abc.DisposableBase):
             result = run.result if run is not None else None
             if result is None:  # cannot happen: every call of the response was started
                 result = FunctionResponse(id=call.id, name=call.name, response={"error": "the tool did not run"})
-            results.append(Part(function_response=result))
+            results.append(_response_part(result))
         model_content = response.content or Content(role="model")
         if model_content.role is None:
             model_content = model_content.model_copy(update={"role": "model"})
         self._contents.append(model_content)
-        self._contents.append(Content(role="user", parts=tuple(results)))
+        self._contents.append(_user_content(tuple(results)))
         self._start_round()
 
     def _finish(self, response: LlmResponse) -> None:
@@ -455,6 +503,31 @@ class _Cancel(rx_abc.DisposableBase):
             cancel()
 
 
+_DERIVED = BaseLlm.stream_events
+_REQUEST = prevalidated.template(LlmRequest, frozenset({"contents", "config"}))
+_CONTENT = prevalidated.template(Content, frozenset({"role", "parts"}))
+_RESPONSE_PART = prevalidated.template(Part, frozenset({"function_response"}))
+
+
+def _request(contents: tuple[Content, ...], config: GenerateContentConfig) -> LlmRequest:
+    """``LlmRequest(contents=contents, config=config)``: every content and the config are valid already."""
+    if type(config) is GenerateContentConfig:  # (the contents: the user's Content, the models' and ours)
+        return prevalidated.from_template(LlmRequest, _REQUEST, {"contents": contents, "config": config})
+    return LlmRequest(contents=contents, config=config)
+
+
+def _response_part(result: FunctionResponse) -> Part:
+    """``Part(function_response=result)`` (``result`` is a valid ``FunctionResponse``)."""
+    if type(result) is FunctionResponse:
+        return prevalidated.from_template(Part, _RESPONSE_PART, {"function_response": result})
+    return Part(function_response=result)
+
+
+def _user_content(parts: tuple[Part, ...]) -> Content:
+    """``Content(role="user", parts=parts)``: the parts are :func:`_response_part` s (``Part`` instances)."""
+    return prevalidated.from_template(Content, _CONTENT, {"role": "user", "parts": parts})
+
+
 def _mapped(error: BaseException, what: str) -> RxLlmError:
     """``error`` itself when it is rxllm's, else an :class:`~rxllm.RxLlmError` chaining it."""
     if isinstance(error, RxLlmError):
@@ -474,12 +547,13 @@ def _with_retrieved(content: Content, found: Sequence[str]) -> Content:
 
 
 def start_interaction(
-    service: ServiceView, user_content: Content, config: GenerateContentConfig | None = None
+    service: ServiceView, user_content: Content, config: GenerateContentConfig | None = None, *, clean: bool = False
 ) -> Observable[events.AiServiceStreamingEvent]:
     """The cold Observable of one interaction: each subscription runs its own, in its own span
     (``invoke_agent AiService``: its model calls and tools nest inside, on whichever thread).
 
-    ``config`` is :func:`interaction_config` of ``service`` (built here when not given). With
+    ``config`` is :func:`interaction_config` of ``service`` (built here when not given); ``clean``:
+    the caller knows ``user_content`` holds no lone surrogate (it is not scrubbed again). With
     telemetry off the Observable is a direct one (nothing scheduled, no operator in between).
     """
     config = interaction_config(service) if config is None else config
@@ -489,7 +563,7 @@ def start_interaction(
             observer: rx_abc.ObserverBase[events.AiServiceStreamingEvent],
             scheduler: rx_abc.SchedulerBase | None = None,
         ) -> rx_abc.DisposableBase:
-            return _Interaction(service, user_content, observer, config, telemetry).start()
+            return _Interaction(service, user_content, observer, config, telemetry, clean).start()
 
         return Direct(subscribe)
 

@@ -112,7 +112,21 @@ class BoundedRelay(Generic[T]):
 
     def on_completed(self) -> None:
         """Offer completion; nothing after it is accepted."""
-        self._offer(_COMPLETED, None)
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._draining:
+                self._queue.append((_COMPLETED, None))
+                return
+            self._draining = True
+        # Uncontended (the common case): delivered here, on this thread, as _drain would.
+        try:
+            self._observer.on_completed()
+        except BaseException:
+            self._raised()
+            raise
+        self._drain_queued()
 
     @property
     def closed(self) -> bool:

@@ -6,11 +6,14 @@ from collections.abc import Mapping, Sequence
 
 from reactivex import abc as rx_abc
 
+from .._core import prevalidated
 from .._core.errors import ConfigurationError
+from .._core.json_codec import without_lone_surrogates
 from .._core.schema import ResponseSchema, output_schema
 from .._core.types import Content, Part, Tool
 from .._models.base_llm import BaseLlm
 from .._rx.aio import AwaitableObservable, awaitable
+from .._rx.direct import Direct
 from .._tools import BaseTool, ToolLike, check_timeout, tool_declarations, tools_by_name
 from ._events import AiServiceStreamingEvent
 from ._guardrails import OutputGuardrail, check_guardrails
@@ -25,6 +28,9 @@ DEFAULT_BUFFER_SIZE = 16384
 
 DEFAULT_MAX_ROUNDS = 10
 """Default number of model calls one interaction may make."""
+
+_CONTENT = prevalidated.template(Content, frozenset({"role", "parts"}))
+_TEXT_PART = prevalidated.template(Part, frozenset({"text"}))
 
 class AiService:
     """A tool-using turn as one cold Observable of typed events (LangChain4j's ``AiServiceStreamingEventPublisher``).
@@ -223,10 +229,16 @@ class AiService:
         Raises:
             ConfigurationError: (at once) for a message that is neither.
         """
-        if isinstance(user_message, str):
+        clean = False
+        if type(user_message) is str:  # (what validating a str keeps: built from the templates, nothing revalidated)
+            part = prevalidated.from_template(Part, _TEXT_PART, {"text": user_message})
+            content = prevalidated.from_template(Content, _CONTENT, {"role": "user", "parts": (part,)})
+            clean = without_lone_surrogates(user_message) is user_message  # the content's one string needs no scrub
+        elif isinstance(user_message, str):
             content = Content(role="user", parts=(Part(text=user_message),))
         elif isinstance(user_message, Content):
             content = user_message if user_message.role == "user" else user_message.model_copy(update={"role": "user"})
         else:
             raise ConfigurationError(f"user_message must be a str or a Content, got {type(user_message).__name__}")
-        return awaitable(start_interaction(self, content, self._config))
+        events = start_interaction(self, content, self._config, clean=clean)
+        return AwaitableObservable(events) if type(events) is Direct else awaitable(events)
