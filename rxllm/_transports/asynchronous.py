@@ -217,7 +217,7 @@ async def _connect_ip(
     from httpcore2._backends.anyio import AnyIOStream
 
     loop = asyncio.get_running_loop()
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # (the loop sets TCP_NODELAY on TCP's)
     try:
         try:
             async with asyncio.timeout(timeout):
