@@ -372,6 +372,16 @@ def _unread_stream(response: Any) -> Any:
     return stream
 
 
+def _forget_request(response: Any) -> None:
+    """Drop the sent request (its headers, URL, body) from a response of one of rxllm's own pools,
+    which nobody else sees: an open stream's response otherwise keeps it (~2 KiB) while the body is
+    read. httpx2 reads it after the headers only to attach it to an error of ``aiter_*`` or
+    ``aclose`` (when there is one) and for ``response.request`` / ``response.url``, which rxllm does
+    not use; a client you passed keeps it (your event hooks may hold the response)."""
+    if type(response) is httpx2.Response:
+        response._request = None
+
+
 _NO_CONTEXT = contextlib.nullcontext()  # reusable: an attempt without a trace context enters it
 
 
@@ -853,6 +863,8 @@ class AsyncHttpTransport:
             raise failure
         headers_arrived(http_request, limits)
         log_request(request, redactor, response.status_code, started, stream, attempt)
+        if client is not self._user_client:
+            _forget_request(response)
         opened = AsyncHttpResponse(response, release, limits=limits, stream=stream, provider=provider)
         if response.status_code >= 300:
             try:

@@ -1,4 +1,6 @@
-"""The asyncio transport's direct connect to an IP address (``asynchronous._connect_ip``).
+"""What an open stream of the asyncio transport holds, and what it no longer holds.
+
+The direct connect to an IP address (``asynchronous._connect_ip``):
 
 httpcore2's default backend connects through ``anyio.connect_tcp``, whose machinery for host names
 (a task group, a task per address, an event and a cancel scope each) is what thousands of streams
@@ -7,24 +9,41 @@ loop's ``sock_connect`` and hands it to anyio instead. Checked here against the 
 replaces: the same stream class, socket options and bytes; the same errors with the same messages
 (refused, timed out), through the backend and through a model; a cancelled connect closes its
 socket; no task of its own while connecting; which connects take the direct path.
+
+The sent request: an open stream of rxllm's own pool does not keep it (its headers, URL and body);
+the stream goes on and fails as before. A client you passed keeps it on its responses.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
+import threading
+import weakref
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import httpcore2
+import httpx2
 import pytest
 from httpcore2._backends.anyio import AnyIOBackend
 from httpcore2._backends.auto import AutoBackend
+from wire import OPENAI
 
-from rxllm import AsyncHttpTransport, Content, LlmRequest, Part, RetryPolicy, TransportError
+from rxllm import (
+    AsyncHttpTransport,
+    Content,
+    LlmRequest,
+    Part,
+    RetryPolicy,
+    StreamInterruptedError,
+    TransportError,
+)
 from rxllm._transports import asynchronous
 from rxllm._transports.asynchronous import _CancellableAsyncBackend, _connect_ip
 from rxllm.providers.openai import OpenAiChatModel
+from rxllm.testing import Disconnect, Hold, StubResponse, StubServer
 
 REQUEST = LlmRequest(contents=[Content(role="user", parts=[Part.from_text("go")])])
 
@@ -250,3 +269,57 @@ def test_an_ipv6_address_connects_directly() -> None:
                     await asyncio.sleep(0)
 
     assert asyncio.run(main()) == b"six"
+
+
+@pytest.mark.parametrize("own", [True, False], ids=["rxllm's pool", "your client"])
+@pytest.mark.parametrize("end", ["whole", "broken off"])
+def test_an_open_stream_of_rxllms_own_pool_keeps_no_sent_request(
+    own: bool, end: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[weakref.ref[httpx2.Request]] = []
+    build = httpx2.AsyncClient.build_request
+
+    def recording(self: httpx2.AsyncClient, *args: Any, **kwargs: Any) -> httpx2.Request:
+        request = build(self, *args, **kwargs)
+        sent.append(weakref.ref(request))
+        return request
+
+    monkeypatch.setattr(httpx2.AsyncClient, "build_request", recording)
+    release = threading.Event()
+    stream = OPENAI.stream("one", "two")
+    rest: list[Any] = [*stream[2:]] if end == "whole" else [Disconnect(reset=True)]
+    kept_while_open: list[bool] = []
+
+    async def main(url: str) -> tuple[list[str], BaseException | None]:
+        client = None if own else httpx2.AsyncClient()
+        transport = AsyncHttpTransport(loop=asyncio.get_running_loop(), max_concurrent_streams=4, http_client=client)
+        model = OPENAI.model(url, transport=transport)
+        texts: list[str] = []
+        failure: BaseException | None = None
+        try:
+            async for response in model.generate_content(REQUEST, stream=True):
+                texts.append(response.text())
+                if len(texts) == 1:  # the server holds the rest: the stream is open
+                    gc.collect()
+                    kept_while_open.append(sent[0]() is not None)
+                    release.set()
+        except StreamInterruptedError as exc:
+            failure = exc
+        finally:
+            await transport.aclose()
+            if client is not None:
+                await client.aclose()
+        return texts, failure
+
+    with StubServer([StubResponse(body=[*stream[:2], Hold(release, timeout=10), *rest])]) as server:
+        try:
+            texts, failure = asyncio.run(asyncio.wait_for(main(server.url), 20))
+        finally:
+            release.set()
+    assert len(sent) == 1
+    assert kept_while_open == [not own]
+    if end == "whole":
+        assert (texts, failure) == (["one", "two", "onetwo"], None)
+    else:
+        assert texts == ["one"]
+        assert isinstance(failure, StreamInterruptedError)
