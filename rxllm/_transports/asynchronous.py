@@ -14,7 +14,9 @@ import contextlib
 import contextvars
 import functools
 import heapq
+import ipaddress
 import logging
+import socket
 import ssl
 import sys
 import threading
@@ -150,6 +152,9 @@ class _CancellableAsyncBackend(httpcore2.AsyncNetworkBackend):
 
     def __init__(self, inner: httpcore2.AsyncNetworkBackend) -> None:
         self._inner = inner
+        # httpcore2's own default backend (anyio's on an asyncio loop): an IP address is connected
+        # to directly (see _connect_ip); any other backend (a mock, a legacy httpcore's) does it all
+        self._direct = type(inner) is _auto_backend()
 
     async def connect_tcp(
         self,
@@ -159,9 +164,12 @@ class _CancellableAsyncBackend(httpcore2.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore2.AsyncNetworkStream:
-        stream = _CancellableAsyncStream(
-            await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
-        )
+        family = _ip_family(host) if self._direct and local_address is None else None
+        if family is not None:
+            inner = await _connect_ip(family, host, port, timeout, socket_options)
+        else:
+            inner = await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        stream = _CancellableAsyncStream(inner)
         stream.attach()  # a cancel that raced the connect shuts the new socket down before any byte
         return stream
 
@@ -174,6 +182,61 @@ class _CancellableAsyncBackend(httpcore2.AsyncNetworkBackend):
 
     async def sleep(self, seconds: float) -> None:
         await self._inner.sleep(seconds)
+
+
+def _auto_backend() -> type:
+    from httpcore2._backends.auto import AutoBackend  # what an httpx2 pool connects with by default
+
+    return AutoBackend
+
+
+def _ip_family(host: str) -> socket.AddressFamily | None:
+    """The address family of ``host`` when it is an IP address (IPv6 without brackets, as httpcore passes it)."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    return socket.AF_INET6 if address.version == 6 else socket.AF_INET
+
+
+async def _connect_ip(
+    family: socket.AddressFamily, host: str, port: int, timeout: float | None, socket_options: Iterable[Any] | None
+) -> httpcore2.AsyncNetworkStream:
+    """What httpcore2's anyio backend does to connect to an IP address on an asyncio loop (the same
+    stream class, the same errors and messages), without ``anyio.connect_tcp``'s machinery for host
+    names (a task group, a task per address, an event and a cancel scope each: ~5 KiB per
+    connecting stream, which is what an open stream's memory follows when thousands connect at
+    once): one non-blocking socket, connected by the loop's ``sock_connect``, then handed to anyio.
+
+    Unlike ``anyio.connect_tcp`` the socket's transport is not paused until the first read: bytes
+    the server sends before the request is written (none, in HTTP) wait in anyio's queue instead
+    of the kernel's.
+    """
+    import anyio
+    import anyio.abc
+    from httpcore2._backends.anyio import AnyIOStream
+
+    loop = asyncio.get_running_loop()
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # (the loop sets TCP_NODELAY on TCP's)
+    try:
+        try:
+            async with asyncio.timeout(timeout):
+                sock.setblocking(False)
+                await loop.sock_connect(sock, (host, port))
+                for option in socket_options or ():
+                    sock.setsockopt(*option)
+                # (ValueError: the peer went away before anyio's check that the socket is connected)
+                connected = await anyio.abc.SocketStream.from_socket(sock)
+        except TimeoutError as exc:
+            raise httpcore2.ConnectTimeout(exc) from exc
+        except (OSError, ValueError, anyio.BrokenResourceError) as exc:  # worded as anyio.connect_tcp words it
+            failed = OSError("All connection attempts failed")
+            failed.__cause__ = exc
+            raise httpcore2.ConnectError(failed) from failed
+    except BaseException:
+        sock.close()  # (anyio owns it once from_socket returned, and nothing fails after that)
+        raise
+    return AnyIOStream(connected)
 
 
 def make_async_cancellable(client: Any) -> int:
@@ -307,6 +370,16 @@ def _unread_stream(response: Any) -> Any:
         return None
     response.is_stream_consumed = True
     return stream
+
+
+def _forget_request(response: Any) -> None:
+    """Drop the sent request (its headers, URL, body) from a response of one of rxllm's own pools,
+    which nobody else sees: an open stream's response otherwise keeps it (~2 KiB) while the body is
+    read. httpx2 reads it after the headers only to attach it to an error of ``aiter_*`` or
+    ``aclose`` (when there is one) and for ``response.request`` / ``response.url``, which rxllm does
+    not use; a client you passed keeps it (your event hooks may hold the response)."""
+    if type(response) is httpx2.Response:
+        response._request = None
 
 
 _NO_CONTEXT = contextlib.nullcontext()  # reusable: an attempt without a trace context enters it
@@ -790,6 +863,8 @@ class AsyncHttpTransport:
             raise failure
         headers_arrived(http_request, limits)
         log_request(request, redactor, response.status_code, started, stream, attempt)
+        if client is not self._user_client:
+            _forget_request(response)
         opened = AsyncHttpResponse(response, release, limits=limits, stream=stream, provider=provider)
         if response.status_code >= 300:
             try:
