@@ -264,6 +264,7 @@ def test_close_is_idempotent_and_a_send_after_it_fails_clearly() -> None:
         assert sink.next() == ("closed", 1000, "")
         assert sink.items.empty()
         peer = server.peer()
+        assert peer.closed.wait(TIMEOUT)  # the server side saw the close (it may read it after our reader woke)
         assert peer.close_code == 1000
         with pytest.raises(TransportError, match="closed"):
             ws.send_text("late")
