@@ -12,6 +12,7 @@ from __future__ import annotations
 import os as _os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Protocol
 
 from pydantic import JsonValue
@@ -46,14 +47,22 @@ _ready: list[str] = []
 _urandom = _os.urandom
 
 
-def _refill() -> None:
-    """Add a batch of ids to ``_ready``: one ``os.urandom`` read (as ``uuid.uuid4``'s) for ``_BATCH`` ids."""
-    value = (int.from_bytes(_urandom(_UUID_BYTES * _BATCH), "big") & _KEPT_BITS) | _VERSION_BITS
-    text = f"{value:0{32 * _BATCH}x}"
-    _ready.extend(
-        f"{text[i : i + 8]}-{text[i + 8 : i + 12]}-{text[i + 12 : i + 16]}-{text[i + 16 : i + 20]}-{text[i + 20 : j]}"
-        for i, j in zip(range(0, 32 * _BATCH, 32), range(32, 32 * _BATCH + 32, 32), strict=True)
+# a batch's 32 hex digits per id cut as 8-4-4-4-12, and each id of those groups joined by "-"
+_GROUPS = itemgetter(
+    *(
+        slice(at + lo, at + hi)
+        for at in range(0, 32 * _BATCH, 32)
+        for lo, hi in ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32))
     )
+)
+_IDS = itemgetter(*(slice(at, at + 36) for at in range(0, 37 * _BATCH, 37)))
+
+
+def _refill() -> None:
+    """Add a batch of ids to ``_ready``: one ``os.urandom`` read (as ``uuid.uuid4``'s) for ``_BATCH`` ids,
+    formatted as a whole (no Python step per id)."""
+    value = (int.from_bytes(_urandom(_UUID_BYTES * _BATCH), "big") & _KEPT_BITS) | _VERSION_BITS
+    _ready.extend(_IDS("-".join(_GROUPS(f"{value:0{32 * _BATCH}x}"))))
 
 
 def random_uuid4() -> str:
