@@ -51,6 +51,7 @@ from .._core.errors import HttpStatusError, ToolError
 from .._core.redact import redact_secrets, redact_value
 from .._core.types import Content, FunctionCall, FunctionResponse, LlmRequest, LlmResponse, UsageMetadata
 from .._rx.direct import Direct, defer_now
+from ._environ import EnvVar
 
 __all__ = [
     "CAPTURE_CONTENT_ENV",
@@ -81,6 +82,8 @@ _OFF = frozenset({"off", "0", "false", "no", "disabled"})
 _ON = frozenset({"on", "1", "true", "yes", "span_only", "span_and_event"})
 _SCOPE = "rxllm"
 _UNSET_METER_PROVIDERS = frozenset({"_ProxyMeterProvider", "NoOpMeterProvider"})
+_TRACER_PROVIDER_ENV = "OTEL_PYTHON_TRACER_PROVIDER"  # (opentelemetry.environment_variables' names)
+_METER_PROVIDER_ENV = "OTEL_PYTHON_METER_PROVIDER"
 _T = TypeVar("_T")
 
 _TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
@@ -110,6 +113,9 @@ class Otel:
         self._inject: Callable[..., None] | None = None  # opentelemetry.propagate.inject, on first use
         self._explicit = settings.tracer_provider is not None or settings.meter_provider is not None
         self._unset_tracer_providers = (ProxyTracerProvider, NoOpTracerProvider)
+        self._globals = _provider_globals(trace)
+        self._tracer_env = EnvVar(_TRACER_PROVIDER_ENV)
+        self._meter_env = EnvVar(_METER_PROVIDER_ENV)
         self.client_kind = SpanKind.CLIENT
         self.internal_kind = SpanKind.INTERNAL
         self.status_class = Status
@@ -146,13 +152,36 @@ class Otel:
         :func:`configure_telemetry`, or the application set a global tracer or meter provider
         (checked on each call, so one set later is picked up). With the API installed and no
         provider set, everything would be a no-op: rxllm then builds no telemetry object at all
-        (about 1.2 KiB per open stream)."""
+        (about 1.2 KiB per open stream).
+
+        This runs for every model call, tool call and run: it reads the providers the API holds
+        (the globals ``set_tracer_provider`` / ``set_meter_provider`` set) and asks
+        ``get_tracer_provider()`` / ``get_meter_provider()`` only when one is unset and the
+        environment names one to load (``OTEL_PYTHON_TRACER_PROVIDER``, ...), which is exactly
+        when they would load it; otherwise they return the API's unset proxy."""
         if self._explicit:
             return True
-        if not isinstance(self.trace.get_tracer_provider(), self._unset_tracer_providers):
+        holder = self._globals
+        if holder is None:  # an API without the globals read here: ask it
+            tracer_provider = self.trace.get_tracer_provider()
+            meter_provider = self._metrics.get_meter_provider()
+        else:
+            trace_globals, metrics_globals = holder
+            tracer_provider = trace_globals._TRACER_PROVIDER
+            if tracer_provider is None and self._tracer_env.is_set():
+                tracer_provider = self.trace.get_tracer_provider()
+            if tracer_provider is not None and not isinstance(tracer_provider, self._unset_tracer_providers):
+                return True
+            meter_provider = metrics_globals._METER_PROVIDER
+            if meter_provider is None:
+                if not self._meter_env.is_set():
+                    return False  # the API's unset proxy
+                meter_provider = self._metrics.get_meter_provider()
+            return type(meter_provider).__name__ not in _UNSET_METER_PROVIDERS
+        if not isinstance(tracer_provider, self._unset_tracer_providers):
             return True
         # The API's unset meter provider is a private proxy class; the no-op one is public.
-        return type(self._metrics.get_meter_provider()).__name__ not in _UNSET_METER_PROVIDERS
+        return type(meter_provider).__name__ not in _UNSET_METER_PROVIDERS
 
     def current(self) -> Any:
         """The OpenTelemetry context current on this thread (or task)."""
@@ -185,6 +214,18 @@ class Otel:
             span.set_attribute("rxllm.outcome", "ok")
         span.end()
         return error_type
+
+
+def _provider_globals(trace: Any) -> tuple[Any, Any] | None:
+    """The API's modules holding the global providers (``_TRACER_PROVIDER``, ``_METER_PROVIDER``),
+    or None when this API keeps them elsewhere (then :meth:`Otel.recording` asks its getters)."""
+    try:
+        from opentelemetry.metrics import _internal as metrics_globals
+    except ImportError:
+        return None
+    if not hasattr(trace, "_TRACER_PROVIDER") or not hasattr(metrics_globals, "_METER_PROVIDER"):
+        return None
+    return trace, metrics_globals
 
 
 _lock = threading.Lock()

@@ -28,7 +28,6 @@ too: it is never stored or sent. A call that runs past its timeout answers
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +43,7 @@ from .._core.errors import ToolError
 from .._core.redact import redact_secrets
 from .._core.types import FunctionCall, FunctionResponse
 from .._rx.direct import Direct, emit_now, tap_next
+from .._telemetry._environ import EnvVar
 from .._telemetry.otel import TracedScope, otel, record_tool_result, tool_attributes, traced
 from ._context import ToolContext
 from ._execution import _NO_RUNTIME, ToolRuntime, start_tool
@@ -270,12 +270,13 @@ def _as_tool_error(name: str, error: BaseException) -> ToolError:
 
 
 DEFAULT_MAX_TOOL_RESULT_BYTES = 4 * 1024 * 1024
+_MAX_TOOL_RESULT_BYTES_ENV = EnvVar("RXLLM_MAX_TOOL_RESULT_BYTES")
 """The cap on one tool result (about its JSON size), unless ``RXLLM_MAX_TOOL_RESULT_BYTES`` says otherwise."""
 
 
 def max_tool_result_bytes() -> int:
     """The cap on one tool result: ``RXLLM_MAX_TOOL_RESULT_BYTES`` (read at each call), else 4 MiB."""
-    raw = os.environ.get("RXLLM_MAX_TOOL_RESULT_BYTES")
+    raw = _MAX_TOOL_RESULT_BYTES_ENV.get()  # (os.environ.get, without its KeyError when unset)
     if raw:
         try:
             value = int(raw)
