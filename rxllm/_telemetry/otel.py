@@ -47,6 +47,7 @@ import reactivex
 from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
+from .._core import prevalidated
 from .._core.errors import HttpStatusError, ToolError
 from .._core.redact import redact_secrets, redact_value
 from .._core.types import Content, FunctionCall, FunctionResponse, LlmRequest, LlmResponse, UsageMetadata
@@ -549,11 +550,36 @@ def add_usage(total: UsageMetadata | None, usage: UsageMetadata | None) -> Usage
         return total
     if total is None:
         return usage
+    if _USAGE_TEMPLATE is not None and type(total) is UsageMetadata and type(usage) is UsageMetadata:
+        # (every run sums its calls' usage) the counts from the two instances' __dict__, the sum
+        # built as validating it would (every field given: every field set), when each count is
+        # an int or None: what UsageMetadata(**summed) would keep as it is
+        left, right = total.__dict__, usage.__dict__
+        built: dict[str, Any] = {}
+        for name in _USAGE_FIELDS:
+            a, b = left[name], right[name]
+            if a is None:
+                if b is None:
+                    built[name] = None
+                    continue
+                if type(b) is not int:
+                    break
+                built[name] = b
+            elif type(a) is not int or (b is not None and type(b) is not int):
+                break
+            else:
+                built[name] = a if b is None else a + b
+        else:
+            return prevalidated.instance(UsageMetadata, built, set(_USAGE_FIELDS))
     summed: dict[str, int | None] = {}
     for name in UsageMetadata.model_fields:
         a, b = getattr(total, name), getattr(usage, name)
         summed[name] = None if a is None and b is None else (a or 0) + (b or 0)
     return UsageMetadata(**summed)
+
+
+_USAGE_FIELDS = tuple(UsageMetadata.model_fields)
+_USAGE_TEMPLATE = prevalidated.template(UsageMetadata, frozenset(_USAGE_FIELDS))  # None: build by validating
 
 
 # -- spans around agent runs, tools and service turns ------------------------------------------
