@@ -44,7 +44,7 @@ from .._core.threads import schedule_cancellable
 from .._rx.direct import Direct, DisposeAction, Slot
 from ._loops import _local as _tool_loop_of_thread
 from ._loops import check_timeout, default_tool_scheduler, running_loop
-from ._tool import BaseTool, ToolResult
+from ._tool import SUBSCRIBE_RUN, BaseTool, FunctionTool, ToolResult
 
 __all__ = ["ToolRuntime", "execute_tool", "start_tool"]
 
@@ -156,6 +156,12 @@ def start_tool(
         else:
             deliver(ToolError(f"tool {tool.name!r} completed without a result"))
 
+    direct: FunctionTool | None = None  # a FunctionTool as it is: its function called here, no Observable of its own
+    if isinstance(tool, FunctionTool):
+        kind = type(tool)
+        if kind.run is FunctionTool.run and kind._result_of is FunctionTool._result_of:
+            direct = tool
+
     def run(_: rx_abc.SchedulerBase, __: Any = None) -> None:
         if state["done"]:
             return
@@ -166,7 +172,17 @@ def start_tool(
         try:
             try:
                 with owning(where.owner):
-                    source = tool.run(dict(args), tool_context)
+                    if direct is None:
+                        source = tool.run(dict(args), tool_context)
+                    else:  # what subscribing ``run`` would do, the function called at once
+                        value = direct._run_now(args, tool_context)
+                        if type(value) is dict:  # (the usual result) what ``_result_of`` would emit
+                            finish([dict(value)])
+                            return
+                        if value is SUBSCRIBE_RUN:
+                            source = tool.run(dict(args), tool_context)
+                        else:
+                            source = direct._result_of(value)
                     inner.set(
                         source.subscribe(
                             items.append, lambda error: finish(_as_tool_error(tool, error)), lambda: finish(items)

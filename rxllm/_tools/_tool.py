@@ -35,6 +35,7 @@ import re
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import Any
 
 import reactivex
@@ -193,6 +194,10 @@ def describe_validation_error(exc: ValidationError) -> str:
     return "; ".join(problems)
 
 
+SUBSCRIBE_RUN: Any = object()
+"""What :meth:`FunctionTool._run_now` returns when its ``run`` Observable must be subscribed instead."""
+
+
 class FunctionTool(BaseTool):
     """A plain Python function as a tool (ADK's ``FunctionTool``).
 
@@ -329,27 +334,40 @@ class FunctionTool(BaseTool):
             if not confirmation.confirmed:
                 return emit_now({"error": "This tool call is rejected."})
 
-        def call() -> Any:
-            try:
-                validated = self._args_model.model_validate(args)
-            except ValidationError as exc:
-                raise ToolError(f"invalid arguments for tool {self.name!r}: {describe_validation_error(exc)}") from exc
-            positional: Iterable[Any] = [getattr(validated, f) for f, _ in self._positional] if self._positional else ()
-            keyword: dict[str, Any] = {}
-            for field, param in self._keyword:  # (a loop: no comprehension's call per tool call)
-                keyword[param] = getattr(validated, field)
-            if self._takes_kwargs and validated.model_extra:
-                keyword.update(validated.model_extra)
-            if self._context_param is not None:
-                keyword[self._context_param] = tool_context
-            try:
-                return self._func(*positional, **keyword)
-            except BaseException as exc:  # SystemExit (argparse on bad input) too: see rxllm._tools._execution
-                raise ToolError(f"tool {self.name!r} raised {type(exc).__name__}: {exc}") from exc
-
         if self._scheduler is None:  # called during subscribe, its result (or its error) passed on at once
-            return defer_now(lambda: self._result_of(call()))
-        return reactivex.from_callable(call, self._scheduler).pipe(ops.flat_map(self._result_of))
+            return defer_now(lambda: self._result_of(self._call_function(args, tool_context)))
+        return reactivex.from_callable(partial(self._call_function, args, tool_context), self._scheduler).pipe(
+            ops.flat_map(self._result_of)
+        )
+
+    def _run_now(self, args: dict[str, Any], tool_context: ToolContext) -> Any:
+        """For a runtime that would subscribe ``run(args, tool_context)`` at once, on this thread: the
+        function called now, what it returned (``_result_of`` makes the result of it); or
+        :data:`SUBSCRIBE_RUN` when ``run``'s Observable must be subscribed instead (a call that
+        waits for confirmation, a tool with its own scheduler). Raises what that Observable would
+        fail with (or ``run`` raise). No Observable is made for the usual call."""
+        if self.require_confirmation or self._scheduler is not None:
+            return SUBSCRIBE_RUN
+        return self._call_function(args, tool_context)
+
+    def _call_function(self, args: dict[str, Any], tool_context: ToolContext) -> Any:
+        """Validate ``args`` and call the function with them (and ``tool_context``), on this thread."""
+        try:
+            validated = self._args_model.model_validate(args)
+        except ValidationError as exc:
+            raise ToolError(f"invalid arguments for tool {self.name!r}: {describe_validation_error(exc)}") from exc
+        positional: Iterable[Any] = [getattr(validated, f) for f, _ in self._positional] if self._positional else ()
+        keyword: dict[str, Any] = {}
+        for field, param in self._keyword:  # (a loop: no comprehension's call per tool call)
+            keyword[param] = getattr(validated, field)
+        if self._takes_kwargs and validated.model_extra:
+            keyword.update(validated.model_extra)
+        if self._context_param is not None:
+            keyword[self._context_param] = tool_context
+        try:
+            return self._func(*positional, **keyword)
+        except BaseException as exc:  # SystemExit (argparse on bad input) too: see rxllm._tools._execution
+            raise ToolError(f"tool {self.name!r} raised {type(exc).__name__}: {exc}") from exc
 
     def _result_of(self, value: Any) -> reactivex.Observable[ToolResult]:
         if type(value) is dict:  # (the usual result: neither a coroutine nor an Observable, a Mapping)
