@@ -27,7 +27,7 @@ only as protocols), a model or a provider.
 """
 
 from ._built_in import BuiltInCodeExecutionTool, BuiltInTool, GoogleSearchTool, UrlContextTool, tool_declarations
-from ._calls import ExecuteTool, ToolCallOutcome, call_tool
+from ._calls import ExecuteTool, ToolCallOutcome, call_tool, call_tool_then
 from ._confirmation import REQUEST_CONFIRMATION_FUNCTION_CALL_NAME, ToolConfirmation, confirmation_from_response
 from ._context import (
     CallbackContext,
@@ -91,6 +91,7 @@ __all__ = [
     "UrlContextTool",
     "as_tool",
     "call_tool",
+    "call_tool_then",
     "check_timeout",
     "confirmation_from_response",
     "coroutine_observable",

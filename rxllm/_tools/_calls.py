@@ -42,7 +42,7 @@ from .._core import prevalidated
 from .._core.errors import ToolError
 from .._core.redact import redact_secrets
 from .._core.types import FunctionCall, FunctionResponse
-from .._rx.direct import Direct, emit_now, tap_next
+from .._rx.direct import NO_DISPOSAL, Direct, emit_now, tap_next
 from .._telemetry._environ import EnvVar
 from .._telemetry.otel import TracedScope, otel, record_tool_result, tool_attributes, traced
 from ._context import ToolContext
@@ -50,7 +50,7 @@ from ._execution import _NO_RUNTIME, ToolRuntime, start_tool
 from ._json_safe import jsonable, plain_json_within
 from ._tool import BaseTool, ToolResult
 
-__all__ = ["ExecuteTool", "ToolCallOutcome", "call_tool"]
+__all__ = ["ExecuteTool", "ToolCallOutcome", "call_tool", "call_tool_then"]
 
 ExecuteTool = Callable[[BaseTool, dict[str, Any], ToolContext], reactivex.Observable[ToolResult]]
 """How a tool is executed: ``(tool, args, context)`` to an Observable of its result.
@@ -142,6 +142,23 @@ def call_tool(
     return traced(in_span, f"execute_tool {call.name}", tool_attributes(call, description))
 
 
+def call_tool_then(
+    tools_by_name: Mapping[str, BaseTool],
+    call: FunctionCall,
+    tool_context: ToolContext,
+    then: Callable[[ToolCallOutcome], None],
+    fail: Callable[[Exception], None],
+    *,
+    runtime: ToolRuntime | None = None,
+) -> rx_abc.DisposableBase:
+    """What subscribing :func:`call_tool` (no ``execute``) does when telemetry is off (``otel()`` is
+    None: no span), with no Observable in between: starts the tool now and hands its outcome to
+    ``then`` (on the thread the result arrived on, at most once), or the :class:`~rxllm.ToolError`
+    the Observable would fail with to ``fail``. Disposing what this returns is disposing that
+    subscription: the result is dropped, what can be cancelled is (see ``execute_tool``)."""
+    return _start(tools_by_name.get(call.name), tools_by_name, call, tool_context, runtime, None, None, then, fail)
+
+
 def _call(
     tool: BaseTool | None,
     tools_by_name: Mapping[str, BaseTool],
@@ -153,8 +170,41 @@ def _call(
     """The outcome of ``call``: ``execute``'s, else :func:`execute_tool`'s with ``runtime`` (started
     without an Observable of its own in between: :func:`start_tool` delivers to the outcome)."""
     if tool is None:
-        known = ", ".join(sorted(tools_by_name)) or "none"
-        return emit_now(_failure(call, f"tool {call.name!r} is not available (available tools: {known})", None))
+        return emit_now(_unavailable(call, tools_by_name))
+
+    def subscribe(
+        observer: rx_abc.ObserverBase[ToolCallOutcome], scheduler: rx_abc.SchedulerBase | None = None
+    ) -> rx_abc.DisposableBase:
+        def emit(outcome: ToolCallOutcome) -> None:
+            observer.on_next(outcome)
+            observer.on_completed()
+
+        return _start(tool, tools_by_name, call, tool_context, runtime, execute, scheduler, emit, observer.on_error)
+
+    return Direct(subscribe)
+
+
+def _unavailable(call: FunctionCall, tools_by_name: Mapping[str, BaseTool]) -> ToolCallOutcome:
+    known = ", ".join(sorted(tools_by_name)) or "none"
+    return _failure(call, f"tool {call.name!r} is not available (available tools: {known})", None)
+
+
+def _start(
+    tool: BaseTool | None,
+    tools_by_name: Mapping[str, BaseTool],
+    call: FunctionCall,
+    tool_context: ToolContext,
+    runtime: ToolRuntime | None,
+    execute: ExecuteTool | None,
+    scheduler: rx_abc.SchedulerBase | None,
+    emit: Callable[[ToolCallOutcome], None],
+    fail: Callable[[Exception], None],
+) -> rx_abc.DisposableBase:
+    """Start ``call`` (what subscribing :func:`_call`'s Observable does): its one outcome to ``emit``, or
+    the error that ends the run to ``fail``."""
+    if tool is None:
+        emit(_unavailable(call, tools_by_name))
+        return NO_DISPOSAL
     name = tool.name
 
     def outcome_of(results: list[Any]) -> ToolCallOutcome:
@@ -198,46 +248,37 @@ def _call(
             return _failure(call, str(error), error)
         return _failure(call, f"tool {name!r} failed with {type(error).__name__}: {error}", error)
 
-    def subscribe(
-        observer: rx_abc.ObserverBase[ToolCallOutcome], scheduler: rx_abc.SchedulerBase | None = None
-    ) -> rx_abc.DisposableBase:
-        results: list[Any] = []
+    results: list[Any] = []
 
-        def emit(outcome: ToolCallOutcome) -> None:
-            observer.on_next(outcome)
-            observer.on_completed()
+    def on_error(error: Exception) -> None:
+        stop = interrupted(error)
+        if stop is not None:
+            fail(stop)
+            return
+        emit(recover(error))
 
-        def on_error(error: Exception) -> None:
-            stop = interrupted(error)
-            if stop is not None:
-                observer.on_error(stop)
-                return
-            emit(recover(error))
-
-        def on_completed() -> None:
-            try:
-                outcome = outcome_of(results)
-            except Exception as exc:
-                outcome = recover(exc)
-            emit(outcome)
-
-        def delivered(result: ToolResult | Exception) -> None:  # execute_tool's one item and completion, or error
-            if isinstance(result, Exception):
-                on_error(result)
-            else:
-                results.append(result)
-                on_completed()
-
+    def on_completed() -> None:
         try:
-            if execute is None:
-                return start_tool(tool, dict(call.args), tool_context, runtime or _NO_RUNTIME, delivered)
-            source = execute(tool, dict(call.args), tool_context)
-            return source.subscribe(results.append, on_error, on_completed, scheduler=scheduler)
-        except BaseException as exc:  # a custom ``execute`` too: the call ends (see rxllm._tools._execution)
-            on_error(exc if isinstance(exc, Exception) else _as_tool_error(name, exc))
-            return Disposable()
+            outcome = outcome_of(results)
+        except Exception as exc:
+            outcome = recover(exc)
+        emit(outcome)
 
-    return Direct(subscribe)
+    def delivered(result: ToolResult | Exception) -> None:  # execute_tool's one item and completion, or error
+        if isinstance(result, Exception):
+            on_error(result)
+        else:
+            results.append(result)
+            on_completed()
+
+    try:
+        if execute is None:
+            return start_tool(tool, dict(call.args), tool_context, runtime or _NO_RUNTIME, delivered)
+        source = execute(tool, dict(call.args), tool_context)
+        return source.subscribe(results.append, on_error, on_completed, scheduler=scheduler)
+    except BaseException as exc:  # a custom ``execute`` too: the call ends (see rxllm._tools._execution)
+        on_error(exc if isinstance(exc, Exception) else _as_tool_error(name, exc))
+        return Disposable()
 
 
 def _copied(result: dict[str, Any]) -> dict[str, Any] | None:

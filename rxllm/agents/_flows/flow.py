@@ -58,6 +58,7 @@ from ..._core.types import (
 )
 from ..._models.aggregation import generate_function_call_id
 from ..._rx.direct import (
+    Direct,
     collect_then,
     concat_map_items,
     concat_map_now,
@@ -81,7 +82,9 @@ from ..._tools import (
     ToolCallOutcome,
     ToolConfirmation,
     ToolContext,
+    ToolRuntime,
     call_tool,
+    call_tool_then,
     request_config,
     tool_declarations,
 )
@@ -954,10 +957,9 @@ def _run_tools(
         # ADK's order: the confirmation request, then the function responses (the step's last event)
         return ctx._store_then(request, None, lambda: stored_response)
 
-    if len(calls) == 1:  # (the usual step) one call: nothing to concatenate
+    if len(calls) == 1:  # (the usual step) one call: nothing to concatenate, its parts straight to ``store``
         only = calls[0]
-        call_parts = defer_now(lambda: _run_call(agent, ctx, step, only, contexts, answers.get(only.id or "")))
-        return collect_then(call_parts, store)
+        return defer_now(lambda: _run_call_then(agent, ctx, step, only, contexts, answers.get(only.id or ""), store))
     return collect_then(concat_now(responses()), store)
 
 
@@ -973,6 +975,19 @@ def _structured_event(agent: FlowAgent, ctx: InvocationContext, response: dict[s
     )
 
 
+def _run_call_then(
+    agent: FlowAgent,
+    ctx: InvocationContext,
+    step: _Step,
+    call: FunctionCall,
+    contexts: list[ToolContext],
+    confirmation: ToolConfirmation | None,
+    then: Callable[[list[Part]], reactivex.Observable[Event]],
+) -> reactivex.Observable[Event]:
+    """``collect_then(_run_call(...), then)``: the call's parts (one, or none) handed to ``then``."""
+    return cast(reactivex.Observable[Event], _run_call(agent, ctx, step, call, contexts, confirmation, then=then))
+
+
 def _run_call(
     agent: FlowAgent,
     ctx: InvocationContext,
@@ -980,11 +995,16 @@ def _run_call(
     call: FunctionCall,
     contexts: list[ToolContext],
     confirmation: ToolConfirmation | None = None,
-) -> reactivex.Observable[Part]:
+    *,
+    then: Callable[[list[Part]], reactivex.Observable[Event]] | None = None,
+) -> reactivex.Observable[Any]:
     """One call: before-tool callbacks (plugins first), the tool, on-error and after-tool callbacks.
 
     Emits the call's function-response part, or nothing for a long-running tool that returned
-    None (its answer comes later, from the user)."""
+    None (its answer comes later, from the user). With ``then``: what ``then`` returns for the
+    list of those parts (``collect_then(_run_call(...), then)``; with no callback and no span
+    to make, the tool's outcome goes to ``then`` without an Observable of the outcome, nor of
+    the parts, in between: :func:`~rxllm._tools.call_tool_then`)."""
     if ctx.is_cancelled:
         return reactivex.never()
     tool_ctx = ToolContext(ctx, step.state, call.id, confirmation)
@@ -992,18 +1012,22 @@ def _run_call(
     tool = step.tools.get(call.name)
     long_running = bool(getattr(tool, "is_long_running", False))
 
-    def to_part(outcome: ToolCallOutcome) -> reactivex.Observable[Part]:
+    def part_of(outcome: ToolCallOutcome) -> Part | None:
         if outcome.failed:  # (log_failure logs nothing for a call that succeeded: no message to format)
             outcome.log_failure(logger, f"agent {agent.name!r}, invocation {ctx.invocation_id}: ")
         if not outcome.failed and call.name == SET_MODEL_RESPONSE and isinstance(tool, SetModelResponseTool):
             step.structured = dict(outcome.response.response)
         # ADK Java's Functions: a long-running tool with no result (None or an empty map) answers later
         if long_running and not outcome.failed and not outcome.response.response:
-            return nothing_now()
+            return None
         response = outcome.response
         if type(response) is FunctionResponse:  # (always) validation would keep it as it is
-            return emit_now(prevalidated.from_template(Part, _PART_TEMPLATE, {"function_response": response}))
-        return emit_now(Part(function_response=response))
+            return prevalidated.from_template(Part, _PART_TEMPLATE, {"function_response": response})
+        return Part(function_response=response)
+
+    def to_part(outcome: ToolCallOutcome) -> reactivex.Observable[Part]:
+        part = part_of(outcome)
+        return nothing_now() if part is None else emit_now(part)
 
     def to_parts(outcomes: list[ToolCallOutcome]) -> reactivex.Observable[Part]:
         if len(outcomes) == 1:
@@ -1019,8 +1043,17 @@ def _run_call(
         on_error = [p.on_tool_error_callback for p in plugins] + list(on_error)
         after = [p.after_tool_callback for p in plugins] + list(after)
     if tool is None or not (before or on_error or after):
+        if then is not None and otel() is None:  # (the usual call) no span: ``within`` would change nothing
+
+            def subscribe(
+                observer: rx_abc.ObserverBase[Event], scheduler: rx_abc.SchedulerBase | None = None
+            ) -> rx_abc.DisposableBase:
+                return _ToolThen(part_of, then, observer, scheduler).start(step.tools, call, tool_ctx, ctx.tool_runtime)
+
+            return Direct(subscribe)
         outcome = call_tool(step.tools, call, tool_ctx, runtime=ctx.tool_runtime)
-        return collect_then(within(ctx.telemetry_context, outcome), to_parts)
+        call_parts: reactivex.Observable[Part] = collect_then(within(ctx.telemetry_context, outcome), to_parts)
+        return call_parts if then is None else collect_then(call_parts, then)
     args = dict(call.args)
     owner = _owner(agent)
 
@@ -1060,9 +1093,80 @@ def _run_call(
         ).pipe(ops.to_list(), ops.map(pick))
 
     before_calls: list[tuple[object, Call]] = [(cb, partial(cb, tool, args, tool_ctx)) for cb in before]
-    return callback_chain(
+    parts: reactivex.Observable[Part] = callback_chain(
         "before_tool_callback", owner, before_calls, _tool_answer("before_tool_callback"), loop=ctx.tool_runtime.loop
     ).pipe(ops.to_list(), ops.flat_map(run_tool), ops.flat_map(apply_after), ops.flat_map(to_part))
+    return parts if then is None else collect_then(parts, then)
+
+
+class _ToolThen(rx_abc.DisposableBase):
+    """``collect_then(call_tool(...) as parts, then)`` for a call with no callback and no span: the
+    tool started by :func:`~rxllm._tools.call_tool_then`, its outcome made the call's parts
+    (``part_of``) and handed to ``then``, whose Observable is subscribed at once (on the thread the
+    outcome arrived on, as ``collect_then`` does) and forwarded to ``observer``. An exception
+    ``part_of`` or ``then`` raises is delivered as ``on_error``, as is the error that ends the run
+    (a tool that raised ``KeyboardInterrupt``). Disposing disposes whichever is active: the tool's
+    call (its result dropped, what can be cancelled cancelled) or ``then``'s subscription."""
+
+    __slots__ = ("_disposed", "_first", "_observer", "_part_of", "_scheduler", "_second", "_then")
+
+    def __init__(
+        self,
+        part_of: Callable[[ToolCallOutcome], Part | None],
+        then: Callable[[list[Part]], reactivex.Observable[Event]],
+        observer: rx_abc.ObserverBase[Event],
+        scheduler: rx_abc.SchedulerBase | None,
+    ) -> None:
+        self._part_of = part_of
+        self._then = then
+        self._observer = observer
+        self._scheduler = scheduler
+        self._first: rx_abc.DisposableBase | None = None
+        self._second: rx_abc.DisposableBase | None = None
+        self._disposed = False
+
+    def start(
+        self, tools: Mapping[str, BaseTool], call: FunctionCall, tool_ctx: ToolContext, runtime: ToolRuntime
+    ) -> _ToolThen:
+        # the outcome may arrive (and ``then`` start) before this assignment: separate slots
+        subscription = call_tool_then(tools, call, tool_ctx, self._outcome, self._fail, runtime=runtime)
+        if self._disposed:
+            subscription.dispose()
+        else:
+            self._first = subscription
+            if self._disposed:  # disposed on another thread meanwhile
+                subscription.dispose()
+        return self
+
+    def _fail(self, error: Exception) -> None:
+        if not self._disposed:
+            self._observer.on_error(error)
+
+    def _outcome(self, outcome: ToolCallOutcome) -> None:
+        if self._disposed:
+            return
+        try:
+            part = self._part_of(outcome)
+            source = self._then([] if part is None else [part])
+        except Exception as exc:
+            self._observer.on_error(exc)
+            return
+        subscription = source.subscribe(self._observer, scheduler=self._scheduler)
+        if self._disposed:
+            subscription.dispose()
+        else:
+            self._second = subscription
+            if self._disposed:
+                subscription.dispose()
+
+    def dispose(self) -> None:
+        self._disposed = True
+        first, self._first = self._first, None
+        second, self._second = self._second, None
+        if first is not None:
+            first.dispose()
+        if second is not None:
+            second.dispose()
 
 
 def _tool_answer(kind: str) -> Callable[[object], dict[str, Any]]:
