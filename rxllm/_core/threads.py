@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import thread as _pool_internals
 from typing import Any, TypeVar
 
 from reactivex import abc as rx_abc
@@ -26,6 +27,7 @@ from reactivex.scheduler import ThreadPoolScheduler
 
 __all__ = [
     "IdleExitPool",
+    "LeanThreadPool",
     "block_process_signals",
     "daemon_thread",
     "schedule_cancellable",
@@ -34,6 +36,10 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+
+# What LeanThreadPool.run_soon uses of ThreadPoolExecutor's own (CPython 3.11 to 3.14): without
+# it, run_soon is submit.
+_LEAN = all(hasattr(_pool_internals, name) for name in ("_global_shutdown_lock", "_shutdown", "BrokenThreadPool"))
 
 _PROCESS_SIGNALS = frozenset(
     s for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None)) if s is not None
@@ -61,8 +67,76 @@ def daemon_thread(target: Callable[[], object], name: str) -> threading.Thread:
 
 
 def thread_pool(max_workers: int, name: str) -> ThreadPoolExecutor:
-    """A ``ThreadPoolExecutor`` whose threads (``name_0``...) block the process's signals."""
-    return ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=name, initializer=block_process_signals)
+    """A ``ThreadPoolExecutor`` whose threads (``name_0``...) block the process's signals (a
+    :class:`LeanThreadPool`: :func:`schedule_cancellable` hands it work without a ``Future``)."""
+    return LeanThreadPool(max_workers=max_workers, thread_name_prefix=name, initializer=block_process_signals)
+
+
+class _Soon:
+    """One :meth:`LeanThreadPool.run_soon` call: a work item of the executor's queue without a
+    ``Future``. Whoever takes its gate first, the worker (:meth:`run`) or the caller (:meth:`cancel`),
+    decides: it runs, or it never will (a ``Future``'s ``set_running_or_notify_cancel`` / ``cancel``)."""
+
+    __slots__ = ("_args", "_cancelled", "_fn", "_gate")
+
+    def __init__(self, fn: Callable[..., object], args: tuple[Any, ...]) -> None:
+        self._fn: Callable[..., object] | None = fn
+        self._args = args
+        self._gate = threading.Lock()
+        self._cancelled = False
+
+    @property
+    def future(self) -> _Soon:
+        """What ``ThreadPoolExecutor.shutdown(cancel_futures=True)`` (and a pool whose initializer
+        failed) calls ``cancel()`` (``set_exception``) on for each item still queued: the item itself."""
+        return self
+
+    def run(self, *_: Any) -> None:
+        """The worker's call (the executor's ``_WorkItem.run``): an error is dropped, as the
+        ``Future`` nobody reads would hold it."""
+        if not self._gate.acquire(False):  # cancelled before it started
+            return
+        fn, args = self._fn, self._args
+        self._fn, self._args = None, ()  # (no reference to the work once it runs, as a Future keeps none)
+        with contextlib.suppress(BaseException):  # (ThreadPoolExecutor's worker: the future would hold it)
+            fn(*args)  # type: ignore[misc]
+        del fn, args
+
+    def cancel(self) -> bool:
+        """Cancel it if it has not started (``Future.cancel``): True when it never will."""
+        if self._gate.acquire(False):
+            self._fn, self._args = None, ()
+            self._cancelled = True
+            return True
+        return self._cancelled  # (running or done: False; cancelled before: True)
+
+    def set_exception(self, _: BaseException) -> None:
+        """A pool whose thread initializer failed: the item never runs (its ``Future`` would fail)."""
+        self.cancel()
+
+
+class LeanThreadPool(ThreadPoolExecutor):
+    """A ``ThreadPoolExecutor`` (the same threads, names, initializer, queue, shutdown and exit join)
+    with :meth:`run_soon`: ``submit`` without the ``Future`` (its condition, and the locking of
+    setting it running and done) that nobody waits on when the work reports its own outcome."""
+
+    def run_soon(self, fn: Callable[..., object], *args: Any) -> Callable[[], object]:
+        """Queue ``fn(*args)`` as ``submit`` does (the same errors after shutdown); returns what
+        cancels it if it has not started. An exception ``fn`` raises is dropped (a submitted call's
+        ``Future`` would keep it, unread)."""
+        if not _LEAN:
+            return self.submit(fn, *args).cancel
+        item = _Soon(fn, args)
+        with self._shutdown_lock, _pool_internals._global_shutdown_lock:
+            if self._broken:
+                raise _pool_internals.BrokenThreadPool(self._broken)
+            if self._shutdown:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            if _pool_internals._shutdown:
+                raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+            self._work_queue.put(item)  # type: ignore[arg-type]  # (a work item without a Future)
+            self._adjust_thread_count()
+        return item.cancel
 
 
 def thread_pool_scheduler(max_workers: int, name: str, *, idle_timeout: float | None = None) -> ThreadPoolScheduler:
@@ -90,7 +164,10 @@ def schedule_cancellable(
     schedules as it does.
     """
     if type(scheduler) is ThreadPoolScheduler:
-        return scheduler.executor.submit(action, scheduler, None).cancel
+        executor = scheduler.executor
+        if type(executor) is LeanThreadPool:  # (rxllm's own pools) no Future per action
+            return executor.run_soon(action, scheduler, None)
+        return executor.submit(action, scheduler, None).cancel
     return scheduler.schedule(action).dispose
 
 
