@@ -430,6 +430,13 @@ class StreamAggregator:
         finally:
             self._quiet = False
 
+    def absorber(self) -> Callable[[Chunk], object]:
+        """What takes each chunk from now on as :meth:`absorb` does (no partial built), in one call
+        per chunk: for a consumer that reads every chunk's deltas itself, and only absorbs (the
+        fine-grained stream's reader). Its return value means nothing."""
+        self._quiet = True  # (absorb, called after this, would switch partials back on)
+        return self.accept_one
+
     @property
     def has_completed_calls(self) -> bool:
         """Whether :meth:`take_completed_calls` (without ``all_remaining``) has a call to return."""

@@ -8,8 +8,9 @@ tool call as soon as it is complete, then the round's final response.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, NamedTuple
 
 import reactivex
 from reactivex import abc as rx_abc
@@ -17,6 +18,8 @@ from reactivex import abc as rx_abc
 from .._core.types import FunctionCall, LlmResponse
 
 __all__ = [
+    "MODEL_EVENTS",
+    "EventMakers",
     "ModelStreamEvent",
     "ResponseCompleteEvent",
     "TextDeltaEvent",
@@ -74,6 +77,28 @@ class ResponseCompleteEvent:
 ModelStreamEvent = (
     TextDeltaEvent | ThoughtDeltaEvent | ToolCallDeltaEvent | ToolCallCompleteEvent | ResponseCompleteEvent
 )
+
+
+class EventMakers(NamedTuple):
+    """What a model that reads provider chunks builds for each piece of the fine-grained stream
+    (private: the seam between the models and a consumer with event types of its own).
+
+    :data:`MODEL_EVENTS` builds the :data:`ModelStreamEvent` s (``stream_events``); a consumer
+    that would only turn those into its own events passes makers of its own events instead, and
+    gets them where the model events would have been, in the same order, one for one: nothing is
+    built only to be converted. Each maker gets what the model event's constructor gets.
+    """
+
+    text: Callable[[str], Any]
+    thought: Callable[[str], Any]
+    tool_call_delta: Callable[[int, str | None, str | None, str], Any]
+    tool_call_complete: Callable[[int, FunctionCall], Any]
+    response_complete: Callable[[LlmResponse], Any]
+
+
+MODEL_EVENTS = EventMakers(TextDeltaEvent, ThoughtDeltaEvent, ToolCallDeltaEvent, ToolCallCompleteEvent,
+                           ResponseCompleteEvent)
+"""The makers of the model's own events (what :meth:`~rxllm.BaseLlm.stream_events` emits)."""
 
 
 def derive_stream_events(responses: reactivex.Observable[LlmResponse]) -> reactivex.Observable[ModelStreamEvent]:

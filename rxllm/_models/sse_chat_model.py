@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import logging
 from collections.abc import Callable, Collection
-from typing import Any, cast
+from typing import Any
 
 import reactivex
 from reactivex import abc as rx_abc
@@ -38,14 +39,7 @@ from .aggregation import StreamAggregator
 from .base_llm import BaseLlm
 from .chunk import Chunk
 from .drive import SseReader
-from .model_stream import (
-    ModelStreamEvent,
-    ResponseCompleteEvent,
-    TextDeltaEvent,
-    ThoughtDeltaEvent,
-    ToolCallCompleteEvent,
-    ToolCallDeltaEvent,
-)
+from .model_stream import MODEL_EVENTS, EventMakers, ModelStreamEvent
 from .prompt import Prompt, as_request
 from .provider import ChunkParser, RequestMapper
 from .retry import RetryPolicy, never_retries, subscribe_with_retries
@@ -212,6 +206,12 @@ class SseChatModel(BaseLlm):
         """
         return awaitable(self._call(as_request(llm_request), True, _Emit.EVENTS))
 
+    def _made_events(self, llm_request: LlmRequest, makers: EventMakers) -> reactivex.Observable[Any]:
+        """:meth:`stream_events` of ``llm_request`` (an :class:`~rxllm.LlmRequest`), each event built
+        by ``makers`` instead (private: the service's seam; see :class:`EventMakers`). The same
+        call, chunks, order, errors, retries and cancellation; only what is emitted differs."""
+        return _ModelCall(self, llm_request, True, _Emit.EVENTS, makers)
+
     def _call(self, llm_request: LlmRequest, stream: bool, emit: _Emit) -> reactivex.Observable[Any]:
         return _ModelCall(self, llm_request, stream, emit)
 
@@ -223,12 +223,13 @@ class SseChatModel(BaseLlm):
         emit: _Emit,
         telemetry: ModelCallTelemetry | None,
         number: int,
+        makers: EventMakers = MODEL_EVENTS,
     ) -> rx_abc.DisposableBase:
         """Start attempt ``number`` of one call, its items to ``observer``; what cancels it."""
         scope = CancelScope()  # dispose shuts the attempt's sockets down at once
         scoped = _ScopedObserver(observer, scope)
         traced = telemetry.attempt() if telemetry is not None else None
-        sink = _SseAttempt(self, llm_request, stream, emit, scoped, scope, traced, number)
+        sink = _SseAttempt(self, llm_request, stream, emit, scoped, scope, traced, number, makers)
         started = self._transport.start(sink, scope, scheduler=self._scheduler)
         # an attempt that is a Disposable (the asyncio transport's) is its own subscription
         return started if isinstance(started, rx_abc.DisposableBase) else _Cancel(started)
@@ -263,7 +264,8 @@ class _ModelCall(Direct[Any]):
     ``Observable.subscribe``.
     """
 
-    def __init__(self, model: SseChatModel, llm_request: LlmRequest, stream: bool, emit: _Emit) -> None:
+    def __init__(self, model: SseChatModel, llm_request: LlmRequest, stream: bool, emit: _Emit,
+                 makers: EventMakers = MODEL_EVENTS) -> None:
         # Not Direct.__init__: the subscribe function is the _fn method (a bound method kept on
         # the instance would make every call a reference cycle, freed only by the collector).
         self._subscribe = None
@@ -271,6 +273,7 @@ class _ModelCall(Direct[Any]):
         self._request = llm_request
         self._stream = stream
         self._emit = emit
+        self._makers = makers
 
     def _fn(  # Direct's subscribe function, as a method
         self, observer: rx_abc.ObserverBase[Any], scheduler: rx_abc.SchedulerBase | None = None
@@ -280,9 +283,9 @@ class _ModelCall(Direct[Any]):
                                request=llm_request, stream=stream)
         policy = model._retry_policy
         if never_retries(policy):
-            return model._attempt(observer, llm_request, stream, self._emit, telemetry, 1)
+            return model._attempt(observer, llm_request, stream, self._emit, telemetry, 1, self._makers)
         timers = model._timer_scheduler or model._transport.timer_scheduler
-        attempts = _AttemptSource(model, llm_request, stream, self._emit, telemetry)
+        attempts = _AttemptSource(model, llm_request, stream, self._emit, telemetry, self._makers)
         return subscribe_with_retries(attempts, policy, timers, observer, scheduler)
 
 
@@ -292,13 +295,14 @@ class _AttemptSource(Direct[Any]):
 
     def __init__(
         self, model: SseChatModel, llm_request: LlmRequest, stream: bool, emit: _Emit,
-        telemetry: ModelCallTelemetry | None,
+        telemetry: ModelCallTelemetry | None, makers: EventMakers,
     ) -> None:
         self._subscribe = None  # not Direct.__init__: as _ModelCall's
         self._model = model
         self._request = llm_request
         self._stream = stream
         self._emit = emit
+        self._makers = makers
         self._telemetry = telemetry
         self._number = 0  # attempts are subscribed one at a time (the retry operator's rule)
 
@@ -307,7 +311,7 @@ class _AttemptSource(Direct[Any]):
     ) -> rx_abc.DisposableBase:
         self._number += 1
         return self._model._attempt(observer, self._request, self._stream, self._emit, self._telemetry,
-                                    self._number)
+                                    self._number, self._makers)
 
 
 class _SseAttempt:
@@ -322,8 +326,8 @@ class _SseAttempt:
     streams opening at once hold none of them meanwhile.
     """
 
-    __slots__ = ("_aggregator", "_emit", "_feed", "_model", "_number", "_observer", "_reader", "_request",
-                 "_scope", "_sent", "_stream", "_traced")
+    __slots__ = ("_aggregator", "_emit", "_feed", "_makers", "_model", "_number", "_observer", "_reader",
+                 "_request", "_scope", "_sent", "_stream", "_traced")
 
     def __init__(
         self,
@@ -335,6 +339,7 @@ class _SseAttempt:
         scope: CancelScope,
         traced: AttemptTelemetry | None,
         number: int,
+        makers: EventMakers = MODEL_EVENTS,
     ) -> None:
         self._model = model
         self._request = llm_request
@@ -344,8 +349,9 @@ class _SseAttempt:
         self._scope = scope
         self._traced = traced
         self._number = number
+        self._makers = makers  # (what the events are built with)
         self._aggregator: StreamAggregator | None = None  # built with the reader (or for the whole body)
-        self._reader: SseReader | _PartialsReader | None = None
+        self._reader: SseReader | _PartialsReader | _EventsReader | None = None
         self._feed: Callable[[bytes], bool] | None = None
         self._sent = False  # exchange() built the request
 
@@ -382,8 +388,15 @@ class _SseAttempt:
             partials = self._reader = _PartialsReader(model._parser_factory(), aggregator, self._observer,
                                                       model._max_line_bytes)
             return partials.feed
+        if self._emit is _Emit.EVENTS and self._traced is None:  # the fine-grained stream's: as fused
+            events = self._reader = _EventsReader(model._parser_factory(), aggregator, self._observer,
+                                                  model._max_line_bytes, self._makers)
+            return events.feed
         if self._emit is not _Emit.SINGLE:
-            on_chunk = _on_chunk(_EMITTERS[self._emit], aggregator, self._observer, self._traced)
+            emit = _EMITTERS[self._emit]
+            if emit is _emit_events:
+                emit = functools.partial(_emit_events, makers=self._makers)
+            on_chunk = _on_chunk(emit, aggregator, self._observer, self._traced)
             reader = self._reader = SseReader(model._parser_factory(), on_chunk,
                                               max_line_bytes=model._max_line_bytes)
             return reader.feed
@@ -403,9 +416,19 @@ class _SseAttempt:
         # an event the body ended in the middle of is never dispatched (the SSE standard discards it)
         aggregator = self._aggregator_now()
         _check_complete(aggregator, self._model.provider)
-        items = _final_items(self._emit, aggregator)
+        final = aggregator.finish()
+        if self._emit is not _Emit.EVENTS:
+            if self._traced is not None:
+                self._traced.response(final)
+            self._observer.on_next(final)
+            return
+        # the calls not reported yet, then the final (finish first: it may fail, before any of them)
+        makers = self._makers
+        make_call = makers.tool_call_complete
+        items = [make_call(index, call) for index, call in aggregator.take_completed_calls(all_remaining=True)]
+        items.append(makers.response_complete(final))
         if self._traced is not None:
-            self._traced.response(_response_of(items[-1]))
+            self._traced.response(final)
         on_next = self._observer.on_next
         for item in items:
             on_next(item)
@@ -466,6 +489,65 @@ class _PartialsReader:
         return False
 
 
+class _EventsReader:
+    """:class:`~rxllm._models.drive.SseReader` fused with the untraced events path of
+    :func:`_on_chunk`, :func:`_emit_events` and :meth:`_ScopedObserver.on_next`: per event, the
+    parser, the aggregator's absorber and the subscriber, in one loop; the same calls and events in
+    the same order (each event built by the attempt's :class:`EventMakers`), the same end."""
+
+    __slots__ = ("_absorb", "_aggregator", "_decoder", "_makers", "_observer", "_parse", "_scope")
+
+    def __init__(self, parser: ChunkParser, aggregator: StreamAggregator, observer: _ScopedObserver,
+                 max_line_bytes: int, makers: EventMakers) -> None:
+        self._decoder = SseDecoder(max_line_bytes=max_line_bytes)
+        self._parse = parser.parse
+        self._aggregator = aggregator
+        self._absorb = aggregator.absorber()
+        self._observer = observer
+        self._scope = observer.scope
+        self._makers = makers
+
+    def feed(self, data: bytes) -> bool:
+        """Take one read; ``True`` once a chunk said ``end_of_stream`` (read nothing more after it)."""
+        parse, absorb, scope, aggregator = self._parse, self._absorb, self._scope, self._aggregator
+        for event in self._decoder.feed(data):
+            chunk = parse(event)
+            if chunk is None:
+                continue
+            absorb(chunk)  # no partial: the events carry the chunk's own delta strings
+            text = chunk.text_delta
+            if text and not chunk.thought_delta and not chunk.tool_call_fragments:  # the usual chunk: one text event
+                if scope.active:
+                    try:
+                        self._observer.observer.on_next(self._makers.text(text))
+                    except Exception as raised:
+                        _log_on_next_raised(raised)
+                        raise
+            else:
+                self._emit_deltas(chunk)
+            if aggregator.has_completed_calls:
+                on_next = self._observer.on_next
+                make_call = self._makers.tool_call_complete
+                for index, call in aggregator.take_completed_calls():
+                    on_next(make_call(index, call))
+            if chunk[_END_OF_STREAM]:  # by position, as SseReader reads it
+                return True
+        return False
+
+    def _emit_deltas(self, chunk: Chunk) -> None:
+        """What :func:`_emit_events` emits of ``chunk`` before its completed calls."""
+        on_next = self._observer.on_next
+        makers = self._makers
+        if chunk.thought_delta:
+            on_next(makers.thought(chunk.thought_delta))
+        if chunk.text_delta:
+            on_next(makers.text(chunk.text_delta))
+        if chunk.tool_call_fragments:
+            make_delta = makers.tool_call_delta
+            for fragment in chunk.tool_call_fragments:
+                on_next(make_delta(fragment.index, fragment.id, fragment.name, fragment.arguments_delta))
+
+
 _END_OF_STREAM = Chunk._fields.index("end_of_stream")
 
 
@@ -488,39 +570,21 @@ def _emit_partials(chunk: Chunk, aggregator: StreamAggregator, on_next: Callable
         on_next(partial)
 
 
-def _emit_events(chunk: Chunk, aggregator: StreamAggregator, on_next: Callable[[Any], None]) -> None:
+def _emit_events(chunk: Chunk, aggregator: StreamAggregator, on_next: Callable[[Any], None],
+                 makers: EventMakers = MODEL_EVENTS) -> None:
     aggregator.absorb(chunk)  # no partial: the events carry the chunk's own delta strings
     if chunk.thought_delta:
-        on_next(ThoughtDeltaEvent(chunk.thought_delta))
+        on_next(makers.thought(chunk.thought_delta))
     if chunk.text_delta:
-        on_next(TextDeltaEvent(chunk.text_delta))
+        on_next(makers.text(chunk.text_delta))
     for fragment in chunk.tool_call_fragments:
-        on_next(ToolCallDeltaEvent(fragment.index, fragment.id, fragment.name, fragment.arguments_delta))
+        on_next(makers.tool_call_delta(fragment.index, fragment.id, fragment.name, fragment.arguments_delta))
     if aggregator.has_completed_calls:
         for index, call in aggregator.take_completed_calls():
-            on_next(ToolCallCompleteEvent(index, call))
+            on_next(makers.tool_call_complete(index, call))
 
 
 _EMITTERS = {_Emit.PARTIALS: _emit_partials, _Emit.EVENTS: _emit_events}
-
-
-def _final_items(emit: _Emit, aggregator: StreamAggregator) -> list[Any]:
-    """What follows the body: the final response, or (events) the remaining tool calls and the final."""
-    return _final_events(aggregator) if emit is _Emit.EVENTS else [aggregator.finish()]
-
-
-def _response_of(item: Any) -> LlmResponse:
-    """The final response among the last of the final items (a response, or the events' last)."""
-    return item.response if isinstance(item, ResponseCompleteEvent) else cast(LlmResponse, item)
-
-
-def _final_events(aggregator: StreamAggregator) -> list[ModelStreamEvent]:
-    final = aggregator.finish()
-    events: list[ModelStreamEvent] = [
-        ToolCallCompleteEvent(index, call) for index, call in aggregator.take_completed_calls(all_remaining=True)
-    ]
-    events.append(ResponseCompleteEvent(final))
-    return events
 
 
 def _on_chunk(

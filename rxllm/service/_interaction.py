@@ -26,7 +26,12 @@ Plumbing. Per round the interaction subscribes the model's event stream once, wi
 of its own (no operator chained per round or per event); each event is dispatched on its type.
 A model whose ``stream_events`` is ``BaseLlm``'s (derived from ``generate_content``'s responses)
 has those responses subscribed instead and turned into the same service events here, as the
-derivation would have made them: no model event is built only to be thrown away. What it holds
+derivation would have made them; a model whose ``stream_events`` is ``SseChatModel``'s builds the
+service's own events itself, where it would have built its model events (the private
+``EventMakers`` seam of ``rxllm._models.model_stream``): either way no model event is built only
+to be thrown away. (Which one: the class that defines ``stream_events``, found in the model's
+MRO, and no instance attribute of that name.) Work for the tool scheduler goes to a plain
+``ThreadPoolScheduler``'s executor directly (``rxllm._core.threads.schedule_cancellable``). What it holds
 to dispose (the model call, scheduled work, running tools) is one list under the lock. The
 request's config is the service's, built once (the models are immutable); the requests and the
 tool results' contents are built from values valid already (``rxllm._core.prevalidated``), and
@@ -52,6 +57,7 @@ from .._core import prevalidated
 from .._core.errors import GuardrailError, LimitExceededError, ProtocolError, RxLlmError
 from .._core.json_codec import without_lone_surrogates
 from .._core.schema import ResponseSchema
+from .._core.threads import schedule_cancellable
 from .._core.types import (
     Content,
     FunctionCall,
@@ -65,6 +71,8 @@ from .._core.types import (
 )
 from .._models import model_stream
 from .._models.base_llm import BaseLlm
+from .._models.model_stream import EventMakers
+from .._models.sse_chat_model import SseChatModel
 from .._models.structured_stream import StructuredStream
 from .._rx.direct import Direct
 from .._telemetry.otel import TracedScope, add_usage, otel, traced, usage_attributes, within
@@ -254,7 +262,8 @@ class _Interaction(rx_abc.DisposableBase):
         if type(scheduler) is ImmediateScheduler:  # what its schedule does (the action returns no disposable)
             action(scheduler)
             return
-        self._hold(scheduler.schedule(action))
+        # (the action does not use the scheduler it is given: a plain pool's goes to its executor)
+        self._hold(_Cancel(schedule_cancellable(scheduler, action)))
 
     def _resolve(self, value: Any) -> Any:
         """``value``, or the result of an ``async def`` retriever's or guardrail's coroutine.
@@ -297,21 +306,30 @@ class _Interaction(rx_abc.DisposableBase):
             self._rounds += 1
             round_ = _Round(self._rounds)
         model = self._model
-        # The model's own events, or (its stream_events is BaseLlm's: derived from generate_content's
-        # responses) those responses, turned into the same service events here: no derived event and
-        # no operator in between (see _on_model_response).
-        derived = type(model).stream_events is _DERIVED and "stream_events" not in model.__dict__
+        # The model's own events; or (its stream_events is BaseLlm's: derived from generate_content's
+        # responses) those responses, turned into the same service events here (see
+        # _on_model_response); or (its stream_events is SseChatModel's) the service's own events,
+        # built by the model (see _on_service_event): no model event and no operator in between.
+        route = _route(model)
         try:
             request = _request(tuple(self._contents), self._config)
-            model_events: Observable[Any] = (
-                model.generate_content(request, stream=True) if derived else model.stream_events(request)
-            )
+            model_events: Observable[Any]
+            if route is _MADE:
+                model_events = model._made_events(request, _GUARDED_MAKERS if self._guarded else _MAKERS)  # type: ignore[attr-defined]
+            elif route is _DERIVED:
+                model_events = model.generate_content(request, stream=True)
+            else:
+                model_events = model.stream_events(request)
             if self._telemetry_context is not None:
                 model_events = within(self._telemetry_context, model_events)
         except Exception as exc:
             self._fail(_mapped(exc, "the model call"))
             return
-        on_item = partial(self._on_model_response if derived else self._on_model_event, round_)
+        on_item = partial(
+            self._on_service_event if route is _MADE else
+            self._on_model_response if route is _DERIVED else self._on_model_event,
+            round_,
+        )
         # disposed at once when the interaction stopped meanwhile (or during subscribe)
         self._hold(model_events.subscribe(on_item, self._on_model_error, partial(self._on_model_completed, round_)))
 
@@ -336,6 +354,25 @@ class _Interaction(rx_abc.DisposableBase):
             self._on_complete_call(round_, event.index, event.call)
         elif isinstance(event, model_stream.ResponseCompleteEvent):
             self._on_final(round_, event.response)
+
+    def _on_service_event(self, round_: _Round, event: Any) -> None:
+        """What :meth:`_on_model_event` does with each event ``stream_events`` would have emitted,
+        given the service event the model built in its place (``_MAKERS``)."""
+        if self._stopped:
+            return
+        kind = type(event)
+        if kind is _PARTIAL_RESPONSE:
+            self._relay.on_next(event)
+        elif kind is _COMPLETE_CALL:
+            self._relay.on_next(event)
+            position = round_.reported
+            round_.reported += 1
+            call = event.call
+            self._start_tool(round_, call, _key(call, position))
+        elif kind is _Final:
+            self._on_final(round_, event.response)
+        elif kind is not _Dropped:  # (a text delta of a guarded service: not shown)
+            self._relay.on_next(event)
 
     def _on_model_response(self, round_: _Round, response: LlmResponse) -> None:
         """What :meth:`_on_model_event` does with the events ``derive_stream_events`` makes of ``response``
@@ -494,8 +531,8 @@ class _Cancel(rx_abc.DisposableBase):
 
     __slots__ = ("_cancel",)
 
-    def __init__(self, cancel: Callable[[], None]) -> None:
-        self._cancel: Callable[[], None] | None = cancel
+    def __init__(self, cancel: Callable[[], object]) -> None:
+        self._cancel: Callable[[], object] | None = cancel
 
     def dispose(self) -> None:
         cancel, self._cancel = self._cancel, None
@@ -503,7 +540,55 @@ class _Cancel(rx_abc.DisposableBase):
             cancel()
 
 
-_DERIVED = BaseLlm.stream_events
+class _Final:
+    """The round's final response, as the model's maker built it (in place of its ``ResponseCompleteEvent``)."""
+
+    __slots__ = ("response",)
+
+    def __init__(self, response: LlmResponse) -> None:
+        self.response = response
+
+
+class _Dropped:
+    """An answer-text delta of a guarded service, which is never shown (an item all the same: the
+    model's retry rule counts it, as it counted the model event it stands for)."""
+
+    __slots__ = ()
+
+
+_DROPPED = _Dropped()
+
+
+def _dropped(text: str) -> _Dropped:
+    return _DROPPED
+
+
+_PARTIAL_RESPONSE = events.PartialResponseEvent
+_COMPLETE_CALL = events.CompleteToolCallEvent
+# What a model whose stream_events is SseChatModel's builds in place of each model event (see
+# EventMakers): the service events _on_model_event would have made of them, one for one (the
+# model emits a text or thought delta only when it is not empty, so no check is lost).
+_MAKERS = EventMakers(
+    text=events.PartialResponseEvent,
+    thought=events.PartialThinkingEvent,
+    tool_call_delta=events.PartialToolCallEvent,
+    tool_call_complete=events.CompleteToolCallEvent,
+    response_complete=_Final,
+)
+_GUARDED_MAKERS = _MAKERS._replace(text=_dropped)
+
+_DERIVED = BaseLlm.stream_events  # (the routes: the function each model class's stream_events resolves to)
+_MADE = SseChatModel.stream_events
+_OWN = None
+
+
+def _route(model: BaseLlm) -> Any:
+    """How the interaction subscribes ``model``: ``_DERIVED`` (its ``stream_events`` is
+    ``BaseLlm``'s), ``_MADE`` (``SseChatModel``'s) or ``_OWN`` (any other, or an instance's own)."""
+    found = type(model).stream_events  # (a lookup in the class's MRO: a subclass's override is found first)
+    if (found is _DERIVED or found is _MADE) and "stream_events" not in model.__dict__:
+        return found
+    return _OWN
 _REQUEST = prevalidated.template(LlmRequest, frozenset({"contents", "config"}))
 _CONTENT = prevalidated.template(Content, frozenset({"role", "parts"}))
 _RESPONSE_PART = prevalidated.template(Part, frozenset({"function_response"}))
