@@ -177,8 +177,19 @@ def test_a_tool_with_its_own_scheduler_or_asking_for_confirmation_goes_through_r
 def _then(tools: dict[str, Any], call: FunctionCall) -> tuple[list[Any], list[Exception]]:
     outcomes: list[Any] = []
     errors: list[Exception] = []
-    call_tool_then(tools, call, ToolContext.standalone(), outcomes.append, errors.append,
+    handed = threading.Event()  # an async tool's outcome comes from its event loop's thread, later
+
+    def outcome(got: Any) -> None:
+        outcomes.append(got)
+        handed.set()
+
+    def error(got: Exception) -> None:
+        errors.append(got)
+        handed.set()
+
+    call_tool_then(tools, call, ToolContext.standalone(), outcome, error,
                    runtime=ToolRuntime(scheduler=ImmediateScheduler()))
+    assert handed.wait(10), "call_tool_then handed nothing over"
     return outcomes, errors
 
 
