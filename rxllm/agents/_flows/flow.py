@@ -348,17 +348,15 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
         invocation_id, author, branch, shared = ctx.invocation_id, agent.name, ctx.branch, ctx._shared
 
         def handle_response(response: LlmResponse) -> reactivex.Observable[Event] | Event:
-            if (
-                response.partial
-                and _FAST_EVENT
-                and type(response) is LlmResponse
-                and response.custom_metadata is None
-                and not shared.cancelled  # (ctx.is_cancelled)
-            ):  # the usual one: what _to_event and _handle_event do for a partial, passed on as an item
-                content = _with_call_ids(step, response.content)
-                event = _response_event(invocation_id, author, branch, content, None, None, response)
-                step.last_event = event
-                return event
+            if _FAST_EVENT and type(response) is LlmResponse:
+                fields = response.__dict__  # (its fields, read once: each attribute read is a slow lookup)
+                if (
+                    fields["partial"] and fields["custom_metadata"] is None and not shared.cancelled
+                ):  # the usual one: what _to_event and _handle_event do for a partial, passed on as an item
+                    content = _with_call_ids(step, fields["content"])
+                    event = _event_of(invocation_id, author, branch, content, None, None, fields)
+                    step.last_event = event
+                    return event
             event = _to_event(agent, ctx, step, response)
             if event.partial and not ctx.is_cancelled:  # what _handle_event does for it, passed on as an item
                 step.last_event = event
@@ -727,6 +725,20 @@ def _response_event(
     value is the response's own (a validated ``LlmResponse``, the same field types as ``Event``'s;
     its one mutable field, ``custom_metadata``, is not shared: the caller validates then) or the
     context's. The same ``__dict__`` (in field order), fields set, and no extra or private values."""
+    return _event_of(invocation_id, author, branch, content, long_running, total, response.__dict__)
+
+
+def _event_of(
+    invocation_id: str,
+    author: str,
+    branch: str | None,
+    content: Content | None,
+    long_running: tuple[str, ...] | None,
+    total: Any,
+    fields: dict[str, Any],
+) -> Event:
+    """:func:`_response_event` of the response whose ``__dict__`` is ``fields`` (read once by the
+    caller: each attribute read of a pydantic model is a slow lookup, a ``__dict__`` key is not)."""
     new_id, new_actions, now = _EVENT_DEFAULTS
     return prevalidated.instance(
         Event,
@@ -737,69 +749,94 @@ def _response_event(
             "content": content,
             "actions": new_actions(),
             "long_running_tool_ids": long_running,
-            "partial": response.partial,
-            "turn_complete": response.turn_complete,
-            "error_code": response.error_code,
-            "error_message": response.error_message,
-            "finish_reason": response.finish_reason,
-            "usage_metadata": response.usage_metadata,
+            "partial": fields["partial"],
+            "turn_complete": fields["turn_complete"],
+            "error_code": fields["error_code"],
+            "error_message": fields["error_message"],
+            "finish_reason": fields["finish_reason"],
+            "usage_metadata": fields["usage_metadata"],
             "total_usage_metadata": total,
-            "interrupted": response.interrupted,
+            "interrupted": fields["interrupted"],
             "branch": branch,
             "timestamp": now(),
             "custom_metadata": None,
-            "model_version": response.model_version,
-            "input_transcription": response.input_transcription,
-            "output_transcription": response.output_transcription,
-            "go_away": response.go_away,
-            "live_session_resumption_update": response.live_session_resumption_update,
-            "tool_call_cancellation": response.tool_call_cancellation,
+            "model_version": fields["model_version"],
+            "input_transcription": fields["input_transcription"],
+            "output_transcription": fields["output_transcription"],
+            "go_away": fields["go_away"],
+            "live_session_resumption_update": fields["live_session_resumption_update"],
+            "tool_call_cancellation": fields["tool_call_cancellation"],
         },
         set(_RESPONSE_EVENT_SET),
     )
 
 
 def _to_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, response: LlmResponse) -> Event:
+    fields = response.__dict__  # (the response's fields, read once: each attribute read is a slow lookup)
+    exact = _FAST_EVENT and type(response) is LlmResponse
+    partial = fields["partial"]
+    original = fields["content"]
     total = None
-    if not response.partial:
-        ctx.add_usage(response.usage_metadata)
-        if response.error_code is not None or not response.function_calls():  # this response ends the run
+    if not partial:
+        ctx.add_usage(fields["usage_metadata"])
+        # this response ends the run (LlmResponse's own function_calls(), read off the parts)
+        if fields["error_code"] is not None or not (
+            _has_function_call(original) if exact else response.function_calls()
+        ):
             total = ctx.total_usage_metadata
-    content = _with_call_ids(step, response.content)
+    content = _with_call_ids(step, original)
     long_running: tuple[str, ...] | None = None
-    if content is not None and not response.partial:
-        ids = tuple(
-            p.function_call.id
-            for p in content.parts
-            if p.function_call is not None
-            and p.function_call.id
-            and getattr(step.tools.get(p.function_call.name), "is_long_running", False)
-        )
-        long_running = ids or None
-    if _FAST_EVENT and response.custom_metadata is None and type(response) is LlmResponse:
-        return _response_event(ctx.invocation_id, agent.name, ctx.branch, content, long_running, total, response)
+    if content is not None and not partial:
+        long_running = _long_running_ids(step, content)
+    if exact and fields["custom_metadata"] is None:
+        return _event_of(ctx.invocation_id, agent.name, ctx.branch, content, long_running, total, fields)
     return Event(
         invocation_id=ctx.invocation_id,
         author=agent.name,
         branch=ctx.branch,
         content=content,
         long_running_tool_ids=long_running,
-        partial=response.partial,
-        turn_complete=response.turn_complete,
-        error_code=response.error_code,
-        error_message=response.error_message,
-        finish_reason=response.finish_reason,
-        usage_metadata=response.usage_metadata,
+        partial=partial,
+        turn_complete=fields["turn_complete"],
+        error_code=fields["error_code"],
+        error_message=fields["error_message"],
+        finish_reason=fields["finish_reason"],
+        usage_metadata=fields["usage_metadata"],
         total_usage_metadata=total,
-        interrupted=response.interrupted,
-        model_version=response.model_version,
-        custom_metadata=response.custom_metadata,
-        input_transcription=response.input_transcription,
-        output_transcription=response.output_transcription,
-        go_away=response.go_away,
-        live_session_resumption_update=response.live_session_resumption_update,
-        tool_call_cancellation=response.tool_call_cancellation,
+        interrupted=fields["interrupted"],
+        model_version=fields["model_version"],
+        custom_metadata=fields["custom_metadata"],
+        input_transcription=fields["input_transcription"],
+        output_transcription=fields["output_transcription"],
+        go_away=fields["go_away"],
+        live_session_resumption_update=fields["live_session_resumption_update"],
+        tool_call_cancellation=fields["tool_call_cancellation"],
     )
+
+
+def _has_function_call(content: Content | None) -> bool:
+    """``bool(content.function_calls())`` (False for None), without building the list."""
+    if content is None:
+        return False
+    if type(content) is not Content:  # (a subclass may have its own function_calls)
+        return bool(content.function_calls())
+    for part in content.parts:
+        if part.function_call is not None:
+            return True
+    return False
+
+
+def _long_running_ids(step: _Step, content: Content) -> tuple[str, ...] | None:
+    """The ids of ``content``'s function calls to long-running tools of the step (None for none)."""
+    tools = step.tools
+    ids: list[str] = []
+    for part in content.parts:
+        call = part.function_call
+        if call is not None:
+            call_id = call.id
+            if call_id and getattr(tools.get(call.name), "is_long_running", False):
+                ids.append(call_id)
+    return tuple(ids) or None
 
 
 def _handle_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, event: Event) -> reactivex.Observable[Event]:
@@ -820,7 +857,13 @@ def _handle_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, event: 
         if ctx.is_cancelled:
             return reactivex.never()
         model_event = step.last_event
-        if model_event is None or model_event.error_code is not None or not model_event.function_calls():
+        if model_event is None:
+            return nothing_now()
+        if type(model_event) is Event:  # (its fields read once: each attribute read is a slow lookup)
+            fields = model_event.__dict__
+            if fields["error_code"] is not None or not _has_function_call(fields["content"]):
+                return nothing_now()
+        elif model_event.error_code is not None or not model_event.function_calls():
             return nothing_now()
         return _run_tools(agent, ctx, step, model_event)
 

@@ -32,7 +32,7 @@ import abc
 import copy
 import inspect
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -322,6 +322,10 @@ class InvocationContext:
         delta = event.actions.state_delta
         if event.partial or not delta or not any(key.startswith(TEMP_PREFIX) for key in delta):
             return
+        self._keep_temp_delta(delta)
+
+    def _keep_temp_delta(self, delta: Mapping[str, Any]) -> None:
+        """Keep the ``temp:`` keys of a stored event's ``delta`` in the invocation (see :meth:`_keep_temp_state`)."""
         with self._shared.lock:
             for key, value in delta.items():
                 if not key.startswith(TEMP_PREFIX):
@@ -383,14 +387,16 @@ class InvocationContext:
         if append is None:
             stored = self._store(event, on_stored)
             return then_now(stored if emit else ignore_items(stored), follow)
-        self._keep_temp_state(event)  # what _store does when called, before anything is subscribed
+        fields = event.__dict__  # (read once: each attribute read of a pydantic model is a slow lookup)
         with_temp = False
-        if not event.partial:
-            delta = event.actions.state_delta
+        if not fields["partial"]:
+            delta = fields["actions"].state_delta
             with_temp = bool(delta) and any(key.startswith(TEMP_PREFIX) for key in delta)
+            if with_temp:  # what _store does when called (_keep_temp_state), before anything is subscribed
+                self._keep_temp_delta(delta)
             shared = self._shared
             with shared.lock:
-                shared.stored_ids.add(event.id)
+                shared.stored_ids.add(fields["id"])
         return call_then(partial(self._stored_now, append, event, with_temp, on_stored), follow, emit=emit)
 
     def _stored_now(

@@ -141,7 +141,8 @@ class Event(_Model):
 
     def text(self) -> str:
         """The answer text of the content (thought parts excluded); ``""`` without content."""
-        return self.content.text() if self.content is not None else ""
+        content = self.content  # (read once: each attribute read of a pydantic model is a slow lookup)
+        return content.text() if content is not None else ""
 
     def stringify_content(self) -> str:
         """The content as one string, as ADK Java's ``Event.stringifyContent``: each part's text, then
@@ -167,15 +168,18 @@ class Event(_Model):
 
     def function_calls(self) -> list[FunctionCall]:
         """The function calls of the content, in order."""
-        return self.content.function_calls() if self.content is not None else []
+        content = self.content  # (read once: each attribute read of a pydantic model is a slow lookup)
+        return content.function_calls() if content is not None else []
 
     def function_responses(self) -> list[FunctionResponse]:
         """The function responses of the content, in order."""
-        return self.content.function_responses() if self.content is not None else []
+        content = self.content  # (read once: each attribute read of a pydantic model is a slow lookup)
+        return content.function_responses() if content is not None else []
 
     def has_trailing_code_execution_result(self) -> bool:
         """Whether the content's last part is a code-execution result (ADK's definition)."""
-        parts = self.content.parts if self.content is not None else ()
+        content = self.content  # (read once: each attribute read of a pydantic model is a slow lookup)
+        parts = content.parts if content is not None else ()
         return bool(parts) and parts[-1].code_execution_result is not None
 
     def parsed_as(self, schema: type[_T]) -> _T:
