@@ -820,7 +820,7 @@ def _has_function_call(content: Content | None) -> bool:
         return False
     if type(content) is not Content:  # (a subclass may have its own function_calls)
         return bool(content.function_calls())
-    for part in content.parts:
+    for part in content.parts:  # noqa: SIM110 (a loop, not any(...): no generator per response)
         if part.function_call is not None:
             return True
     return False
