@@ -723,8 +723,9 @@ def _response_event(
 ) -> Event:
     """``Event(...)`` of :func:`_to_event` without validating again what is validated already: every
     value is the response's own (a validated ``LlmResponse``, the same field types as ``Event``'s;
-    its one mutable field, ``custom_metadata``, is not shared: the caller validates then) or the
-    context's. The same ``__dict__`` (in field order), fields set, and no extra or private values."""
+    its one mutable field, ``custom_metadata``, is left None: the caller validates it, or gives the
+    copy :func:`_metadata_copy` makes to :func:`_event_of`) or the context's. The same ``__dict__``
+    (in field order), fields set, and no extra or private values."""
     return _event_of(invocation_id, author, branch, content, long_running, total, response.__dict__)
 
 
@@ -736,9 +737,12 @@ def _event_of(
     long_running: tuple[str, ...] | None,
     total: Any,
     fields: dict[str, Any],
+    metadata: dict[str, Any] | None = None,
 ) -> Event:
     """:func:`_response_event` of the response whose ``__dict__`` is ``fields`` (read once by the
-    caller: each attribute read of a pydantic model is a slow lookup, a ``__dict__`` key is not)."""
+    caller: each attribute read of a pydantic model is a slow lookup, a ``__dict__`` key is not),
+    with ``metadata`` (the response's ``custom_metadata`` as :func:`_metadata_copy` copied it) as
+    its ``custom_metadata``."""
     new_id, new_actions, now = _EVENT_DEFAULTS
     return prevalidated.instance(
         Event,
@@ -759,7 +763,7 @@ def _event_of(
             "interrupted": fields["interrupted"],
             "branch": branch,
             "timestamp": now(),
-            "custom_metadata": None,
+            "custom_metadata": metadata,
             "model_version": fields["model_version"],
             "input_transcription": fields["input_transcription"],
             "output_transcription": fields["output_transcription"],
@@ -788,8 +792,13 @@ def _to_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, response: L
     long_running: tuple[str, ...] | None = None
     if content is not None and not partial:
         long_running = _long_running_ids(step, content)
-    if exact and fields["custom_metadata"] is None:
-        return _event_of(ctx.invocation_id, agent.name, ctx.branch, content, long_running, total, fields)
+    if exact:
+        metadata = fields["custom_metadata"]
+        if metadata is None:
+            return _event_of(ctx.invocation_id, agent.name, ctx.branch, content, long_running, total, fields)
+        copied = _metadata_copy(metadata)  # (a provider's final has some: its raw finish reason)
+        if copied is not None:
+            return _event_of(ctx.invocation_id, agent.name, ctx.branch, content, long_running, total, fields, copied)
     return Event(
         invocation_id=ctx.invocation_id,
         author=agent.name,
@@ -812,6 +821,49 @@ def _to_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, response: L
         live_session_resumption_update=fields["live_session_resumption_update"],
         tool_call_cancellation=fields["tool_call_cancellation"],
     )
+
+
+_JSON_SCALARS = (str, int, float, bool, type(None))
+# a response's custom_metadata is validated as an event's is: validating its (valid) value again gives a copy
+_METADATA_COPIES = (
+    LlmResponse.model_fields["custom_metadata"].annotation == Event.model_fields["custom_metadata"].annotation
+    and not LlmResponse.model_fields["custom_metadata"].metadata
+    and not Event.model_fields["custom_metadata"].metadata
+)
+
+
+class _NotPlain(Exception):
+    """A value :func:`_plain_copy` does not copy (validation decides)."""
+
+
+def _plain_copy(value: Any) -> Any:
+    kind = type(value)
+    if kind in _JSON_SCALARS:
+        return value
+    if kind is dict:
+        copied = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotPlain
+            copied[key] = _plain_copy(item)
+        return copied
+    if kind is list:
+        return [_plain_copy(item) for item in value]
+    raise _NotPlain
+
+
+def _metadata_copy(metadata: Any) -> dict[str, Any] | None:
+    """What validating a validated response's ``custom_metadata`` (a ``dict[str, JsonValue]``) as the
+    event's gives: new dicts and lists all the way down, the same scalars (validation keeps str,
+    int, float, bool and None of those exact types as they are). None when it holds anything else
+    (then the event is validated): a copy is made only of what validation would have passed through."""
+    if not _METADATA_COPIES or type(metadata) is not dict:
+        return None
+    try:
+        copied: dict[str, Any] = _plain_copy(metadata)
+    except (_NotPlain, RecursionError):
+        return None
+    return copied
 
 
 def _has_function_call(content: Content | None) -> bool:
