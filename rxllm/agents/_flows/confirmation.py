@@ -54,10 +54,11 @@ def is_request_confirmation_event(event: Event) -> bool:
     if content is None:
         return False
     for part in content.parts:
-        call = part.function_call
+        fields = part.__dict__
+        call = fields["function_call"]
         if call is not None and call.name == REQUEST_CONFIRMATION_FUNCTION_CALL_NAME:
             return True
-        response = part.function_response
+        response = fields["function_response"]
         if response is not None and response.name == REQUEST_CONFIRMATION_FUNCTION_CALL_NAME:
             return True
     return False

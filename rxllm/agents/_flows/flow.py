@@ -322,7 +322,8 @@ def _should_continue(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> b
             ctx.invocation_id,
         )
         return False
-    if last.partial:
+    fields = last.__dict__  # (read once: each attribute read of a pydantic model is a slow lookup)
+    if fields["partial"]:
         logger.warning(
             "agent %r, invocation %s: the model's stream ended with a partial response and no final one "
             "(a generate_content contract violation); nothing of this turn was stored and its tool calls, if "
@@ -331,7 +332,7 @@ def _should_continue(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> b
             ctx.invocation_id,
         )
         return False
-    if last.error_code is not None or last.actions.end_invocation:  # ADK Java's BaseLlmFlow: endInvocation
+    if fields["error_code"] is not None or fields["actions"].end_invocation:  # ADK Java's BaseLlmFlow: endInvocation
         return False
     return not last.is_final_response()
 

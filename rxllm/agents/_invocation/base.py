@@ -58,7 +58,7 @@ from ..._rx.direct import (
 from ..._telemetry.otel import add_usage
 from ..._tools import BaseTool, CallbackContext, Named, ToolContext, ToolRuntime, new_invocation_id
 from ..._tools._scope import ToolsetScopes
-from .._sessions.base import BaseSessionService, Session, append_now, get_now
+from .._sessions.base import BaseSessionService, Session, append_now, get_now, session_key
 from .._sessions.event import Event, EventActions
 from .._sessions.state import STATE_REMOVED, TEMP_PREFIX, State
 from .callbacks import PLUGIN_HOOK_PARAMETERS, Call, as_callbacks, callback_chain, keyword_adapter
@@ -300,7 +300,7 @@ class InvocationContext:
             return self._with_session_now(then)
         session = self.session
         try:
-            found = get(session.app_name, session.user_id, session.id)
+            found = get(*session_key(session))
             if found is not None:
                 return then(self._with_temp_state(found))
         except Exception as exc:

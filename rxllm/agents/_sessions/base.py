@@ -295,11 +295,13 @@ class InMemorySessionService(BaseSessionService):
 
     def _append_now(self, session: Session, event: Event) -> Event:
         """What :meth:`append_event` emits, stored now (raises what it fails with)."""
-        if event.__dict__["partial"]:  # (fields read off __dict__: each attribute read is a slow lookup)
+        fields = event.__dict__  # (its fields read off __dict__: each attribute read is a slow lookup)
+        if fields["partial"]:
             return event
-        key = _session_key(session)
+        key = session_key(session)
         stored_event = event_to_store(event)
-        fields = stored_event.__dict__
+        if stored_event is not event:
+            fields = stored_event.__dict__
         with self._lock:
             stored = self._sessions.get(key)
             if stored is None:
@@ -339,7 +341,7 @@ class InMemorySessionService(BaseSessionService):
 _EMPTY: Mapping[str, JsonValue] = {}
 
 
-def _session_key(session: Session) -> tuple[str, str, str]:
+def session_key(session: Session) -> tuple[str, str, str]:
     """``(session.app_name, session.user_id, session.id)``, read off its ``__dict__`` (one slow lookup, not three)."""
     fields = session.__dict__
     try:

@@ -226,8 +226,21 @@ class Event(_Model):
         calls; otherwise True only without function calls, without function responses, when not
         partial and without a trailing code-execution result.
         """
-        if self.actions.skip_summarization or self.long_running_tool_ids:
+        fields = self.__dict__  # (read once: each attribute read of a pydantic model is a slow lookup)
+        if fields["actions"].skip_summarization or fields["long_running_tool_ids"]:
             return True
+        content = fields["content"]
+        if type(self) is Event and (content is None or type(content) is Content):  # (no method of theirs overridden)
+            if fields["partial"]:
+                return False
+            if content is None:
+                return True
+            parts = content.parts
+            for part in parts:  # no function call, no function response
+                part_fields = part.__dict__
+                if part_fields["function_call"] is not None or part_fields["function_response"] is not None:
+                    return False
+            return not parts or parts[-1].code_execution_result is None  # no trailing code-execution result
         return (
             not self.function_calls()
             and not self.function_responses()
