@@ -330,3 +330,111 @@ def test_a_session_without_its_ids_fails_as_reading_them_fails() -> None:
     broken = Session.model_construct(id="s", user_id="u")  # (no app_name: built without validation)
     with pytest.raises(AttributeError, match="app_name"):
         service._append_now(broken, Event(author="a"))
+
+
+# --- reads off __dict__: the same answers as the attribute reads they replace ---------------------
+
+
+def _final_as_adk_defines_it(event: Event) -> bool:
+    """``Event.is_final_response`` as it was written (every value read through its attribute)."""
+    if event.actions.skip_summarization or event.long_running_tool_ids:
+        return True
+    return (
+        not event.function_calls()
+        and not event.function_responses()
+        and not event.partial
+        and not event.has_trailing_code_execution_result()
+    )
+
+
+def _events() -> list[Event]:
+    from rxllm import FunctionResponse
+    from rxllm._core.genai_types import CodeExecutionResult
+
+    response = Part(function_response=FunctionResponse(id="c1", name="get_order", response={"ok": True}))
+    code = Part(code_execution_result=CodeExecutionResult(output="2"))
+    text = Part.from_text("hi")
+    return [
+        Event(author="a"),
+        Event(author="a", content=Content(role="model", parts=())),
+        Event(author="a", content=_TEXT),
+        Event(author="a", content=_TEXT, partial=True),
+        Event(author="a", partial=False, content=_TEXT),
+        Event(author="a", content=_WITH_CALL),
+        Event(author="a", content=_WITH_CALL, long_running_tool_ids=("c1",)),
+        Event(author="a", content=Content(role="user", parts=(response,))),
+        Event(
+            author="a", content=Content(role="user", parts=(response,)), actions=EventActions(skip_summarization=True)
+        ),
+        Event(author="a", content=Content(role="model", parts=(text, code))),
+        Event(author="a", content=Content(role="model", parts=(code, text))),
+        Event(author="a", partial=True),
+    ]
+
+
+def test_is_final_response_answers_as_adk_defines_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    events = _events()
+    expected = [_final_as_adk_defines_it(e) for e in events]
+    assert expected == [True, True, True, False, True, False, True, False, True, False, True, False]
+
+    def not_called(self: object) -> list[FunctionCall]:
+        raise AssertionError("the attribute path was taken")
+
+    monkeypatch.setattr(Event, "function_calls", not_called)
+    monkeypatch.setattr(Event, "function_responses", not_called)
+    assert [e.is_final_response() for e in events] == expected  # (read off __dict__)
+
+
+def test_is_final_response_of_a_subclass_asks_its_own_methods() -> None:
+    class NoCalls(Event):
+        def function_calls(self) -> list[FunctionCall]:
+            return []
+
+    class NoCallsContent(Content):
+        def function_calls(self) -> list[FunctionCall]:
+            return []
+
+    assert NoCalls(author="a", content=_WITH_CALL).is_final_response() is True
+    assert Event(author="a", content=NoCallsContent(role="model", parts=_WITH_CALL.parts)).is_final_response() is True
+    assert Event(author="a", content=_WITH_CALL).is_final_response() is False
+
+
+def test_part_and_confirmation_checks_answer_as_the_attribute_reads() -> None:
+    from rxllm import Blob, FunctionResponse
+    from rxllm.agents._flows import confirmation, contents
+
+    def invisible(part: Part) -> bool:
+        if part.function_call is not None or part.function_response is not None:
+            return False
+        if part.thought_signature:
+            return False
+        return bool(part.thought) or not (part.text or part.inline_data is not None)
+
+    parts = [
+        Part.from_text("x"),
+        Part(text=""),
+        Part(text="t", thought=True),
+        Part(thought=True, thought_signature=b"s"),
+        Part(inline_data=Blob(mime_type="image/png", data=b"1")),
+        _call_part(),
+        Part(function_response=FunctionResponse(id="c", name="f", response={})),
+        Part(),
+    ]
+    assert [contents._is_part_invisible(p) for p in parts] == [invisible(p) for p in parts]
+    name = confirmation.REQUEST_CONFIRMATION_FUNCTION_CALL_NAME
+    asked = Part(function_call=FunctionCall(id="r", name=name, args={}))
+    answered = Part(function_response=FunctionResponse(id="r", name=name, response={}))
+    for content, expected in [
+        (None, False),
+        (_WITH_CALL, False),
+        (Content(role="model", parts=(Part.from_text("x"), asked)), True),
+        (Content(role="user", parts=(answered,)), True),
+    ]:
+        assert confirmation.is_request_confirmation_event(Event(author="a", content=content)) is expected
+
+
+def test_session_key_reads_the_ids() -> None:
+    session = Session(id="s", app_name="shop", user_id="u")
+    assert sessions_base.session_key(session) == ("shop", "u", "s")
+    with pytest.raises(AttributeError, match="app_name"):
+        sessions_base.session_key(Session.model_construct(id="s", user_id="u"))
