@@ -409,9 +409,10 @@ class InvocationContext:
         """The event of :meth:`_store`, stored now through ``append`` (see :meth:`_store_then`)."""
         stored = append(self.session, event)
         if not event.partial:
-            shared = self._shared
-            with shared.lock:
-                shared.stored_ids.add(stored.id)
+            if stored is not event:  # (the very event: its id is among them already, _store_then added it)
+                shared = self._shared
+                with shared.lock:
+                    shared.stored_ids.add(stored.id)
             if with_temp:
                 stored = _with_temp_keys(event.actions.state_delta, stored)
         if on_stored is not None:
