@@ -438,3 +438,21 @@ def test_session_key_reads_the_ids() -> None:
     assert sessions_base.session_key(session) == ("shop", "u", "s")
     with pytest.raises(AttributeError, match="app_name"):
         sessions_base.session_key(Session.model_construct(id="s", user_id="u"))
+
+
+def test_an_events_calls_and_responses_are_its_contents() -> None:
+    class Mine(Content):
+        def function_calls(self) -> list[FunctionCall]:
+            return []
+
+        def function_responses(self) -> list[Any]:
+            return ["mine"]
+
+    for event in _events():
+        content = event.content
+        assert event.function_calls() == (content.function_calls() if content is not None else [])
+        assert event.function_responses() == (content.function_responses() if content is not None else [])
+    own = Event(author="a", content=Mine(role="model", parts=_WITH_CALL.parts))
+    assert own.function_calls() == [] and own.function_responses() == ["mine"]
+    calls = Event(author="a", content=_WITH_CALL).function_calls()
+    assert calls == [_WITH_CALL.parts[1].function_call] and calls[0] is _WITH_CALL.parts[1].function_call

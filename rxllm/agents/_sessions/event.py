@@ -169,11 +169,15 @@ class Event(_Model):
     def function_calls(self) -> list[FunctionCall]:
         """The function calls of the content, in order."""
         content = self.content  # (read once: each attribute read of a pydantic model is a slow lookup)
+        if type(content) is Content:  # (Content.function_calls, without its lookup and call)
+            return [call for p in content.parts if (call := p.function_call) is not None]
         return content.function_calls() if content is not None else []
 
     def function_responses(self) -> list[FunctionResponse]:
         """The function responses of the content, in order."""
         content = self.content  # (read once: each attribute read of a pydantic model is a slow lookup)
+        if type(content) is Content:  # (Content.function_responses, without its lookup and call)
+            return [response for p in content.parts if (response := p.function_response) is not None]
         return content.function_responses() if content is not None else []
 
     def has_trailing_code_execution_result(self) -> bool:
