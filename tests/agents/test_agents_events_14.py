@@ -456,3 +456,15 @@ def test_an_events_calls_and_responses_are_its_contents() -> None:
     assert own.function_calls() == [] and own.function_responses() == ["mine"]
     calls = Event(author="a", content=_WITH_CALL).function_calls()
     assert calls == [_WITH_CALL.parts[1].function_call] and calls[0] is _WITH_CALL.parts[1].function_call
+
+
+def test_a_prevalidated_event_keeps_the_actions_it_is_given_and_makes_them_otherwise() -> None:
+    from rxllm.agents._sessions.event import prevalidated_event
+
+    actions = EventActions(state_delta={"k": 1}, skip_summarization=True)
+    given = prevalidated_event({"author": "a", "content": _TEXT, "actions": actions})
+    assert given.actions is actions
+    _same(given, Event(author="a", content=_TEXT, actions=actions))
+    one, two = prevalidated_event({"author": "a"}), prevalidated_event({"author": "a"})
+    assert one.actions == EventActions() and one.actions is not two.actions and one.id != two.id
+    _same(one, Event(author="a"))
