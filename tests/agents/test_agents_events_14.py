@@ -468,3 +468,26 @@ def test_a_prevalidated_event_keeps_the_actions_it_is_given_and_makes_them_other
     one, two = prevalidated_event({"author": "a"}), prevalidated_event({"author": "a"})
     assert one.actions == EventActions() and one.actions is not two.actions and one.id != two.id
     _same(one, Event(author="a"))
+
+
+def test_calls_without_ids_get_ids_whoever_says_there_are_none() -> None:
+    class Quiet(LlmResponse):
+        def function_calls(self) -> list[FunctionCall]:
+            return []
+
+    class QuietContent(Content):
+        def function_calls(self) -> list[FunctionCall]:
+            return []
+
+    call = Part(function_call=FunctionCall(name="get_order", args={}))
+    for response in [
+        Quiet(content=Content(role="model", parts=(call,))),
+        LlmResponse(content=QuietContent(role="model", parts=(call,))),
+        LlmResponse(content=Content(role="model", parts=(call,))),
+    ]:
+        event = flow._to_event(_Agent(), _Ctx(), flow._Step(), response)  # type: ignore[arg-type]
+        assert event.content is not None
+        (part,) = event.content.parts
+        assert part.function_call is not None and part.function_call.id  # (a generated one)
+    text_final = LlmResponse(content=_TEXT)
+    assert flow._to_event(_Agent(), _Ctx(), flow._Step(), text_final).content is _TEXT  # type: ignore[arg-type]

@@ -782,17 +782,22 @@ def _to_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, response: L
     partial = fields["partial"]
     original = fields["content"]
     total = None
+    calls = True  # (whether the content may hold function calls)
     if not partial:
         ctx.add_usage(fields["usage_metadata"])
         # this response ends the run (LlmResponse's own function_calls(), read off the parts)
-        if fields["error_code"] is not None or not (
-            _has_function_call(original) if exact else response.function_calls()
-        ):
+        calls = _has_function_call(original) if exact else bool(response.function_calls())
+        if fields["error_code"] is not None or not calls:
             total = ctx.total_usage_metadata
-    content = _with_call_ids(step, original)
+        if not calls and not (exact and type(original) is Content):  # (a subclass answered: look at the parts)
+            calls = True
     long_running: tuple[str, ...] | None = None
-    if content is not None and not partial:
-        long_running = _long_running_ids(step, content)
+    if not calls:  # a final of the very Content type without a call: no id to give, no long-running call
+        content = original
+    else:
+        content = _with_call_ids(step, original)
+        if content is not None and not partial:
+            long_running = _long_running_ids(step, content)
     if exact:
         metadata = fields["custom_metadata"]
         if metadata is None:
