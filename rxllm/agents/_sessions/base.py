@@ -348,6 +348,8 @@ def session_key(session: Session) -> tuple[str, str, str]:
         return (fields["app_name"], fields["user_id"], fields["id"])
     except KeyError:  # (a Session built without them, by model_construct: the attribute error of reading them)
         return (session.app_name, session.user_id, session.id)
+
+
 _SESSION_FIELDS = frozenset(Session.model_fields)
 
 
