@@ -301,7 +301,9 @@ def test_a_turn_builds_every_response_event_without_validation(monkeypatch: pyte
     monkeypatch.setattr(flow, "_event_of", spy)
     events, _ = _run_a17()
     model_events = [e for e in events if e.content is not None and e.content.role == "model"]
-    assert len(model_events) == 6  # 3 + 1 partials, 2 finals (their metadata copied, not validated)
+    finals = [e for e in model_events if not e.partial]
+    assert len(finals) == 2 and all(e.custom_metadata for e in finals)  # (copied, not validated)
+    assert len(model_events) > len(finals)  # and the partials
     assert [e.id for e in built] == [e.id for e in model_events]
 
 
