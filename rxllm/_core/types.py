@@ -229,11 +229,11 @@ class Content(_Model):
 
     def function_calls(self) -> list[FunctionCall]:
         """The parts' function calls, in order."""
-        return [p.function_call for p in self.parts if p.function_call is not None]
+        return [call for p in self.parts if (call := p.function_call) is not None]  # (one read of each)
 
     def function_responses(self) -> list[FunctionResponse]:
         """The parts' function responses, in order."""
-        return [p.function_response for p in self.parts if p.function_response is not None]
+        return [response for p in self.parts if (response := p.function_response) is not None]  # (one read of each)
 
 
 class FunctionDeclaration(_Model):

@@ -50,15 +50,16 @@ class PendingConfirmations:
 
 def is_request_confirmation_event(event: Event) -> bool:
     """Whether the event holds an ``adk_request_confirmation`` call or response (left out of requests)."""
-    if event.content is None:
+    content = event.content  # (each value read once: each attribute read of a pydantic model is a slow lookup)
+    if content is None:
         return False
-    for part in event.content.parts:
-        if part.function_call is not None and part.function_call.name == REQUEST_CONFIRMATION_FUNCTION_CALL_NAME:
+    for part in content.parts:
+        fields = part.__dict__
+        call = fields["function_call"]
+        if call is not None and call.name == REQUEST_CONFIRMATION_FUNCTION_CALL_NAME:
             return True
-        if (
-            part.function_response is not None
-            and part.function_response.name == REQUEST_CONFIRMATION_FUNCTION_CALL_NAME
-        ):
+        response = fields["function_response"]
+        if response is not None and response.name == REQUEST_CONFIRMATION_FUNCTION_CALL_NAME:
             return True
     return False
 

@@ -170,11 +170,12 @@ def _is_other_agent_reply(agent_name: str, event: Event) -> bool:
 
 
 def _is_part_invisible(part: Part) -> bool:
-    if part.function_call is not None or part.function_response is not None:
+    fields = part.__dict__  # (read once: each attribute read of a pydantic model is a slow lookup)
+    if fields["function_call"] is not None or fields["function_response"] is not None:
         return False
-    if part.thought_signature:
+    if fields["thought_signature"]:
         return False
-    return bool(part.thought) or not (part.text or part.inline_data is not None)
+    return bool(fields["thought"]) or not (fields["text"] or fields["inline_data"] is not None)
 
 
 def _is_empty(event: Event) -> bool:

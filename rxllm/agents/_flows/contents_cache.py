@@ -39,7 +39,7 @@ from itertools import islice
 
 from ..._core.types import Content
 from ..._tools import safe_content
-from .._sessions.base import Session
+from .._sessions.base import Session, session_key
 from .._sessions.event import Event, EventCompaction
 from .confirmation import is_request_confirmation_event
 from .contents import (
@@ -299,7 +299,7 @@ def session_request_contents(
     session only costs a full build). The :data:`_MAX_BUILDERS` most recently used are kept.
     While a caller uses a builder it is out of the table: a concurrent caller builds its own.
     """
-    key = (session.app_name, session.user_id, session.id, agent_name, branch, include_contents)
+    key = (*session_key(session), agent_name, branch, include_contents)
     with _LOCK:
         builder = _BUILDERS.pop(key, None)
     if builder is None:

@@ -325,7 +325,8 @@ def _should_continue(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> b
             ctx.invocation_id,
         )
         return False
-    if last.partial:
+    fields = last.__dict__  # (read once: each attribute read of a pydantic model is a slow lookup)
+    if fields["partial"]:
         logger.warning(
             "agent %r, invocation %s: the model's stream ended with a partial response and no final one "
             "(a generate_content contract violation); nothing of this turn was stored and its tool calls, if "
@@ -334,7 +335,7 @@ def _should_continue(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> b
             ctx.invocation_id,
         )
         return False
-    if last.error_code is not None or last.actions.end_invocation:  # ADK Java's BaseLlmFlow: endInvocation
+    if fields["error_code"] is not None or fields["actions"].end_invocation:  # ADK Java's BaseLlmFlow: endInvocation
         return False
     return not last.is_final_response()
 
@@ -351,17 +352,15 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
         invocation_id, author, branch, shared = ctx.invocation_id, agent.name, ctx.branch, ctx._shared
 
         def handle_response(response: LlmResponse) -> reactivex.Observable[Event] | Event:
-            if (
-                response.partial
-                and _FAST_EVENT
-                and type(response) is LlmResponse
-                and response.custom_metadata is None
-                and not shared.cancelled  # (ctx.is_cancelled)
-            ):  # the usual one: what _to_event and _handle_event do for a partial, passed on as an item
-                content = _with_call_ids(step, response.content)
-                event = _response_event(invocation_id, author, branch, content, None, None, response)
-                step.last_event = event
-                return event
+            if _FAST_EVENT and type(response) is LlmResponse:
+                fields = response.__dict__  # (its fields, read once: each attribute read is a slow lookup)
+                if (
+                    fields["partial"] and fields["custom_metadata"] is None and not shared.cancelled
+                ):  # the usual one: what _to_event and _handle_event do for a partial, passed on as an item
+                    content = _with_call_ids(step, fields["content"])
+                    event = _event_of(invocation_id, author, branch, content, None, None, fields)
+                    step.last_event = event
+                    return event
             event = _to_event(agent, ctx, step, response)
             if event.partial and not ctx.is_cancelled:  # what _handle_event does for it, passed on as an item
                 step.last_event = event
@@ -728,8 +727,26 @@ def _response_event(
 ) -> Event:
     """``Event(...)`` of :func:`_to_event` without validating again what is validated already: every
     value is the response's own (a validated ``LlmResponse``, the same field types as ``Event``'s;
-    its one mutable field, ``custom_metadata``, is not shared: the caller validates then) or the
-    context's. The same ``__dict__`` (in field order), fields set, and no extra or private values."""
+    its one mutable field, ``custom_metadata``, is left None: the caller validates it, or gives the
+    copy :func:`_metadata_copy` makes to :func:`_event_of`) or the context's. The same ``__dict__``
+    (in field order), fields set, and no extra or private values."""
+    return _event_of(invocation_id, author, branch, content, long_running, total, response.__dict__)
+
+
+def _event_of(
+    invocation_id: str,
+    author: str,
+    branch: str | None,
+    content: Content | None,
+    long_running: tuple[str, ...] | None,
+    total: Any,
+    fields: dict[str, Any],
+    metadata: dict[str, Any] | None = None,
+) -> Event:
+    """:func:`_response_event` of the response whose ``__dict__`` is ``fields`` (read once by the
+    caller: each attribute read of a pydantic model is a slow lookup, a ``__dict__`` key is not),
+    with ``metadata`` (the response's ``custom_metadata`` as :func:`_metadata_copy` copied it) as
+    its ``custom_metadata``."""
     new_id, new_actions, now = _EVENT_DEFAULTS
     return prevalidated.instance(
         Event,
@@ -740,69 +757,147 @@ def _response_event(
             "content": content,
             "actions": new_actions(),
             "long_running_tool_ids": long_running,
-            "partial": response.partial,
-            "turn_complete": response.turn_complete,
-            "error_code": response.error_code,
-            "error_message": response.error_message,
-            "finish_reason": response.finish_reason,
-            "usage_metadata": response.usage_metadata,
+            "partial": fields["partial"],
+            "turn_complete": fields["turn_complete"],
+            "error_code": fields["error_code"],
+            "error_message": fields["error_message"],
+            "finish_reason": fields["finish_reason"],
+            "usage_metadata": fields["usage_metadata"],
             "total_usage_metadata": total,
-            "interrupted": response.interrupted,
+            "interrupted": fields["interrupted"],
             "branch": branch,
             "timestamp": now(),
-            "custom_metadata": None,
-            "model_version": response.model_version,
-            "input_transcription": response.input_transcription,
-            "output_transcription": response.output_transcription,
-            "go_away": response.go_away,
-            "live_session_resumption_update": response.live_session_resumption_update,
-            "tool_call_cancellation": response.tool_call_cancellation,
+            "custom_metadata": metadata,
+            "model_version": fields["model_version"],
+            "input_transcription": fields["input_transcription"],
+            "output_transcription": fields["output_transcription"],
+            "go_away": fields["go_away"],
+            "live_session_resumption_update": fields["live_session_resumption_update"],
+            "tool_call_cancellation": fields["tool_call_cancellation"],
         },
         set(_RESPONSE_EVENT_SET),
     )
 
 
 def _to_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, response: LlmResponse) -> Event:
+    fields = response.__dict__  # (the response's fields, read once: each attribute read is a slow lookup)
+    exact = _FAST_EVENT and type(response) is LlmResponse
+    partial = fields["partial"]
+    original = fields["content"]
     total = None
-    if not response.partial:
-        ctx.add_usage(response.usage_metadata)
-        if response.error_code is not None or not response.function_calls():  # this response ends the run
+    calls = True  # (whether the content may hold function calls)
+    if not partial:
+        ctx.add_usage(fields["usage_metadata"])
+        # this response ends the run (LlmResponse's own function_calls(), read off the parts)
+        calls = _has_function_call(original) if exact else bool(response.function_calls())
+        if fields["error_code"] is not None or not calls:
             total = ctx.total_usage_metadata
-    content = _with_call_ids(step, response.content)
+        if not calls and not (exact and type(original) is Content):  # (a subclass answered: look at the parts)
+            calls = True
     long_running: tuple[str, ...] | None = None
-    if content is not None and not response.partial:
-        ids = tuple(
-            p.function_call.id
-            for p in content.parts
-            if p.function_call is not None
-            and p.function_call.id
-            and getattr(step.tools.get(p.function_call.name), "is_long_running", False)
-        )
-        long_running = ids or None
-    if _FAST_EVENT and response.custom_metadata is None and type(response) is LlmResponse:
-        return _response_event(ctx.invocation_id, agent.name, ctx.branch, content, long_running, total, response)
+    if not calls:  # a final of the very Content type without a call: no id to give, no long-running call
+        content = original
+    else:
+        content = _with_call_ids(step, original)
+        if content is not None and not partial:
+            long_running = _long_running_ids(step, content)
+    if exact:
+        metadata = fields["custom_metadata"]
+        if metadata is None:
+            return _event_of(ctx.invocation_id, agent.name, ctx.branch, content, long_running, total, fields)
+        copied = _metadata_copy(metadata)  # (a provider's final has some: its raw finish reason)
+        if copied is not None:
+            return _event_of(ctx.invocation_id, agent.name, ctx.branch, content, long_running, total, fields, copied)
     return Event(
         invocation_id=ctx.invocation_id,
         author=agent.name,
         branch=ctx.branch,
         content=content,
         long_running_tool_ids=long_running,
-        partial=response.partial,
-        turn_complete=response.turn_complete,
-        error_code=response.error_code,
-        error_message=response.error_message,
-        finish_reason=response.finish_reason,
-        usage_metadata=response.usage_metadata,
+        partial=partial,
+        turn_complete=fields["turn_complete"],
+        error_code=fields["error_code"],
+        error_message=fields["error_message"],
+        finish_reason=fields["finish_reason"],
+        usage_metadata=fields["usage_metadata"],
         total_usage_metadata=total,
-        interrupted=response.interrupted,
-        model_version=response.model_version,
-        custom_metadata=response.custom_metadata,
-        input_transcription=response.input_transcription,
-        output_transcription=response.output_transcription,
-        go_away=response.go_away,
-        live_session_resumption_update=response.live_session_resumption_update,
-        tool_call_cancellation=response.tool_call_cancellation,
+        interrupted=fields["interrupted"],
+        model_version=fields["model_version"],
+        custom_metadata=fields["custom_metadata"],
+        input_transcription=fields["input_transcription"],
+        output_transcription=fields["output_transcription"],
+        go_away=fields["go_away"],
+        live_session_resumption_update=fields["live_session_resumption_update"],
+        tool_call_cancellation=fields["tool_call_cancellation"],
     )
+
+
+_JSON_SCALARS = (str, int, float, bool, type(None))
+# a response's custom_metadata is validated as an event's is: validating its (valid) value again gives a copy
+_METADATA_COPIES = (
+    LlmResponse.model_fields["custom_metadata"].annotation == Event.model_fields["custom_metadata"].annotation
+    and not LlmResponse.model_fields["custom_metadata"].metadata
+    and not Event.model_fields["custom_metadata"].metadata
+)
+
+
+class _NotPlain(Exception):
+    """A value :func:`_plain_copy` does not copy (validation decides)."""
+
+
+def _plain_copy(value: Any) -> Any:
+    kind = type(value)
+    if kind in _JSON_SCALARS:
+        return value
+    if kind is dict:
+        copied = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotPlain
+            copied[key] = _plain_copy(item)
+        return copied
+    if kind is list:
+        return [_plain_copy(item) for item in value]
+    raise _NotPlain
+
+
+def _metadata_copy(metadata: Any) -> dict[str, Any] | None:
+    """What validating a validated response's ``custom_metadata`` (a ``dict[str, JsonValue]``) as the
+    event's gives: new dicts and lists all the way down, the same scalars (validation keeps str,
+    int, float, bool and None of those exact types as they are). None when it holds anything else
+    (then the event is validated): a copy is made only of what validation would have passed through."""
+    if not _METADATA_COPIES or type(metadata) is not dict:
+        return None
+    try:
+        copied: dict[str, Any] = _plain_copy(metadata)
+    except (_NotPlain, RecursionError):
+        return None
+    return copied
+
+
+def _has_function_call(content: Content | None) -> bool:
+    """``bool(content.function_calls())`` (False for None), without building the list."""
+    if content is None:
+        return False
+    if type(content) is not Content:  # (a subclass may have its own function_calls)
+        return bool(content.function_calls())
+    for part in content.parts:  # noqa: SIM110 (a loop, not any(...): no generator per response)
+        if part.function_call is not None:
+            return True
+    return False
+
+
+def _long_running_ids(step: _Step, content: Content) -> tuple[str, ...] | None:
+    """The ids of ``content``'s function calls to long-running tools of the step (None for none)."""
+    tools = step.tools
+    ids: list[str] = []
+    for part in content.parts:
+        call = part.function_call
+        if call is not None:
+            call_id = call.id
+            if call_id and getattr(tools.get(call.name), "is_long_running", False):
+                ids.append(call_id)
+    return tuple(ids) or None
 
 
 def _handle_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, event: Event) -> reactivex.Observable[Event]:
@@ -823,7 +918,13 @@ def _handle_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, event: 
         if ctx.is_cancelled:
             return reactivex.never()
         model_event = step.last_event
-        if model_event is None or model_event.error_code is not None or not model_event.function_calls():
+        if model_event is None:
+            return nothing_now()
+        if type(model_event) is Event:  # (its fields read once: each attribute read is a slow lookup)
+            fields = model_event.__dict__
+            if fields["error_code"] is not None or not _has_function_call(fields["content"]):
+                return nothing_now()
+        elif model_event.error_code is not None or not model_event.function_calls():
             return nothing_now()
         return _run_tools(agent, ctx, step, model_event)
 

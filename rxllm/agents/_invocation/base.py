@@ -32,7 +32,7 @@ import abc
 import copy
 import inspect
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -58,7 +58,7 @@ from ..._rx.direct import (
 from ..._telemetry.otel import add_usage
 from ..._tools import BaseTool, CallbackContext, Named, ToolContext, ToolRuntime, new_invocation_id
 from ..._tools._scope import ToolsetScopes
-from .._sessions.base import BaseSessionService, Session, append_now, get_now
+from .._sessions.base import BaseSessionService, Session, append_now, get_now, session_key
 from .._sessions.event import Event, EventActions
 from .._sessions.state import STATE_REMOVED, TEMP_PREFIX, State
 from .callbacks import PLUGIN_HOOK_PARAMETERS, Call, as_callbacks, callback_chain, keyword_adapter
@@ -300,7 +300,7 @@ class InvocationContext:
             return self._with_session_now(then)
         session = self.session
         try:
-            found = get(session.app_name, session.user_id, session.id)
+            found = get(*session_key(session))
             if found is not None:
                 return then(self._with_temp_state(found))
         except Exception as exc:
@@ -322,6 +322,10 @@ class InvocationContext:
         delta = event.actions.state_delta
         if event.partial or not delta or not any(key.startswith(TEMP_PREFIX) for key in delta):
             return
+        self._keep_temp_delta(delta)
+
+    def _keep_temp_delta(self, delta: Mapping[str, Any]) -> None:
+        """Keep the ``temp:`` keys of a stored event's ``delta`` in the invocation (see :meth:`_keep_temp_state`)."""
         with self._shared.lock:
             for key, value in delta.items():
                 if not key.startswith(TEMP_PREFIX):
@@ -383,14 +387,16 @@ class InvocationContext:
         if append is None:
             stored = self._store(event, on_stored)
             return then_now(stored if emit else ignore_items(stored), follow)
-        self._keep_temp_state(event)  # what _store does when called, before anything is subscribed
+        fields = event.__dict__  # (read once: each attribute read of a pydantic model is a slow lookup)
         with_temp = False
-        if not event.partial:
-            delta = event.actions.state_delta
+        if not fields["partial"]:
+            delta = fields["actions"].state_delta
             with_temp = bool(delta) and any(key.startswith(TEMP_PREFIX) for key in delta)
+            if with_temp:  # what _store does when called (_keep_temp_state), before anything is subscribed
+                self._keep_temp_delta(delta)
             shared = self._shared
             with shared.lock:
-                shared.stored_ids.add(event.id)
+                shared.stored_ids.add(fields["id"])
         return call_then(partial(self._stored_now, append, event, with_temp, on_stored), follow, emit=emit)
 
     def _stored_now(
@@ -403,9 +409,10 @@ class InvocationContext:
         """The event of :meth:`_store`, stored now through ``append`` (see :meth:`_store_then`)."""
         stored = append(self.session, event)
         if not event.partial:
-            shared = self._shared
-            with shared.lock:
-                shared.stored_ids.add(stored.id)
+            if stored is not event:  # (the very event: its id is among them already, _store_then added it)
+                shared = self._shared
+                with shared.lock:
+                    shared.stored_ids.add(stored.id)
             if with_temp:
                 stored = _with_temp_keys(event.actions.state_delta, stored)
         if on_stored is not None:

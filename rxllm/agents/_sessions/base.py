@@ -96,14 +96,17 @@ def event_to_store(event: Event) -> Event:
     every lone surrogate in its text replaced by U+FFFD (UTF-8 cannot carry one; stored, it would
     make every later request of the session fail: see ``without_lone_surrogates``)."""
     event = without_lone_surrogates(event)
-    if event.error_message:  # an in-band error text may quote a key (``rxllm._core.redact``)
-        redacted = redact_secrets(event.error_message)
-        if redacted != event.error_message:
+    fields = event.__dict__  # (read once: each attribute read of a pydantic model is a slow lookup)
+    message = fields["error_message"]
+    if message:  # an in-band error text may quote a key (``rxllm._core.redact``)
+        redacted = redact_secrets(message)
+        if redacted != message:
             event = event.model_copy(update={"error_message": redacted})
-    kept = strip_temp_keys(event.actions.state_delta)
+    actions = fields["actions"]  # (a copy above keeps the very actions)
+    kept = strip_temp_keys(actions.state_delta)
     if kept is None:
         return event
-    return event.model_copy(update={"actions": event.actions.model_copy(update={"state_delta": kept})})
+    return event.model_copy(update={"actions": actions.model_copy(update={"state_delta": kept})})
 
 
 def merged_state(
@@ -292,19 +295,22 @@ class InMemorySessionService(BaseSessionService):
 
     def _append_now(self, session: Session, event: Event) -> Event:
         """What :meth:`append_event` emits, stored now (raises what it fails with)."""
-        if event.partial:
+        fields = event.__dict__  # (its fields read off __dict__: each attribute read is a slow lookup)
+        if fields["partial"]:
             return event
-        key = (session.app_name, session.user_id, session.id)
+        key = session_key(session)
         stored_event = event_to_store(event)
+        if stored_event is not event:
+            fields = stored_event.__dict__
         with self._lock:
             stored = self._sessions.get(key)
             if stored is None:
                 raise missing_session_error(session)
-            delta = stored_event.actions.state_delta
+            delta = fields["actions"].state_delta
             if delta:  # (an empty delta changes no scope)
                 self._apply(stored, delta)
             stored.events.append(stored_event)
-            stored.last_update_time = stored_event.timestamp
+            stored.last_update_time = fields["timestamp"]
         return stored_event
 
     def _apply(self, stored: _Stored, delta: Mapping[str, JsonValue]) -> None:
@@ -333,6 +339,17 @@ class InMemorySessionService(BaseSessionService):
 
 
 _EMPTY: Mapping[str, JsonValue] = {}
+
+
+def session_key(session: Session) -> tuple[str, str, str]:
+    """``(session.app_name, session.user_id, session.id)``, read off its ``__dict__`` (one slow lookup, not three)."""
+    fields = session.__dict__
+    try:
+        return (fields["app_name"], fields["user_id"], fields["id"])
+    except KeyError:  # (a Session built without them, by model_construct: the attribute error of reading them)
+        return (session.app_name, session.user_id, session.id)
+
+
 _SESSION_FIELDS = frozenset(Session.model_fields)
 
 

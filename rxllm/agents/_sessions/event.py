@@ -141,7 +141,8 @@ class Event(_Model):
 
     def text(self) -> str:
         """The answer text of the content (thought parts excluded); ``""`` without content."""
-        return self.content.text() if self.content is not None else ""
+        content = self.content  # (read once: each attribute read of a pydantic model is a slow lookup)
+        return content.text() if content is not None else ""
 
     def stringify_content(self) -> str:
         """The content as one string, as ADK Java's ``Event.stringifyContent``: each part's text, then
@@ -167,15 +168,22 @@ class Event(_Model):
 
     def function_calls(self) -> list[FunctionCall]:
         """The function calls of the content, in order."""
-        return self.content.function_calls() if self.content is not None else []
+        content = self.content  # (read once: each attribute read of a pydantic model is a slow lookup)
+        if type(content) is Content:  # (Content.function_calls, without its lookup and call)
+            return [call for p in content.parts if (call := p.function_call) is not None]
+        return content.function_calls() if content is not None else []
 
     def function_responses(self) -> list[FunctionResponse]:
         """The function responses of the content, in order."""
-        return self.content.function_responses() if self.content is not None else []
+        content = self.content  # (read once: each attribute read of a pydantic model is a slow lookup)
+        if type(content) is Content:  # (Content.function_responses, without its lookup and call)
+            return [response for p in content.parts if (response := p.function_response) is not None]
+        return content.function_responses() if content is not None else []
 
     def has_trailing_code_execution_result(self) -> bool:
         """Whether the content's last part is a code-execution result (ADK's definition)."""
-        parts = self.content.parts if self.content is not None else ()
+        content = self.content  # (read once: each attribute read of a pydantic model is a slow lookup)
+        parts = content.parts if content is not None else ()
         return bool(parts) and parts[-1].code_execution_result is not None
 
     def parsed_as(self, schema: type[_T]) -> _T:
@@ -222,8 +230,21 @@ class Event(_Model):
         calls; otherwise True only without function calls, without function responses, when not
         partial and without a trailing code-execution result.
         """
-        if self.actions.skip_summarization or self.long_running_tool_ids:
+        fields = self.__dict__  # (read once: each attribute read of a pydantic model is a slow lookup)
+        if fields["actions"].skip_summarization or fields["long_running_tool_ids"]:
             return True
+        content = fields["content"]
+        if type(self) is Event and (content is None or type(content) is Content):  # (no method of theirs overridden)
+            if fields["partial"]:
+                return False
+            if content is None:
+                return True
+            parts = content.parts
+            for part in parts:  # no function call, no function response
+                part_fields = part.__dict__
+                if part_fields["function_call"] is not None or part_fields["function_response"] is not None:
+                    return False
+            return not parts or parts[-1].code_execution_result is None  # no trailing code-execution result
         return (
             not self.function_calls()
             and not self.function_responses()
@@ -276,7 +297,8 @@ def prevalidated_event(values: dict[str, Any]) -> Event:
         return Event(**values)
     built = dict(cast("dict[str, Any]", _EVENT_TEMPLATE))
     built["id"] = new_event_id()
-    built["actions"] = _new_actions()
+    if "actions" not in values:  # (given: none made to be replaced)
+        built["actions"] = _new_actions()
     built["timestamp"] = time.time()
     built.update(values)  # (every key is a field: the order stays the template's)
     return prevalidated.instance(Event, built, set(values))  # (the defaults made here are not set fields)
