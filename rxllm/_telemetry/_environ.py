@@ -14,31 +14,32 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["EnvVar"]
+__all__ = ["ENVIRON_TYPE", "EnvVar"]
 
-_ENVIRON_TYPE = type(os.environ)
+ENVIRON_TYPE = type(os.environ)
+"""The interpreter's ``os.environ`` type: ``key in os.environ._data`` is ``name in os.environ`` for it."""
 
 
 class EnvVar:
     """One environment variable, read at each :meth:`get` (as ``os.environ.get(name)``)."""
 
-    __slots__ = ("_key", "name")
+    __slots__ = ("key", "name")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._key = os.environ.encodekey(name)  # bytes on POSIX, upper str on Windows
+        self.key = os.environ.encodekey(name)  # bytes on POSIX, upper str on Windows
 
     def get(self) -> str | None:
         """``os.environ.get(name)``."""
         environ = os.environ
-        if type(environ) is _ENVIRON_TYPE:
-            raw = environ._data.get(self._key)  # type: ignore[attr-defined]
+        if type(environ) is ENVIRON_TYPE:
+            raw = environ._data.get(self.key)  # type: ignore[attr-defined]
             return None if raw is None else environ.decodevalue(raw)
         return environ.get(self.name)
 
     def is_set(self) -> bool:
         """``name in os.environ``."""
         environ = os.environ
-        if type(environ) is _ENVIRON_TYPE:
-            return self._key in environ._data  # type: ignore[attr-defined]
+        if type(environ) is ENVIRON_TYPE:
+            return self.key in environ._data  # type: ignore[attr-defined]
         return self.name in environ

@@ -52,7 +52,7 @@ from .._core.errors import HttpStatusError, ToolError
 from .._core.redact import redact_secrets, redact_value
 from .._core.types import Content, FunctionCall, FunctionResponse, LlmRequest, LlmResponse, UsageMetadata
 from .._rx.direct import Direct, defer_now
-from ._environ import EnvVar
+from ._environ import ENVIRON_TYPE, EnvVar
 
 __all__ = [
     "CAPTURE_CONTENT_ENV",
@@ -83,8 +83,8 @@ _OFF = frozenset({"off", "0", "false", "no", "disabled"})
 _ON = frozenset({"on", "1", "true", "yes", "span_only", "span_and_event"})
 _SCOPE = "rxllm"
 _UNSET_METER_PROVIDERS = frozenset({"_ProxyMeterProvider", "NoOpMeterProvider"})
-_TRACER_PROVIDER_ENV = "OTEL_PYTHON_TRACER_PROVIDER"  # (opentelemetry.environment_variables' names)
-_METER_PROVIDER_ENV = "OTEL_PYTHON_METER_PROVIDER"
+_TRACER_PROVIDER_ENV = EnvVar("OTEL_PYTHON_TRACER_PROVIDER")  # (opentelemetry.environment_variables' names)
+_METER_PROVIDER_ENV = EnvVar("OTEL_PYTHON_METER_PROVIDER")
 _T = TypeVar("_T")
 
 _TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
@@ -115,8 +115,6 @@ class Otel:
         self._explicit = settings.tracer_provider is not None or settings.meter_provider is not None
         self._unset_tracer_providers = (ProxyTracerProvider, NoOpTracerProvider)
         self._globals = _provider_globals(trace)
-        self._tracer_env = EnvVar(_TRACER_PROVIDER_ENV)
-        self._meter_env = EnvVar(_METER_PROVIDER_ENV)
         self.client_kind = SpanKind.CLIENT
         self.internal_kind = SpanKind.INTERNAL
         self.status_class = Status
@@ -169,13 +167,21 @@ class Otel:
         else:
             trace_globals, metrics_globals = holder
             tracer_provider = trace_globals._TRACER_PROVIDER
-            if tracer_provider is None and self._tracer_env.is_set():
-                tracer_provider = self.trace.get_tracer_provider()
+            meter_provider = metrics_globals._METER_PROVIDER
+            if tracer_provider is None or meter_provider is None:  # (EnvVar.is_set, inlined: no call)
+                environ = os.environ
+                if type(environ) is ENVIRON_TYPE:
+                    data = environ._data  # type: ignore[attr-defined]
+                    tracer_named, meter_named = _TRACER_PROVIDER_ENV.key in data, _METER_PROVIDER_ENV.key in data
+                else:
+                    tracer_named = _TRACER_PROVIDER_ENV.name in environ
+                    meter_named = _METER_PROVIDER_ENV.name in environ
+                if tracer_provider is None and tracer_named:
+                    tracer_provider = self.trace.get_tracer_provider()
             if tracer_provider is not None and not isinstance(tracer_provider, self._unset_tracer_providers):
                 return True
-            meter_provider = metrics_globals._METER_PROVIDER
             if meter_provider is None:
-                if not self._meter_env.is_set():
+                if not meter_named:
                     return False  # the API's unset proxy
                 meter_provider = self._metrics.get_meter_provider()
             return type(meter_provider).__name__ not in _UNSET_METER_PROVIDERS
