@@ -606,20 +606,37 @@ class _Serial(rx_abc.DisposableBase):
     """Subscribes Observables one at a time, each when the one before it completed, on the thread it
     completed on; a trampoline (sources that complete during ``subscribe`` do not grow the stack).
 
-    The sources are :meth:`push`-ed (:func:`concat_map_now`; :meth:`end` says no more will come) or
+    The sources are :meth:`push`-ed (:class:`_ConcatMap`; :meth:`end` says no more will come) or
     pulled from an iterator when the previous one completed (:func:`concat_now`). Completes the
     observer when the sources ran out and the last one completed; a source's error is passed on.
+
+    Where the signals go is held as four callables: ``_on_item`` (what the serial emits itself: an
+    ``emit_now`` source's item, a ``call_then`` source's value), ``_on_inner`` (what a subscribed
+    source's items go to), ``_on_error`` and ``_on_completed``. A source that is itself a
+    :func:`concat_map_items` (a flow's step) is not subscribed: its :class:`_ConcatMap` is made here
+    with this serial as its parent (:meth:`_ConcatMap.fused`), the subscription's sink it would have
+    had taken over by the ``_ConcatMap`` itself (one subscriber between the step's items and the
+    serial's observer instead of two).
+
+    Which source is active and whether it completed during ``subscribe`` is held in place
+    (``_returned``, ``_done``: one source at a time), not in a closure and a list per source.
     """
 
     __slots__ = (
         "_active",
         "_completed",
         "_disposed",
+        "_done",
         "_ended",
         "_lock",
         "_observer",
+        "_on_completed",
+        "_on_error",
+        "_on_inner",
+        "_on_item",
         "_pull",
         "_queue",
+        "_returned",
         "_scheduler",
         "_subscription",
     )
@@ -630,7 +647,7 @@ class _Serial(rx_abc.DisposableBase):
         scheduler: rx_abc.SchedulerBase | None,
         pull: Iterator[reactivex.Observable[Any]] | None = None,
     ) -> None:
-        self._observer = observer
+        self._observer: rx_abc.ObserverBase[Any] | None = observer
         self._scheduler = scheduler
         self._pull = pull
         self._lock = threading.Lock()
@@ -639,7 +656,23 @@ class _Serial(rx_abc.DisposableBase):
         self._ended = False
         self._completed = False
         self._disposed = False
+        self._returned = False  # the active source's subscribe returned
+        self._done = False  # the active source completed
         self._subscription = _SerialSlot()
+        self._on_item: Callable[[Any], None] = observer.on_next
+        # What a source's items go to. Pulling (concat_now), the observer's own on_next past its
+        # check when it is a _Sink: nothing but the active source signals the observer (its error
+        # and completion come from here, between sources), and whatever disposes the observer
+        # disposes the source's sink, which then delivers nothing; an item racing that dispose
+        # from another thread meets the check of the sink above (the subscriber's own is never
+        # skipped: a sink skipped here is the inner sink of some subscription). Pushed sources
+        # (concat_map_now) keep the check: the outer source's error may end the observer while
+        # a projected source is still active.
+        self._on_inner: Callable[[Any], None] = (
+            observer._on_next if pull is not None and type(observer) is _Sink else observer.on_next
+        )
+        self._on_error: Callable[[Exception], None] = observer.on_error
+        self._on_completed: Callable[[], None] = observer.on_completed
 
     def push(self, source: reactivex.Observable[Any]) -> None:
         if type(source) is _Emit:
@@ -663,7 +696,7 @@ class _Serial(rx_abc.DisposableBase):
         # the usual item (a partial event): what _drain and _next do for it, without their calls
         if self._disposed:
             return
-        self._observer.on_next(value)
+        self._on_item(value)
         if self._disposed:
             return
         with lock:
@@ -676,7 +709,7 @@ class _Serial(rx_abc.DisposableBase):
                 self._completed = True
                 following = None
         if following is None:
-            self._observer.on_completed()
+            self._on_completed()
             return
         self._drain(following)
 
@@ -692,7 +725,7 @@ class _Serial(rx_abc.DisposableBase):
             if self._active or self._queue or self._completed:
                 return
             self._completed = True
-        self._observer.on_completed()
+        self._on_completed()
 
     def _next(self) -> reactivex.Observable[Any] | None:
         if self._disposed:
@@ -706,72 +739,77 @@ class _Serial(rx_abc.DisposableBase):
                 if not self._ended or self._completed:
                     return None
                 self._completed = True
-            self._observer.on_completed()
+            self._on_completed()
             return None
         try:
             return next(pull)
         except StopIteration:
-            self._observer.on_completed()
+            self._on_completed()
         except Exception as exc:
-            self._observer.on_error(exc)
+            self._on_error(exc)
         return None
 
+    def _source_completed(self) -> None:
+        """The active source's completion."""
+        with self._lock:
+            self._done = True
+            if not self._returned:
+                return  # completed during subscribe: the loop in _drain takes the next one
+        self._drain(self._next())  # completed later, on this thread
+
     def _drain(self, source: reactivex.Observable[Any] | None) -> None:
-        observer = self._observer
-        # What a source's items go to. Pulling (concat_now), the observer's own on_next past its
-        # check when it is a _Sink: nothing but the active source signals the observer (its error
-        # and completion come from here, between sources), and whatever disposes the observer
-        # disposes the source's sink, which then delivers nothing; an item racing that dispose
-        # from another thread meets the check of the sink above (the subscriber's own is never
-        # skipped: a sink skipped here is the inner sink of some subscription). Pushed sources
-        # (concat_map_now) keep the check: the outer source's error may end the observer while
-        # a projected source is still active.
-        on_next = observer._on_next if self._pull is not None and type(observer) is _Sink else observer.on_next
+        on_item = self._on_item
         while source is not None and not self._disposed:
-            if type(source) is _Emit:
-                observer.on_next(source.value)
+            kind = type(source)
+            if kind is _Emit:
+                on_item(source.value)  # type: ignore[attr-defined]
                 source = self._next()
                 continue
-            if type(source) is _CallThen:  # (a store, then what follows it) what its subscription does, in place
+            if kind is _CallThen:  # (a store, then what follows it) what its subscription does, in place
                 try:
-                    value = source._call()
+                    value = source._call()  # type: ignore[attr-defined]
                 except Exception as exc:
-                    observer.on_error(exc)
+                    self._on_error(exc)
                     return
-                if source._emit:
-                    try:
-                        observer.on_next(value)
-                    except Exception as exc:  # what its subscription's sink made of it: its error
-                        observer.on_error(exc)
+                if source._emit:  # type: ignore[attr-defined]
+                    if self._disposed:  # (disposed meanwhile: its subscription's sink would deliver nothing)
                         return
-                    if self._disposed or getattr(observer, "stopped", False):  # disposed from within on_next
+                    try:
+                        on_item(value)
+                    except Exception as exc:  # what its subscription's sink made of it: its error
+                        self._on_error(exc)
+                        return
+                    if self._disposed or getattr(self._observer, "stopped", False):  # disposed from within on_next
                         return
                 try:
-                    source = source._follow()
+                    source = source._follow()  # type: ignore[attr-defined]
                 except Exception as exc:
-                    observer.on_error(exc)
+                    self._on_error(exc)
                     return
                 if source is _NOTHING:  # nothing follows: it completed
                     source = self._next()
                 continue
-            if type(source) in _WRAPPERS:
+            if kind in _WRAPPERS:
                 source = _inner(source, self._scheduler)
-            done = [False, False]  # completed; subscribe returned
-
-            def on_completed(done: list[bool] = done) -> None:
-                with self._lock:
-                    done[0] = True
-                    if not done[1]:
-                        return  # completed during subscribe: the loop below takes the next one
-                self._drain(self._next())  # completed later, on this thread
-
-            self._subscription.set(
-                source.subscribe(on_next, observer.on_error, on_completed, scheduler=self._scheduler)
-            )
+                kind = type(source)
+            self._returned = self._done = False
+            if kind is _ConcatMapItems:  # a step: its _ConcatMap is its own subscriber (see the class docstring)
+                step = _ConcatMap.fused(self, source)  # type: ignore[arg-type]
+                self._subscription.set(step)
+                try:
+                    step.start(source._source, self._scheduler)  # type: ignore[attr-defined]
+                except Exception as exc:  # what Direct.subscribe does with it
+                    if step._disposed:
+                        raise
+                    step._fail(exc)
+            else:
+                self._subscription.set(
+                    source.subscribe(self._on_inner, self._on_error, self._source_completed, scheduler=self._scheduler)
+                )
             with self._lock:
-                done[1] = True
-                if not done[0]:
-                    return  # on_completed drains on, on whichever thread it comes
+                self._returned = True
+                if not self._done:
+                    return  # _source_completed drains on, on whichever thread it comes
             source = self._next()
 
     def dispose(self) -> None:
@@ -804,29 +842,62 @@ concat_now = _ConcatNow
 """``concat_now(sources)``: see :class:`_ConcatNow`."""
 
 
-class _ConcatMap(rx_abc.DisposableBase):
-    """One subscription of :func:`concat_map_now` / :func:`concat_map_items`: the source's observer
-    (:meth:`on_next`) and what disposing the subscription disposes."""
+class _ConcatMap(_Serial):
+    """One subscription of :func:`concat_map_now` / :func:`concat_map_items`: a pushing :class:`_Serial`
+    that is the source's observer (:meth:`on_next`) and what disposing the subscription disposes.
 
-    __slots__ = ("_disposed", "_item_type", "_observer", "_outer", "_project", "serial")
+    Made by :meth:`fused` (a step pulled by a serial: :meth:`_Serial._drain`), it is also the sink
+    its subscription would have had: it delivers to its parent's ``_on_inner`` / ``_on_error`` /
+    ``_source_completed`` what that sink would have passed on, and nothing after its terminal signal
+    or its dispose (``_disposed``, which its terminal signal sets, then disposing it as a sink's does).
+    """
+
+    __slots__ = ("_item_type", "_outer", "_parent", "_project")
 
     def __init__(
         self,
-        observer: rx_abc.ObserverBase[Any],
+        observer: rx_abc.ObserverBase[Any] | None,
         scheduler: rx_abc.SchedulerBase | None,
         project: Callable[[Any], Any],
         item_type: type[Any] | None,
     ) -> None:
-        self._item_type = item_type  # what project returns as an item (None: Observables only)
+        # (_Serial.__init__'s fields, set here: one call less per subscription)
         self._observer = observer
-        self._project = project
-        self.serial = _Serial(observer, scheduler)
-        self._outer: rx_abc.DisposableBase | None = None  # the source's subscription (a Slot, in place)
+        self._scheduler = scheduler
+        self._pull = None
+        self._lock = threading.Lock()
+        self._queue = deque()
+        self._active = False
+        self._ended = False
+        self._completed = False
         self._disposed = False
+        self._returned = False
+        self._done = False
+        self._subscription = _SerialSlot()
+        self._parent: _Serial | None = None
+        if observer is not None:
+            self._on_item = self._on_inner = observer.on_next
+            self._on_error = observer.on_error
+            self._on_completed = observer.on_completed
+        self._item_type = item_type  # what project returns as an item (None: Observables only)
+        self._project = project
+        self._outer: rx_abc.DisposableBase | None = None  # the source's subscription (a Slot, in place)
+
+    @classmethod
+    def fused(cls, parent: _Serial, source: _ConcatMapItems[Any]) -> _ConcatMap:
+        """``source``'s subscription as ``parent`` pulls it, without a sink between them (class docstring)."""
+        made = cls(None, parent._scheduler, source._project, source._item_type)
+        made._parent = parent
+        made._on_item = parent._on_inner  # what the skipped sink passed its items on to, past its check: ours
+        made._on_inner = made._checked_next  # (the items of its projected sources pass our check)
+        made._on_error = made._fail
+        made._on_completed = made._finish
+        return made
 
     def start(self, source: reactivex.Observable[Any], scheduler: rx_abc.SchedulerBase | None) -> _ConcatMap:
-        inner = _inner(source, scheduler)
-        subscription = inner.subscribe(self.on_next, self._observer.on_error, self.serial.end, scheduler=scheduler)
+        if type(source) in _WRAPPERS:
+            source = _inner(source, scheduler)
+        subscription = source.subscribe(self.on_next, self._on_error, self.end, scheduler=scheduler)
         if self._disposed:
             subscription.dispose()
         else:
@@ -836,44 +907,74 @@ class _ConcatMap(rx_abc.DisposableBase):
         return self
 
     def on_next(self, item: Any) -> None:
-        observer = self._observer
-        if getattr(observer, "stopped", False):  # failed or disposed: project nothing more
+        if self._disposed or getattr(self._observer, "stopped", False):  # failed or disposed: project nothing more
             return
         try:
             projected = self._project(item)
         except Exception as exc:
-            observer.on_error(exc)
+            self._on_error(exc)
             return
-        if type(projected) is self._item_type:
-            self.serial.push_item(projected)
+        if type(projected) is self._item_type:  # (push_item's, without its call: the usual partial event)
+            lock = self._lock
+            with lock:
+                if self._active:
+                    self._queue.append(_Emit(projected))
+                    return
+                self._active = True
+            if self._disposed:
+                return
+            self._on_item(projected)
+            if self._disposed:
+                return
+            with lock:
+                if self._queue:  # pushed meanwhile (from within on_next): drained in order
+                    following = self._queue.popleft()
+                else:
+                    self._active = False
+                    if not self._ended or self._completed:
+                        return
+                    self._completed = True
+                    following = None
+            if following is None:
+                self._on_completed()
+                return
+            self._drain(following)
         else:
-            self.serial.push(projected)
+            self.push(projected)
+
+    def _checked_next(self, value: Any) -> None:
+        """A projected source's item (a fused one's): passed on unless this subscription ended."""
+        if not self._disposed:
+            self._on_item(value)
+
+    def _fail(self, error: Exception) -> None:
+        """A fused one's error: its parent's, once; then disposed (as a sink's terminal signal does)."""
+        if self._disposed:
+            return
+        self._disposed = True
+        try:
+            self._parent._on_error(error)  # type: ignore[union-attr]
+        finally:
+            self.dispose()
+
+    def _finish(self) -> None:
+        """A fused one's completion: its parent takes its next source; then disposed."""
+        if self._disposed:
+            return
+        self._disposed = True
+        try:
+            self._parent._source_completed()  # type: ignore[union-attr]
+        finally:
+            self.dispose()
 
     def dispose(self) -> None:
         self._disposed = True
         outer, self._outer = self._outer, None
         if outer is not None:
             outer.dispose()
-        self.serial.dispose()
-
-
-def concat_map_now(
-    source: reactivex.Observable[T], project: Callable[[T], reactivex.Observable[U]]
-) -> reactivex.Observable[U]:
-    """``source.pipe(ops.concat_map(project))`` without scheduling: each item's Observable is subscribed
-    when the ones before it completed; an ``emit_now`` item is passed on without a subscription.
-
-    Completes when ``source`` and every projected Observable completed; the first error (of the
-    source, of a projected Observable, or raised by ``project``) is delivered at once. Disposing
-    disposes the source and the active projected Observable.
-    """
-
-    def subscribe(
-        observer: rx_abc.ObserverBase[U], scheduler: rx_abc.SchedulerBase | None = None
-    ) -> rx_abc.DisposableBase:
-        return _ConcatMap(observer, scheduler, project, None).start(source, scheduler)
-
-    return Direct(subscribe)
+        with self._lock:
+            self._queue.clear()
+        self._subscription.dispose()
 
 
 class _ConcatMapItems(Direct[U]):
@@ -888,7 +989,7 @@ class _ConcatMapItems(Direct[U]):
         self,
         source: reactivex.Observable[T],
         project: Callable[[T], reactivex.Observable[U] | U],
-        item_type: type[U],
+        item_type: type[U] | None,
     ) -> None:
         self._source = source
         self._project = project
@@ -902,6 +1003,19 @@ class _ConcatMapItems(Direct[U]):
 
 concat_map_items = _ConcatMapItems
 """``concat_map_items(source, project, item_type)``: see :class:`_ConcatMapItems`."""
+
+
+def concat_map_now(
+    source: reactivex.Observable[T], project: Callable[[T], reactivex.Observable[U]]
+) -> reactivex.Observable[U]:
+    """``source.pipe(ops.concat_map(project))`` without scheduling: each item's Observable is subscribed
+    when the ones before it completed; an ``emit_now`` item is passed on without a subscription.
+
+    Completes when ``source`` and every projected Observable completed; the first error (of the
+    source, of a projected Observable, or raised by ``project``) is delivered at once. Disposing
+    disposes the source and the active projected Observable.
+    """
+    return _ConcatMapItems(source, project, None)
 
 
 def on_dispose(source: reactivex.Observable[T], action: Callable[[], None]) -> reactivex.Observable[T]:
