@@ -291,13 +291,30 @@ def _forward(
     exception raised while subscribing is delivered as ``on_error`` (raised again when the
     source had already ended, dropped when the sink had ended before).
     """
-    if type(source) in _WRAPPERS:
-        source = _inner(source, scheduler)
-    if type(observer) is not _Sink or type(source).subscribe is not Direct.subscribe:
-        return source.subscribe(observer, scheduler=scheduler)
+    while True:
+        kind = type(source)
+        if kind in _WRAPPERS:
+            source = _inner(source, scheduler)
+            kind = type(source)
+        if type(observer) is not _Sink or kind.subscribe is not Direct.subscribe:
+            return source.subscribe(observer, scheduler=scheduler)
+        if kind is not _Defer:
+            break
+        try:  # what a defer_now's subscribe function does, in place: its Observable made, then forwarded
+            source = source._factory()  # type: ignore[attr-defined]
+        except Exception as exc:
+            observer.on_error(exc)
+            return NO_DISPOSAL
     sink: _Sink[T] = observer
     ended_before = sink.stopped
     try:
+        if kind is _Emit:  # what its subscribe function does, in place
+            sink.on_next(source.value)  # type: ignore[attr-defined]
+            sink.on_completed()
+            return NO_DISPOSAL
+        if source is _NOTHING:
+            sink.on_completed()
+            return NO_DISPOSAL
         inner = source._fn(sink, scheduler)  # type: ignore[attr-defined]
     except Exception as exc:
         if ended_before:
@@ -411,9 +428,14 @@ class _FirstThen(rx_abc.DisposableBase):
 
     One object is the completion callback and the subscription (two closures, two slots and a
     dict before): this runs for every step, store and tool call of a run.
+
+    With ``_outer_then`` set (:class:`_CollectThen` of a ``collect_then``: ``collect_then(collect_then(
+    first, follow), outer_then)``, a flow's tool call) it is both collections in one subscription:
+    what ``follow`` returns is collected in turn and handed to ``outer_then``, whose Observable is
+    forwarded; a known item (``emit_now``) or ``nothing_now()`` is collected without a subscription.
     """
 
-    __slots__ = ("_args", "_disposed", "_first", "_follow", "_observer", "_scheduler", "_second")
+    __slots__ = ("_args", "_disposed", "_first", "_follow", "_observer", "_outer_then", "_scheduler", "_second")
 
     def __init__(
         self,
@@ -429,6 +451,7 @@ class _FirstThen(rx_abc.DisposableBase):
         self._first: rx_abc.DisposableBase | None = None
         self._second: rx_abc.DisposableBase | None = None
         self._disposed = False
+        self._outer_then: Callable[[list[Any]], reactivex.Observable[Any]] | None = None
 
     def start(self, first: reactivex.Observable[Any], on_item: Callable[[Any], None]) -> _FirstThen:
         # ``first`` may complete (and ``follow`` start) before this assignment: separate slots
@@ -448,6 +471,18 @@ class _FirstThen(rx_abc.DisposableBase):
             return
         try:
             source = self._follow(*self._args)
+            outer_then = self._outer_then
+            if outer_then is not None:  # what follow returned, collected for outer_then (class docstring)
+                if type(source) is _Emit:
+                    if self._disposed:  # (what the outer collection's completion checks)
+                        return
+                    source = outer_then([source.value])  # type: ignore[attr-defined]
+                elif source is _NOTHING:
+                    if self._disposed:
+                        return
+                    source = outer_then([])
+                else:
+                    source = _CollectThen(source, outer_then)
         except Exception as exc:
             self._observer.on_error(exc)
             return
@@ -547,14 +582,26 @@ class _CollectThen(Direct[U]):
 
     def _fn(self, observer: rx_abc.ObserverBase[U], scheduler: rx_abc.SchedulerBase | None = None) -> Any:
         source = self._source
-        if type(source) is _Emit:  # its item is known: no subscription to collect it
+        kind = type(source)
+        if kind is _Defer:  # what its subscription would do first, in place: its Observable made now
             try:
-                follow = self._then([source.value])
+                source = source._factory()  # type: ignore[attr-defined]
+            except Exception as exc:
+                observer.on_error(exc)
+                return NO_DISPOSAL
+            kind = type(source)
+        if kind is _Emit:  # its item is known: no subscription to collect it
+            try:
+                follow = self._then([source.value])  # type: ignore[attr-defined]
             except Exception as exc:
                 observer.on_error(exc)
                 return NO_DISPOSAL
             return _forward(follow, observer, scheduler)
         items: list[Any] = []
+        if kind is _CollectThen:  # a collection of a collection: one subscription (_FirstThen's docstring)
+            first = _FirstThen(source._then, (items,), observer, scheduler)  # type: ignore[attr-defined]
+            first._outer_then = self._then
+            return first.start(source._source, items.append)  # type: ignore[attr-defined]
         return _FirstThen(self._then, (items,), observer, scheduler).start(source, items.append)
 
     _subscribe = _fn
