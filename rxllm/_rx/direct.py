@@ -661,17 +661,19 @@ class _Serial(rx_abc.DisposableBase):
     ``emit_now`` source's item, a ``call_then`` source's value), ``_on_inner`` (what a subscribed
     source's items go to), ``_on_error`` and ``_on_completed``. A source that is itself a
     :func:`concat_map_items` (a flow's step) is not subscribed: its :class:`_ConcatMap` is made here
-    with this serial as its parent (:meth:`_ConcatMap.fused`), the subscription's sink it would have
-    had taken over by the ``_ConcatMap`` itself (one subscriber between the step's items and the
-    serial's observer instead of two).
+    with this serial as its ``parent``, the sink its subscription would have had taken over by the
+    ``_ConcatMap`` itself (one subscriber between the step's items and the serial's observer instead
+    of two).
 
-    Which source is active and whether it completed during ``subscribe`` is held in place
-    (``_returned``, ``_done``: one source at a time), not in a closure and a list per source.
+    Held in place (one source is active at a time): its subscription (``_current``, what a
+    ``_SerialSlot`` held) and whether it returned from and completed during ``subscribe``
+    (``_returned``, ``_done``; a closure and a list per source before).
     """
 
     __slots__ = (
         "_active",
         "_completed",
+        "_current",
         "_disposed",
         "_done",
         "_ended",
@@ -685,7 +687,6 @@ class _Serial(rx_abc.DisposableBase):
         "_queue",
         "_returned",
         "_scheduler",
-        "_subscription",
     )
 
     def __init__(
@@ -705,7 +706,7 @@ class _Serial(rx_abc.DisposableBase):
         self._disposed = False
         self._returned = False  # the active source's subscribe returned
         self._done = False  # the active source completed
-        self._subscription = _SerialSlot()
+        self._current: rx_abc.DisposableBase | None = None  # the active source's subscription (a _SerialSlot's, in place)
         self._on_item: Callable[[Any], None] = observer.on_next
         # What a source's items go to. Pulling (concat_now), the observer's own on_next past its
         # check when it is a _Sink: nothing but the active source signals the observer (its error
@@ -841,8 +842,10 @@ class _Serial(rx_abc.DisposableBase):
                 kind = type(source)
             self._returned = self._done = False
             if kind is _ConcatMapItems:  # a step: its _ConcatMap is its own subscriber (see the class docstring)
-                step = _ConcatMap.fused(self, source)  # type: ignore[arg-type]
-                self._subscription.set(step)
+                step = _ConcatMap(None, self._scheduler, source._project, source._item_type, self)  # type: ignore[attr-defined]
+                previous, self._current = self._current, step  # (held before it starts: a dispose meanwhile reaches it)
+                if previous is not None:
+                    previous.dispose()
                 try:
                     step.start(source._source, self._scheduler)  # type: ignore[attr-defined]
                 except Exception as exc:  # what Direct.subscribe does with it
@@ -850,9 +853,17 @@ class _Serial(rx_abc.DisposableBase):
                         raise
                     step._fail(exc)
             else:
-                self._subscription.set(
-                    source.subscribe(self._on_inner, self._on_error, self._source_completed, scheduler=self._scheduler)
+                subscription = source.subscribe(
+                    self._on_inner, self._on_error, self._source_completed, scheduler=self._scheduler
                 )
+                if self._disposed:
+                    subscription.dispose()
+                else:
+                    previous, self._current = self._current, subscription
+                    if previous is not None:
+                        previous.dispose()
+                    if self._disposed:  # disposed on another thread meanwhile
+                        subscription.dispose()
             with self._lock:
                 self._returned = True
                 if not self._done:
@@ -861,9 +872,12 @@ class _Serial(rx_abc.DisposableBase):
 
     def dispose(self) -> None:
         self._disposed = True
-        with self._lock:
-            self._queue.clear()
-        self._subscription.dispose()
+        if self._queue:
+            with self._lock:
+                self._queue.clear()
+        current, self._current = self._current, None
+        if current is not None:
+            current.dispose()
 
 
 class _ConcatNow(Direct[T]):
@@ -893,7 +907,7 @@ class _ConcatMap(_Serial):
     """One subscription of :func:`concat_map_now` / :func:`concat_map_items`: a pushing :class:`_Serial`
     that is the source's observer (:meth:`on_next`) and what disposing the subscription disposes.
 
-    Made by :meth:`fused` (a step pulled by a serial: :meth:`_Serial._drain`), it is also the sink
+    Made with a ``parent`` (a step pulled by a serial: :meth:`_Serial._drain`), it is also the sink
     its subscription would have had: it delivers to its parent's ``_on_inner`` / ``_on_error`` /
     ``_source_completed`` what that sink would have passed on, and nothing after its terminal signal
     or its dispose (``_disposed``, which its terminal signal sets, then disposing it as a sink's does).
@@ -907,6 +921,7 @@ class _ConcatMap(_Serial):
         scheduler: rx_abc.SchedulerBase | None,
         project: Callable[[Any], Any],
         item_type: type[Any] | None,
+        parent: _Serial | None = None,
     ) -> None:
         # (_Serial.__init__'s fields, set here: one call less per subscription)
         self._observer = observer
@@ -920,30 +935,24 @@ class _ConcatMap(_Serial):
         self._disposed = False
         self._returned = False
         self._done = False
-        self._subscription = _SerialSlot()
-        self._parent: _Serial | None = None
-        if observer is not None:
-            self._on_item = self._on_inner = observer.on_next
-            self._on_error = observer.on_error
-            self._on_completed = observer.on_completed
+        self._current = None
+        self._parent = parent
+        if parent is not None:  # fused (class docstring): the sink its subscription would have had, itself
+            self._on_item = parent._on_inner  # what that sink passed its items on to, past its check: ours
+            self._on_inner = self._checked_next  # (the items of its projected sources pass our check)
+            self._on_error = self._fail
+            self._on_completed = self._finish
+        else:
+            self._on_item = self._on_inner = observer.on_next  # type: ignore[union-attr]
+            self._on_error = observer.on_error  # type: ignore[union-attr]
+            self._on_completed = observer.on_completed  # type: ignore[union-attr]
         self._item_type = item_type  # what project returns as an item (None: Observables only)
         self._project = project
         self._outer: rx_abc.DisposableBase | None = None  # the source's subscription (a Slot, in place)
 
-    @classmethod
-    def fused(cls, parent: _Serial, source: _ConcatMapItems[Any]) -> _ConcatMap:
-        """``source``'s subscription as ``parent`` pulls it, without a sink between them (class docstring)."""
-        made = cls(None, parent._scheduler, source._project, source._item_type)
-        made._parent = parent
-        made._on_item = parent._on_inner  # what the skipped sink passed its items on to, past its check: ours
-        made._on_inner = made._checked_next  # (the items of its projected sources pass our check)
-        made._on_error = made._fail
-        made._on_completed = made._finish
-        return made
-
     def start(self, source: reactivex.Observable[Any], scheduler: rx_abc.SchedulerBase | None) -> _ConcatMap:
-        if type(source) in _WRAPPERS:
-            source = _inner(source, scheduler)
+        while type(source) in _WRAPPERS and not isinstance(scheduler, AsyncIOScheduler):  # (_inner's, in place)
+            source = source._source  # type: ignore[attr-defined]
         subscription = source.subscribe(self.on_next, self._on_error, self.end, scheduler=scheduler)
         if self._disposed:
             subscription.dispose()
@@ -1019,9 +1028,12 @@ class _ConcatMap(_Serial):
         outer, self._outer = self._outer, None
         if outer is not None:
             outer.dispose()
-        with self._lock:
-            self._queue.clear()
-        self._subscription.dispose()
+        if self._queue:
+            with self._lock:
+                self._queue.clear()
+        current, self._current = self._current, None
+        if current is not None:
+            current.dispose()
 
 
 class _ConcatMapItems(Direct[U]):

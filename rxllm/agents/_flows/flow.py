@@ -112,6 +112,9 @@ __all__ = ["build_request", "run_llm_flow"]
 
 logger = logging.getLogger("rxllm.agents")
 
+_NOTHING: reactivex.Observable[Any] = nothing_now()  # (one Observable for every step: no call to make it)
+# (the flow reads ``ctx._shared.cancelled``, what ``ctx.is_cancelled`` returns, without the property's call)
+
 T = TypeVar("T")
 
 
@@ -286,7 +289,7 @@ class _Steps:
 
     def __iter__(self) -> Iterator[reactivex.Observable[Event]]:
         agent, ctx = self.agent, self.ctx
-        while not ctx.is_cancelled:
+        while not ctx._shared.cancelled:
             step = _Step()
             yield _one_step(agent, ctx, step)
             target = step.last_event.actions.transfer_to_agent if step.last_event is not None else None
@@ -360,7 +363,7 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
                 step.last_event = event
                 return event
             event = _to_event(agent, ctx, step, response)
-            if event.partial and not ctx.is_cancelled:  # what _handle_event does for it, passed on as an item
+            if event.partial and not ctx._shared.cancelled:  # what _handle_event does for it, passed on as an item
                 step.last_event = event
                 return event
             return _handle_event(agent, ctx, step, event)
@@ -507,7 +510,7 @@ def _before_model(
 def _model_call(
     agent: FlowAgent, ctx: InvocationContext, callback_ctx: CallbackContext | None, request: LlmRequest
 ) -> reactivex.Observable[LlmResponse]:
-    if ctx.is_cancelled:
+    if ctx._shared.cancelled:
         return reactivex.never()
     ctx.increment_llm_call_count()
     stream = ctx.run_config.streaming_mode is StreamingMode.SSE
@@ -803,7 +806,7 @@ def _to_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, response: L
 
 
 def _handle_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, event: Event) -> reactivex.Observable[Event]:
-    if ctx.is_cancelled:
+    if ctx._shared.cancelled:
         return reactivex.never()
     if event.partial:
         step.last_event = event
@@ -817,11 +820,11 @@ def _handle_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, event: 
         step.last_event = event
 
     def then_tools() -> reactivex.Observable[Event]:
-        if ctx.is_cancelled:
+        if ctx._shared.cancelled:
             return reactivex.never()
         model_event = step.last_event
         if model_event is None or model_event.error_code is not None or not model_event.function_calls():
-            return nothing_now()
+            return _NOTHING
         return _run_tools(agent, ctx, step, model_event)
 
     return ctx._store_then(event, stored, then_tools)
@@ -934,10 +937,10 @@ def _run_tools(
 
         def structured_final() -> reactivex.Observable[Event]:
             if step.structured is None:
-                return nothing_now()
+                return _NOTHING
             return _handle_event(agent, ctx, step, _structured_event(agent, ctx, step.structured))
 
-        if ctx.is_cancelled:
+        if ctx._shared.cancelled:
             return reactivex.never()
         stored_response = ctx._store_then(event, stored, structured_final)
         if not actions.requested_tool_confirmations:  # (no request to build)
@@ -985,7 +988,7 @@ def _run_call(
 
     Emits the call's function-response part, or nothing for a long-running tool that returned
     None (its answer comes later, from the user)."""
-    if ctx.is_cancelled:
+    if ctx._shared.cancelled:
         return reactivex.never()
     tool_ctx = ToolContext(ctx, step.state, call.id, confirmation)
     contexts.append(tool_ctx)
