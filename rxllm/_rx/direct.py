@@ -995,8 +995,15 @@ class _ConcatMap(_Serial):
                 self._on_completed()
                 return
             self._drain(following)
-        else:
-            self.push(projected)
+        elif type(projected) is _Emit:
+            self.push_item(projected.value)
+        else:  # (push's, without its call: a step's store, then its tools)
+            with self._lock:
+                if self._active:
+                    self._queue.append(projected)
+                    return
+                self._active = True
+            self._drain(projected)
 
     def _checked_next(self, value: Any) -> None:
         """A projected source's item (a fused one's): passed on unless this subscription ended."""

@@ -368,6 +368,19 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
                 return event
             return _handle_event(agent, ctx, step, event)
 
+        if not found.edits and callback_ctx is None:
+            # the usual step: no request edits, no plugin, no model callback: the model call itself, now
+            # (what call and _model_call below do for it, without their calls)
+            if shared.cancelled:
+                responses: reactivex.Observable[LlmResponse] = reactivex.never()
+            else:
+                ctx.increment_llm_call_count()
+                responses = agent.model.generate_content(request, ctx.run_config.streaming_mode is StreamingMode.SSE)
+            telemetry = ctx.telemetry_context
+            if telemetry is not None:
+                responses = within(telemetry, responses)
+            return concat_map_items(responses, handle_response, Event)
+
         def call(processed: LlmRequest) -> reactivex.Observable[Event]:
             if callback_ctx is None:  # no plugin, no model callback: the model call itself
                 responses = _model_call(agent, ctx, None, processed)
@@ -405,6 +418,8 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
         # again first, their responses stored before the request is built
         pending = calls_to_resume(session.events, agent.name)
         if pending is None:
+            if ctx.request_compactor is None:  # (the usual step: nothing to resume or compact)
+                return model_step(session, groups, readonly)
             return compact_then_model_step(session, groups, readonly)
         tools = group_tools(groups)
         step.tools = {tool.name: tool for tool in _request_tools(agent, transfer_targets(agent), tools)}
@@ -619,7 +634,7 @@ def _build_request(
     texts.append(identity_instruction(agent.name, agent.description))
     if targets:
         texts.append(transfer_instruction(agent, targets))
-    text = "\n\n".join(t for t in texts if t)
+    text = "\n\n".join(filter(None, texts))  # (the texts that are not empty)
     # request_contents with safe_content on each (a stored value JSON cannot carry must not break the
     # session), built incrementally from what the previous call of this session saw
     contents = session_request_contents(
