@@ -145,7 +145,9 @@ def _project(value: Any) -> Any:
     return concat_now([emit_now(f"a {value}"), call_then(lambda: f"stored {value}", nothing_now)])
 
 
-def _steps(first: reactivex.Observable[Any], second: reactivex.Observable[Any], hide: bool) -> reactivex.Observable[Any]:
+def _steps(
+    first: reactivex.Observable[Any], second: reactivex.Observable[Any], hide: bool
+) -> reactivex.Observable[Any]:
     steps = [concat_map_items(first, _project, str), concat_map_items(second, _project, str)]
     return concat_now([hidden(s) for s in steps] if hide else steps)
 
@@ -172,7 +174,10 @@ def test_a_fused_step_gives_what_the_hidden_step_gives_synchronously(
     assert not any(fused_steps[len(made):])  # and not for a hidden one
     if fused.got[-1] == ("completed",):  # (stock concat_map lets an error overtake the items queued before it)
         stock = reactivex.concat(
-            *[reactivex.from_iterable(s).pipe(ops.concat_map(lambda v: _as_observable(_project(v)))) for s in (first, second)]
+            *[
+                reactivex.from_iterable(s).pipe(ops.concat_map(lambda v: _as_observable(_project(v))))
+                for s in (first, second)
+            ]
         )
         assert fused.got == _stock(stock).got
 

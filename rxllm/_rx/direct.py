@@ -476,7 +476,7 @@ class _FirstThen(rx_abc.DisposableBase):
                 if type(source) is _Emit:
                     if self._disposed:  # (what the outer collection's completion checks)
                         return
-                    source = outer_then([source.value])  # type: ignore[attr-defined]
+                    source = outer_then([source.value])
                 elif source is _NOTHING:
                     if self._disposed:
                         return
@@ -706,7 +706,7 @@ class _Serial(rx_abc.DisposableBase):
         self._disposed = False
         self._returned = False  # the active source's subscribe returned
         self._done = False  # the active source completed
-        self._current: rx_abc.DisposableBase | None = None  # the active source's subscription (a _SerialSlot's, in place)
+        self._current: rx_abc.DisposableBase | None = None  # the active source's subscription (_SerialSlot's)
         self._on_item: Callable[[Any], None] = observer.on_next
         # What a source's items go to. Pulling (concat_now), the observer's own on_next past its
         # check when it is a _Sink: nothing but the active source signals the observer (its error
@@ -761,7 +761,7 @@ class _Serial(rx_abc.DisposableBase):
             return
         self._drain(following)
 
-    def start(self) -> None:
+    def pull_first(self) -> None:
         """Pull the first source (``pull`` mode)."""
         self._active = True
         self._drain(self._next())
@@ -893,7 +893,7 @@ class _ConcatNow(Direct[T]):
 
     def _fn(self, observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None) -> Any:
         serial = _Serial(observer, scheduler, iter(self._sources))
-        serial.start()
+        serial.pull_first()
         return serial
 
     _subscribe = _fn
