@@ -198,7 +198,7 @@ def _step_tools(agent: FlowAgent, groups: tuple[ToolGroup, ...], *, static: bool
         found is None
         or found.groups is not groups
         or len(found.targets) != len(targets)
-        or any(a is not b for a, b in zip(found.targets, targets, strict=True))
+        or (targets and any(a is not b for a, b in zip(found.targets, targets, strict=True)))
     ):
         found = _StepTools(agent, groups, targets)
         # kept on the agent, not in a weak map keyed by it: its targets (the parent, the peers) and
@@ -344,7 +344,11 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
         session: Session, groups: tuple[ToolGroup, ...], readonly: ReadonlyContext
     ) -> reactivex.Observable[Event]:
         found = _step_tools(agent, groups, static=step.static_tools)
-        callback_ctx = _callback_context(agent, ctx, step)
+        # what the step's model callbacks get; None when there is no callback (none is made for nothing)
+        has_callbacks = (
+            ctx.plugins or agent.before_model_callbacks or agent.after_model_callbacks or agent.on_model_error_callbacks
+        )
+        callback_ctx = CallbackContext(ctx, step.state) if has_callbacks else None
         step.tools = found.by_name
         request = _build_request(agent, ctx, session, readonly, found.tools, found.targets, found.request_tools, found)
 
@@ -450,13 +454,6 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
     return ctx._with_session_made_now(with_session)
 
 
-def _callback_context(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> CallbackContext | None:
-    """What the step's model callbacks get; None when there is no callback (none is made for nothing)."""
-    if ctx.plugins or agent.before_model_callbacks or agent.after_model_callbacks or agent.on_model_error_callbacks:
-        return CallbackContext(ctx, step.state)
-    return None
-
-
 def _invoke(kind: str, agent: FlowAgent, callback: Callable[..., T], *args: Any) -> T:
     try:
         return callback(*args)
@@ -529,7 +526,7 @@ def _model_call(
         return reactivex.never()
     ctx.increment_llm_call_count()
     stream = ctx.run_config.streaming_mode is StreamingMode.SSE
-    if callback_ctx is None:  # no callback at all (_callback_context): nothing to wrap the responses in
+    if callback_ctx is None:  # no callback at all (the model step's callback_ctx): nothing to wrap the responses in
         return agent.model.generate_content(request, stream)
     return _with_model_callbacks(agent, ctx, callback_ctx, request, agent.model.generate_content(request, stream))
 
@@ -544,7 +541,7 @@ def _with_model_callbacks(
     """The model's responses through the on-model-error and after-model callbacks (plugins first)."""
     on_error = [p.on_model_error_callback for p in ctx.plugins] + list(agent.on_model_error_callbacks)
     if on_error:
-        assert callback_ctx is not None  # made whenever there is a callback (_callback_context)
+        assert callback_ctx is not None  # made whenever there is a callback (the model step's callback_ctx)
 
         def recover(error: Exception, _: reactivex.Observable[LlmResponse]) -> reactivex.Observable[LlmResponse]:
             calls: list[tuple[object, Call]] = [
@@ -563,7 +560,7 @@ def _with_model_callbacks(
     after = [p.after_model_callback for p in ctx.plugins] + list(agent.after_model_callbacks)
     if not after:
         return responses
-    assert callback_ctx is not None  # made whenever there is a callback (_callback_context)
+    assert callback_ctx is not None  # made whenever there is a callback (the model step's callback_ctx)
 
     def apply_after(response: LlmResponse) -> reactivex.Observable[LlmResponse]:
         calls: list[tuple[object, Call]] = [(callback, partial(callback, callback_ctx, response)) for callback in after]
@@ -626,7 +623,10 @@ def _build_request(
     root = agent.root_agent
     artifacts = artifact_loader(ctx.artifact_service, session)
     texts = []
-    if _answers_through_tool(agent, own_tools):
+    schema = agent.output_schema
+    # _answers_through_tool, once, in place (read twice before, a call and a property read each)
+    through_tool = schema is not None and (bool(own_tools) or bool(agent.tools_union))
+    if through_tool:
         texts.append(SET_MODEL_RESPONSE_INSTRUCTION)
     if is_tree_llm_agent(root) and root.global_instruction:
         texts.append(_instruction_text(agent, root.global_instruction, readonly, artifacts))
@@ -644,8 +644,8 @@ def _build_request(
         config = kept.request_config(agent.generate_content_config, text or None)
     else:
         config = request_config(agent.generate_content_config, text or None, tool_declarations(request_tools))
-    if agent.output_schema is not None and not _answers_through_tool(agent, own_tools):
-        config = config.model_copy(update=output_schema_config(agent.output_schema))
+    if schema is not None and not through_tool:
+        config = config.model_copy(update=output_schema_config(schema))
     if type(contents) is tuple and type(config) is GenerateContentConfig:  # (always: what validation keeps)
         return prevalidated.from_template(LlmRequest, _REQUEST_TEMPLATE, {"contents": contents, "config": config})
     return LlmRequest(contents=contents, config=config)
