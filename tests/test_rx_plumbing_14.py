@@ -494,3 +494,99 @@ def test_a_collection_of_a_collection_disposed_by_its_inner_then_calls_no_outer_
         _run(collect_then(hidden(nested) if hide else nested, outer), seen)
         held.emit(1, "|")
         assert seen.got == [] and calls == [], hide
+
+
+# ---- a serial holds its active source's subscription in place ------------------------------------------
+
+
+@pytest.mark.parametrize("hide", [False, True], ids=["fused-step", "plain-source"])
+def test_a_source_whose_subscribe_disposes_the_concatenation_is_disposed_once_subscribed(hide: bool) -> None:
+    first = Held()
+    disposals: list[str] = []
+    seen = Recorder()
+
+    def subscribe(observer: Any, scheduler: Any = None) -> Any:
+        assert seen.subscription is not None
+        seen.subscription.dispose()  # (another thread's dispose, landing while this source subscribes)
+        observer.on_next(1)
+        return Disposable(lambda: disposals.append("second"))
+
+    second: reactivex.Observable[Any] = Direct(subscribe)
+    if not hide:
+        second = concat_map_items(second, _project, str)
+    _run(concat_now([first, second]), seen)
+    first.emit("x", "|")
+    assert disposals == ["second"]  # released at once, though the concatenation was disposed before it returned
+    if not hide:  # a step is held before it starts: what it emits after the dispose is not delivered
+        assert seen.got == [("next", "x")]
+
+
+def test_a_fused_step_raising_while_subscribing_after_a_dispose_is_dropped_and_after_its_end_raised() -> None:
+    for disposes in (True, False):
+        first = Held()
+        seen = Recorder()
+
+        def subscribe(observer: Any, scheduler: Any = None, disposes: bool = disposes, seen: Recorder = seen) -> Any:
+            if disposes:
+                assert seen.subscription is not None
+                seen.subscription.dispose()
+            else:
+                observer.on_completed()
+            raise LookupError("late")
+
+        _run(concat_now([first, concat_map_items(Direct(subscribe), _project, str)]), seen)
+        if disposes:
+            first.emit("x", "|")
+            assert seen.got == [("next", "x")]
+        else:  # (Direct.subscribe's: an exception after the source ended is raised again)
+            with pytest.raises(LookupError):
+                first.emit("x", "|")
+
+
+def test_a_concatenation_disposes_each_finished_sources_subscription_and_the_active_one_on_dispose() -> None:
+    sources = [Held(), Held(), Held()]
+    seen = _run(concat_now(sources), Recorder())
+    sources[0].emit(1, "|")
+    sources[1].emit(2, "|")
+    assert [s.disposed >= 1 for s in sources] == [True, True, False]
+    assert seen.subscription is not None
+    on_thread(seen.subscription.dispose)
+    assert sources[2].disposed >= 1
+    sources[2].emit(3, "|")
+    assert seen.got == [("next", 1), ("next", 2)]
+
+
+@pytest.mark.parametrize("runs", [150])
+def test_a_steps_items_and_projected_sources_completing_on_other_threads_keep_their_order(runs: int) -> None:
+    """The item fast path takes no lock while nothing is active: items racing projected sources that
+    complete on worker threads still come out in projection order, completed once."""
+    for run in range(runs):
+        workers: list[threading.Thread] = []
+
+        def project(value: int, workers: list[threading.Thread] = workers) -> Any:
+            if value % 3:
+                return f"item {value}"
+
+            def subscribe(
+                observer: Any, scheduler: Any = None, value: int = value, workers: list[threading.Thread] = workers
+            ) -> Any:
+                def finish() -> None:
+                    observer.on_next(f"inner {value}")
+                    observer.on_completed()
+
+                workers.append(threading.Thread(target=finish))
+                workers[-1].start()
+                return Disposable()
+
+            return Direct(subscribe)
+
+        source = Held()
+        seen = _run(concat_now([concat_map_items(source, project, str), emit_now("next step")]), Recorder())
+        for value in range(12):
+            source.emit(value)
+        source.emit("|")
+        assert seen.done.wait(5), run
+        for worker in workers:
+            worker.join(5)
+        expected = [("next", f"inner {v}" if v % 3 == 0 else f"item {v}") for v in range(12)]
+        assert seen.got == [*expected, ("next", "next step"), ("completed",)], run

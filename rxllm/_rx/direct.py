@@ -848,10 +848,10 @@ class _Serial(rx_abc.DisposableBase):
                     previous.dispose()
                 try:
                     step.start(source._source, self._scheduler)  # type: ignore[attr-defined]
-                except Exception as exc:  # what Direct.subscribe does with it
-                    if step._disposed:
+                except Exception as exc:  # what Direct.subscribe does with it: raised again once the step ended,
+                    if step._completed:  # (its own terminal signal)
                         raise
-                    step._fail(exc)
+                    step._fail(exc)  # (dropped when disposed meanwhile: its subscriber is gone)
             else:
                 subscription = source.subscribe(
                     self._on_inner, self._on_error, self._source_completed, scheduler=self._scheduler
@@ -864,10 +864,11 @@ class _Serial(rx_abc.DisposableBase):
                         previous.dispose()
                     if self._disposed:  # disposed on another thread meanwhile
                         subscription.dispose()
-            with self._lock:
-                self._returned = True
-                if not self._done:
-                    return  # _source_completed drains on, on whichever thread it comes
+            if not self._done:  # (done: it completed during subscribe, or on another thread that saw it not return)
+                with self._lock:
+                    self._returned = True
+                    if not self._done:
+                        return  # _source_completed drains on, on whichever thread it comes
             source = self._next()
 
     def dispose(self) -> None:
@@ -971,18 +972,23 @@ class _ConcatMap(_Serial):
             self._on_error(exc)
             return
         if type(projected) is self._item_type:  # (push_item's, without its call: the usual partial event)
-            lock = self._lock
-            with lock:
-                if self._active:
-                    self._queue.append(_Emit(projected))
-                    return
-                self._active = True
+            # Inactive, nothing but this (the source's own serialized on_next, or end) makes it active:
+            # no lock to take it, none to leave it when nothing was pushed meanwhile (only from within
+            # on_item, on this thread, while it is active). Active, another thread's completion of the
+            # projected source may end that: the lock, as push_item takes it.
+            if self._active:
+                self.push_item(projected)
+                return
+            self._active = True
             if self._disposed:
                 return
             self._on_item(projected)
             if self._disposed:
                 return
-            with lock:
+            if not self._queue and not self._ended:  # (the usual: nothing pushed meanwhile, the source goes on)
+                self._active = False
+                return
+            with self._lock:  # what push_item does next
                 if self._queue:  # pushed meanwhile (from within on_next): drained in order
                     following = self._queue.popleft()
                 else:
@@ -1015,6 +1021,7 @@ class _ConcatMap(_Serial):
         if self._disposed:
             return
         self._disposed = True
+        self._completed = True  # (ended by its own terminal signal: set before _finish is called too)
         try:
             self._parent._on_error(error)  # type: ignore[union-attr]
         finally:
