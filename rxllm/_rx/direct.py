@@ -827,8 +827,9 @@ class _Serial(rx_abc.DisposableBase):
                     except Exception as exc:  # what its subscription's sink made of it: its error
                         self._on_error(exc)
                         return
-                    if self._disposed or getattr(self._observer, "stopped", False):  # disposed from within on_next
-                        return
+                    observer = self._observer  # (None for a fused step: its _disposed says it all)
+                    if self._disposed or (observer is not None and getattr(observer, "stopped", False)):
+                        return  # disposed from within on_next
                 try:
                     source = source._follow()  # type: ignore[attr-defined]
                 except Exception as exc:
@@ -964,8 +965,9 @@ class _ConcatMap(_Serial):
         return self
 
     def on_next(self, item: Any) -> None:
-        if self._disposed or getattr(self._observer, "stopped", False):  # failed or disposed: project nothing more
-            return
+        observer = self._observer  # (None for a fused one: no getattr that fails for every item)
+        if self._disposed or (observer is not None and getattr(observer, "stopped", False)):
+            return  # failed or disposed: project nothing more
         try:
             projected = self._project(item)
         except Exception as exc:
