@@ -22,6 +22,13 @@ the same ordering and disposal, and never
 schedule: in particular :func:`concat_now` does not hop to the subscriber's scheduler between
 sources (``concat_with_iterable`` does, and ``Observable.run()`` subscribes with a
 ``NewThreadScheduler``: a new thread per source).
+
+Where one operator's subscription would only pass another's signals on, the two are fused into
+one subscriber: a :func:`concat_map_items` pulled by :func:`concat_now` (an agent's step) is its
+own sink; :func:`collect_then` of a :func:`collect_then` (a tool call) collects both in one
+subscription; a pass-through delivers an :func:`emit_now`, :func:`nothing_now` or
+:func:`defer_now` in place. Each does what the composition it replaces does, in the same order,
+with the same errors, disposal and threads (``tests/test_rx_plumbing_14.py``).
 """
 
 from __future__ import annotations
