@@ -22,6 +22,13 @@ the same ordering and disposal, and never
 schedule: in particular :func:`concat_now` does not hop to the subscriber's scheduler between
 sources (``concat_with_iterable`` does, and ``Observable.run()`` subscribes with a
 ``NewThreadScheduler``: a new thread per source).
+
+Where one operator's subscription would only pass another's signals on, the two are fused into
+one subscriber: a :func:`concat_map_items` pulled by :func:`concat_now` (an agent's step) is its
+own sink; :func:`collect_then` of a :func:`collect_then` (a tool call) collects both in one
+subscription; a pass-through delivers an :func:`emit_now`, :func:`nothing_now` or
+:func:`defer_now` in place. Each does what the composition it replaces does, in the same order,
+with the same errors, disposal and threads (``tests/test_rx_plumbing_14.py``).
 """
 
 from __future__ import annotations
@@ -291,13 +298,30 @@ def _forward(
     exception raised while subscribing is delivered as ``on_error`` (raised again when the
     source had already ended, dropped when the sink had ended before).
     """
-    if type(source) in _WRAPPERS:
-        source = _inner(source, scheduler)
-    if type(observer) is not _Sink or type(source).subscribe is not Direct.subscribe:
-        return source.subscribe(observer, scheduler=scheduler)
+    while True:
+        kind = type(source)
+        if kind in _WRAPPERS:
+            source = _inner(source, scheduler)
+            kind = type(source)
+        if type(observer) is not _Sink or kind.subscribe is not Direct.subscribe:
+            return source.subscribe(observer, scheduler=scheduler)
+        if kind is not _Defer:
+            break
+        try:  # what a defer_now's subscribe function does, in place: its Observable made, then forwarded
+            source = source._factory()  # type: ignore[attr-defined]
+        except Exception as exc:
+            observer.on_error(exc)
+            return NO_DISPOSAL
     sink: _Sink[T] = observer
     ended_before = sink.stopped
     try:
+        if kind is _Emit:  # what its subscribe function does, in place
+            sink.on_next(source.value)  # type: ignore[attr-defined]
+            sink.on_completed()
+            return NO_DISPOSAL
+        if source is _NOTHING:
+            sink.on_completed()
+            return NO_DISPOSAL
         inner = source._fn(sink, scheduler)  # type: ignore[attr-defined]
     except Exception as exc:
         if ended_before:
@@ -411,9 +435,14 @@ class _FirstThen(rx_abc.DisposableBase):
 
     One object is the completion callback and the subscription (two closures, two slots and a
     dict before): this runs for every step, store and tool call of a run.
+
+    With ``_outer_then`` set (:class:`_CollectThen` of a ``collect_then``: ``collect_then(collect_then(
+    first, follow), outer_then)``, a flow's tool call) it is both collections in one subscription:
+    what ``follow`` returns is collected in turn and handed to ``outer_then``, whose Observable is
+    forwarded; a known item (``emit_now``) or ``nothing_now()`` is collected without a subscription.
     """
 
-    __slots__ = ("_args", "_disposed", "_first", "_follow", "_observer", "_scheduler", "_second")
+    __slots__ = ("_args", "_disposed", "_first", "_follow", "_observer", "_outer_then", "_scheduler", "_second")
 
     def __init__(
         self,
@@ -429,6 +458,7 @@ class _FirstThen(rx_abc.DisposableBase):
         self._first: rx_abc.DisposableBase | None = None
         self._second: rx_abc.DisposableBase | None = None
         self._disposed = False
+        self._outer_then: Callable[[list[Any]], reactivex.Observable[Any]] | None = None
 
     def start(self, first: reactivex.Observable[Any], on_item: Callable[[Any], None]) -> _FirstThen:
         # ``first`` may complete (and ``follow`` start) before this assignment: separate slots
@@ -448,6 +478,18 @@ class _FirstThen(rx_abc.DisposableBase):
             return
         try:
             source = self._follow(*self._args)
+            outer_then = self._outer_then
+            if outer_then is not None:  # what follow returned, collected for outer_then (class docstring)
+                if type(source) is _Emit:
+                    if self._disposed:  # (what the outer collection's completion checks)
+                        return
+                    source = outer_then([source.value])
+                elif source is _NOTHING:
+                    if self._disposed:
+                        return
+                    source = outer_then([])
+                else:
+                    source = _CollectThen(source, outer_then)
         except Exception as exc:
             self._observer.on_error(exc)
             return
@@ -547,14 +589,26 @@ class _CollectThen(Direct[U]):
 
     def _fn(self, observer: rx_abc.ObserverBase[U], scheduler: rx_abc.SchedulerBase | None = None) -> Any:
         source = self._source
-        if type(source) is _Emit:  # its item is known: no subscription to collect it
+        kind = type(source)
+        if kind is _Defer:  # what its subscription would do first, in place: its Observable made now
             try:
-                follow = self._then([source.value])
+                source = source._factory()  # type: ignore[attr-defined]
+            except Exception as exc:
+                observer.on_error(exc)
+                return NO_DISPOSAL
+            kind = type(source)
+        if kind is _Emit:  # its item is known: no subscription to collect it
+            try:
+                follow = self._then([source.value])  # type: ignore[attr-defined]
             except Exception as exc:
                 observer.on_error(exc)
                 return NO_DISPOSAL
             return _forward(follow, observer, scheduler)
         items: list[Any] = []
+        if kind is _CollectThen:  # a collection of a collection: one subscription (_FirstThen's docstring)
+            first = _FirstThen(source._then, (items,), observer, scheduler)  # type: ignore[attr-defined]
+            first._outer_then = self._then
+            return first.start(source._source, items.append)  # type: ignore[attr-defined]
         return _FirstThen(self._then, (items,), observer, scheduler).start(source, items.append)
 
     _subscribe = _fn
@@ -606,22 +660,40 @@ class _Serial(rx_abc.DisposableBase):
     """Subscribes Observables one at a time, each when the one before it completed, on the thread it
     completed on; a trampoline (sources that complete during ``subscribe`` do not grow the stack).
 
-    The sources are :meth:`push`-ed (:func:`concat_map_now`; :meth:`end` says no more will come) or
+    The sources are :meth:`push`-ed (:class:`_ConcatMap`; :meth:`end` says no more will come) or
     pulled from an iterator when the previous one completed (:func:`concat_now`). Completes the
     observer when the sources ran out and the last one completed; a source's error is passed on.
+
+    Where the signals go is held as four callables: ``_on_item`` (what the serial emits itself: an
+    ``emit_now`` source's item, a ``call_then`` source's value), ``_on_inner`` (what a subscribed
+    source's items go to), ``_on_error`` and ``_on_completed``. A source that is itself a
+    :func:`concat_map_items` (a flow's step) is not subscribed: its :class:`_ConcatMap` is made here
+    with this serial as its ``parent``, the sink its subscription would have had taken over by the
+    ``_ConcatMap`` itself (one subscriber between the step's items and the serial's observer instead
+    of two).
+
+    Held in place (one source is active at a time): its subscription (``_current``, what a
+    ``_SerialSlot`` held) and whether it returned from and completed during ``subscribe``
+    (``_returned``, ``_done``; a closure and a list per source before).
     """
 
     __slots__ = (
         "_active",
         "_completed",
+        "_current",
         "_disposed",
+        "_done",
         "_ended",
         "_lock",
         "_observer",
+        "_on_completed",
+        "_on_error",
+        "_on_inner",
+        "_on_item",
         "_pull",
         "_queue",
+        "_returned",
         "_scheduler",
-        "_subscription",
     )
 
     def __init__(
@@ -630,7 +702,7 @@ class _Serial(rx_abc.DisposableBase):
         scheduler: rx_abc.SchedulerBase | None,
         pull: Iterator[reactivex.Observable[Any]] | None = None,
     ) -> None:
-        self._observer = observer
+        self._observer: rx_abc.ObserverBase[Any] | None = observer
         self._scheduler = scheduler
         self._pull = pull
         self._lock = threading.Lock()
@@ -639,7 +711,23 @@ class _Serial(rx_abc.DisposableBase):
         self._ended = False
         self._completed = False
         self._disposed = False
-        self._subscription = _SerialSlot()
+        self._returned = False  # the active source's subscribe returned
+        self._done = False  # the active source completed
+        self._current: rx_abc.DisposableBase | None = None  # the active source's subscription (_SerialSlot's)
+        self._on_item: Callable[[Any], None] = observer.on_next
+        # What a source's items go to. Pulling (concat_now), the observer's own on_next past its
+        # check when it is a _Sink: nothing but the active source signals the observer (its error
+        # and completion come from here, between sources), and whatever disposes the observer
+        # disposes the source's sink, which then delivers nothing; an item racing that dispose
+        # from another thread meets the check of the sink above (the subscriber's own is never
+        # skipped: a sink skipped here is the inner sink of some subscription). Pushed sources
+        # (concat_map_now) keep the check: the outer source's error may end the observer while
+        # a projected source is still active.
+        self._on_inner: Callable[[Any], None] = (
+            observer._on_next if pull is not None and type(observer) is _Sink else observer.on_next
+        )
+        self._on_error: Callable[[Exception], None] = observer.on_error
+        self._on_completed: Callable[[], None] = observer.on_completed
 
     def push(self, source: reactivex.Observable[Any]) -> None:
         if type(source) is _Emit:
@@ -663,7 +751,7 @@ class _Serial(rx_abc.DisposableBase):
         # the usual item (a partial event): what _drain and _next do for it, without their calls
         if self._disposed:
             return
-        self._observer.on_next(value)
+        self._on_item(value)
         if self._disposed:
             return
         with lock:
@@ -676,11 +764,11 @@ class _Serial(rx_abc.DisposableBase):
                 self._completed = True
                 following = None
         if following is None:
-            self._observer.on_completed()
+            self._on_completed()
             return
         self._drain(following)
 
-    def start(self) -> None:
+    def pull_first(self) -> None:
         """Pull the first source (``pull`` mode)."""
         self._active = True
         self._drain(self._next())
@@ -692,7 +780,7 @@ class _Serial(rx_abc.DisposableBase):
             if self._active or self._queue or self._completed:
                 return
             self._completed = True
-        self._observer.on_completed()
+        self._on_completed()
 
     def _next(self) -> reactivex.Observable[Any] | None:
         if self._disposed:
@@ -706,79 +794,99 @@ class _Serial(rx_abc.DisposableBase):
                 if not self._ended or self._completed:
                     return None
                 self._completed = True
-            self._observer.on_completed()
+            self._on_completed()
             return None
         try:
             return next(pull)
         except StopIteration:
-            self._observer.on_completed()
+            self._on_completed()
         except Exception as exc:
-            self._observer.on_error(exc)
+            self._on_error(exc)
         return None
 
+    def _source_completed(self) -> None:
+        """The active source's completion."""
+        with self._lock:
+            self._done = True
+            if not self._returned:
+                return  # completed during subscribe: the loop in _drain takes the next one
+        self._drain(self._next())  # completed later, on this thread
+
     def _drain(self, source: reactivex.Observable[Any] | None) -> None:
-        observer = self._observer
-        # What a source's items go to. Pulling (concat_now), the observer's own on_next past its
-        # check when it is a _Sink: nothing but the active source signals the observer (its error
-        # and completion come from here, between sources), and whatever disposes the observer
-        # disposes the source's sink, which then delivers nothing; an item racing that dispose
-        # from another thread meets the check of the sink above (the subscriber's own is never
-        # skipped: a sink skipped here is the inner sink of some subscription). Pushed sources
-        # (concat_map_now) keep the check: the outer source's error may end the observer while
-        # a projected source is still active.
-        on_next = observer._on_next if self._pull is not None and type(observer) is _Sink else observer.on_next
+        on_item = self._on_item
         while source is not None and not self._disposed:
-            if type(source) is _Emit:
-                observer.on_next(source.value)
+            kind = type(source)
+            if kind is _Emit:
+                on_item(source.value)  # type: ignore[attr-defined]
                 source = self._next()
                 continue
-            if type(source) is _CallThen:  # (a store, then what follows it) what its subscription does, in place
+            if kind is _CallThen:  # (a store, then what follows it) what its subscription does, in place
                 try:
-                    value = source._call()
+                    value = source._call()  # type: ignore[attr-defined]
                 except Exception as exc:
-                    observer.on_error(exc)
+                    self._on_error(exc)
                     return
-                if source._emit:
+                if source._emit:  # type: ignore[attr-defined]
+                    if self._disposed:  # (disposed meanwhile: its subscription's sink would deliver nothing)
+                        return
                     try:
-                        observer.on_next(value)
+                        on_item(value)
                     except Exception as exc:  # what its subscription's sink made of it: its error
-                        observer.on_error(exc)
+                        self._on_error(exc)
                         return
-                    if self._disposed or getattr(observer, "stopped", False):  # disposed from within on_next
-                        return
+                    observer = self._observer  # (None for a fused step: its _disposed says it all)
+                    if self._disposed or (observer is not None and getattr(observer, "stopped", False)):
+                        return  # disposed from within on_next
                 try:
-                    source = source._follow()
+                    source = source._follow()  # type: ignore[attr-defined]
                 except Exception as exc:
-                    observer.on_error(exc)
+                    self._on_error(exc)
                     return
                 if source is _NOTHING:  # nothing follows: it completed
                     source = self._next()
                 continue
-            if type(source) in _WRAPPERS:
+            if kind in _WRAPPERS:
                 source = _inner(source, self._scheduler)
-            done = [False, False]  # completed; subscribe returned
-
-            def on_completed(done: list[bool] = done) -> None:
+                kind = type(source)
+            self._returned = self._done = False
+            if kind is _ConcatMapItems:  # a step: its _ConcatMap is its own subscriber (see the class docstring)
+                step = _ConcatMap(None, self._scheduler, source._project, source._item_type, self)  # type: ignore[attr-defined]
+                previous, self._current = self._current, step  # (held before it starts: a dispose meanwhile reaches it)
+                if previous is not None:
+                    previous.dispose()
+                try:
+                    step.start(source._source, self._scheduler)  # type: ignore[attr-defined]
+                except Exception as exc:  # what Direct.subscribe does with it: raised again once the step ended,
+                    if step._completed:  # (its own terminal signal)
+                        raise
+                    step._fail(exc)  # (dropped when disposed meanwhile: its subscriber is gone)
+            else:
+                subscription = source.subscribe(
+                    self._on_inner, self._on_error, self._source_completed, scheduler=self._scheduler
+                )
+                if self._disposed:
+                    subscription.dispose()
+                else:
+                    previous, self._current = self._current, subscription
+                    if previous is not None:
+                        previous.dispose()
+                    if self._disposed:  # disposed on another thread meanwhile
+                        subscription.dispose()
+            if not self._done:  # (done: it completed during subscribe, or on another thread that saw it not return)
                 with self._lock:
-                    done[0] = True
-                    if not done[1]:
-                        return  # completed during subscribe: the loop below takes the next one
-                self._drain(self._next())  # completed later, on this thread
-
-            self._subscription.set(
-                source.subscribe(on_next, observer.on_error, on_completed, scheduler=self._scheduler)
-            )
-            with self._lock:
-                done[1] = True
-                if not done[0]:
-                    return  # on_completed drains on, on whichever thread it comes
+                    self._returned = True
+                    if not self._done:
+                        return  # _source_completed drains on, on whichever thread it comes
             source = self._next()
 
     def dispose(self) -> None:
         self._disposed = True
-        with self._lock:
-            self._queue.clear()
-        self._subscription.dispose()
+        if self._queue:
+            with self._lock:
+                self._queue.clear()
+        current, self._current = self._current, None
+        if current is not None:
+            current.dispose()
 
 
 class _ConcatNow(Direct[T]):
@@ -794,7 +902,7 @@ class _ConcatNow(Direct[T]):
 
     def _fn(self, observer: rx_abc.ObserverBase[T], scheduler: rx_abc.SchedulerBase | None = None) -> Any:
         serial = _Serial(observer, scheduler, iter(self._sources))
-        serial.start()
+        serial.pull_first()
         return serial
 
     _subscribe = _fn
@@ -804,29 +912,57 @@ concat_now = _ConcatNow
 """``concat_now(sources)``: see :class:`_ConcatNow`."""
 
 
-class _ConcatMap(rx_abc.DisposableBase):
-    """One subscription of :func:`concat_map_now` / :func:`concat_map_items`: the source's observer
-    (:meth:`on_next`) and what disposing the subscription disposes."""
+class _ConcatMap(_Serial):
+    """One subscription of :func:`concat_map_now` / :func:`concat_map_items`: a pushing :class:`_Serial`
+    that is the source's observer (:meth:`on_next`) and what disposing the subscription disposes.
 
-    __slots__ = ("_disposed", "_item_type", "_observer", "_outer", "_project", "serial")
+    Made with a ``parent`` (a step pulled by a serial: :meth:`_Serial._drain`), it is also the sink
+    its subscription would have had: it delivers to its parent's ``_on_inner`` / ``_on_error`` /
+    ``_source_completed`` what that sink would have passed on, and nothing after its terminal signal
+    or its dispose (``_disposed``, which its terminal signal sets, then disposing it as a sink's does).
+    """
+
+    __slots__ = ("_item_type", "_outer", "_parent", "_project")
 
     def __init__(
         self,
-        observer: rx_abc.ObserverBase[Any],
+        observer: rx_abc.ObserverBase[Any] | None,
         scheduler: rx_abc.SchedulerBase | None,
         project: Callable[[Any], Any],
         item_type: type[Any] | None,
+        parent: _Serial | None = None,
     ) -> None:
-        self._item_type = item_type  # what project returns as an item (None: Observables only)
+        # (_Serial.__init__'s fields, set here: one call less per subscription)
         self._observer = observer
-        self._project = project
-        self.serial = _Serial(observer, scheduler)
-        self._outer: rx_abc.DisposableBase | None = None  # the source's subscription (a Slot, in place)
+        self._scheduler = scheduler
+        self._pull = None
+        self._lock = threading.Lock()
+        self._queue = deque()
+        self._active = False
+        self._ended = False
+        self._completed = False
         self._disposed = False
+        self._returned = False
+        self._done = False
+        self._current = None
+        self._parent = parent
+        if parent is not None:  # fused (class docstring): the sink its subscription would have had, itself
+            self._on_item = parent._on_inner  # what that sink passed its items on to, past its check: ours
+            self._on_inner = self._checked_next  # (the items of its projected sources pass our check)
+            self._on_error = self._fail
+            self._on_completed = self._finish
+        else:
+            self._on_item = self._on_inner = observer.on_next  # type: ignore[union-attr]
+            self._on_error = observer.on_error  # type: ignore[union-attr]
+            self._on_completed = observer.on_completed  # type: ignore[union-attr]
+        self._item_type = item_type  # what project returns as an item (None: Observables only)
+        self._project = project
+        self._outer: rx_abc.DisposableBase | None = None  # the source's subscription (a Slot, in place)
 
     def start(self, source: reactivex.Observable[Any], scheduler: rx_abc.SchedulerBase | None) -> _ConcatMap:
-        inner = _inner(source, scheduler)
-        subscription = inner.subscribe(self.on_next, self._observer.on_error, self.serial.end, scheduler=scheduler)
+        while type(source) in _WRAPPERS and not isinstance(scheduler, AsyncIOScheduler):  # (_inner's, in place)
+            source = source._source  # type: ignore[attr-defined]
+        subscription = source.subscribe(self.on_next, self._on_error, self.end, scheduler=scheduler)
         if self._disposed:
             subscription.dispose()
         else:
@@ -836,44 +972,91 @@ class _ConcatMap(rx_abc.DisposableBase):
         return self
 
     def on_next(self, item: Any) -> None:
-        observer = self._observer
-        if getattr(observer, "stopped", False):  # failed or disposed: project nothing more
-            return
+        observer = self._observer  # (None for a fused one: no getattr that fails for every item)
+        if self._disposed or (observer is not None and getattr(observer, "stopped", False)):
+            return  # failed or disposed: project nothing more
         try:
             projected = self._project(item)
         except Exception as exc:
-            observer.on_error(exc)
+            self._on_error(exc)
             return
-        if type(projected) is self._item_type:
-            self.serial.push_item(projected)
-        else:
-            self.serial.push(projected)
+        if type(projected) is self._item_type:  # (push_item's, without its call: the usual partial event)
+            # Inactive, nothing but this (the source's own serialized on_next, or end) makes it active:
+            # no lock to take it, none to leave it when nothing was pushed meanwhile (only from within
+            # on_item, on this thread, while it is active). Active, another thread's completion of the
+            # projected source may end that: the lock, as push_item takes it.
+            if self._active:
+                self.push_item(projected)
+                return
+            self._active = True
+            if self._disposed:
+                return
+            self._on_item(projected)
+            if self._disposed:
+                return
+            if not self._queue and not self._ended:  # (the usual: nothing pushed meanwhile, the source goes on)
+                self._active = False
+                return
+            with self._lock:  # what push_item does next
+                if self._queue:  # pushed meanwhile (from within on_next): drained in order
+                    following = self._queue.popleft()
+                else:
+                    self._active = False
+                    if not self._ended or self._completed:
+                        return
+                    self._completed = True
+                    following = None
+            if following is None:
+                self._on_completed()
+                return
+            self._drain(following)
+        elif type(projected) is _Emit:
+            self.push_item(projected.value)
+        else:  # (push's, without its call: a step's store, then its tools)
+            with self._lock:
+                if self._active:
+                    self._queue.append(projected)
+                    return
+                self._active = True
+            self._drain(projected)
+
+    def _checked_next(self, value: Any) -> None:
+        """A projected source's item (a fused one's): passed on unless this subscription ended."""
+        if not self._disposed:
+            self._on_item(value)
+
+    def _fail(self, error: Exception) -> None:
+        """A fused one's error: its parent's, once; then disposed (as a sink's terminal signal does)."""
+        if self._disposed:
+            return
+        self._disposed = True
+        self._completed = True  # (ended by its own terminal signal: set before _finish is called too)
+        try:
+            self._parent._on_error(error)  # type: ignore[union-attr]
+        finally:
+            self.dispose()
+
+    def _finish(self) -> None:
+        """A fused one's completion: its parent takes its next source; then disposed."""
+        if self._disposed:
+            return
+        self._disposed = True
+        try:
+            self._parent._source_completed()  # type: ignore[union-attr]
+        finally:
+            self.dispose()
 
     def dispose(self) -> None:
         self._disposed = True
         outer, self._outer = self._outer, None
         if outer is not None:
             outer.dispose()
-        self.serial.dispose()
-
-
-def concat_map_now(
-    source: reactivex.Observable[T], project: Callable[[T], reactivex.Observable[U]]
-) -> reactivex.Observable[U]:
-    """``source.pipe(ops.concat_map(project))`` without scheduling: each item's Observable is subscribed
-    when the ones before it completed; an ``emit_now`` item is passed on without a subscription.
-
-    Completes when ``source`` and every projected Observable completed; the first error (of the
-    source, of a projected Observable, or raised by ``project``) is delivered at once. Disposing
-    disposes the source and the active projected Observable.
-    """
-
-    def subscribe(
-        observer: rx_abc.ObserverBase[U], scheduler: rx_abc.SchedulerBase | None = None
-    ) -> rx_abc.DisposableBase:
-        return _ConcatMap(observer, scheduler, project, None).start(source, scheduler)
-
-    return Direct(subscribe)
+        if self._queue:
+            with self._lock:
+                self._queue.clear()
+        current, self._current = self._current, None
+        if current is not None:
+            current.dispose()
 
 
 class _ConcatMapItems(Direct[U]):
@@ -888,7 +1071,7 @@ class _ConcatMapItems(Direct[U]):
         self,
         source: reactivex.Observable[T],
         project: Callable[[T], reactivex.Observable[U] | U],
-        item_type: type[U],
+        item_type: type[U] | None,
     ) -> None:
         self._source = source
         self._project = project
@@ -902,6 +1085,19 @@ class _ConcatMapItems(Direct[U]):
 
 concat_map_items = _ConcatMapItems
 """``concat_map_items(source, project, item_type)``: see :class:`_ConcatMapItems`."""
+
+
+def concat_map_now(
+    source: reactivex.Observable[T], project: Callable[[T], reactivex.Observable[U]]
+) -> reactivex.Observable[U]:
+    """``source.pipe(ops.concat_map(project))`` without scheduling: each item's Observable is subscribed
+    when the ones before it completed; an ``emit_now`` item is passed on without a subscription.
+
+    Completes when ``source`` and every projected Observable completed; the first error (of the
+    source, of a projected Observable, or raised by ``project``) is delivered at once. Disposing
+    disposes the source and the active projected Observable.
+    """
+    return _ConcatMapItems(source, project, None)
 
 
 def on_dispose(source: reactivex.Observable[T], action: Callable[[], None]) -> reactivex.Observable[T]:

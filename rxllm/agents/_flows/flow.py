@@ -115,6 +115,9 @@ __all__ = ["build_request", "run_llm_flow"]
 
 logger = logging.getLogger("rxllm.agents")
 
+_NOTHING: reactivex.Observable[Any] = nothing_now()  # (one Observable for every step: no call to make it)
+# (the flow reads ``ctx._shared.cancelled``, what ``ctx.is_cancelled`` returns, without the property's call)
+
 T = TypeVar("T")
 
 
@@ -198,7 +201,7 @@ def _step_tools(agent: FlowAgent, groups: tuple[ToolGroup, ...], *, static: bool
         found is None
         or found.groups is not groups
         or len(found.targets) != len(targets)
-        or any(a is not b for a, b in zip(found.targets, targets, strict=True))
+        or (targets and any(a is not b for a, b in zip(found.targets, targets, strict=True)))
     ):
         found = _StepTools(agent, groups, targets)
         # kept on the agent, not in a weak map keyed by it: its targets (the parent, the peers) and
@@ -289,7 +292,7 @@ class _Steps:
 
     def __iter__(self) -> Iterator[reactivex.Observable[Event]]:
         agent, ctx = self.agent, self.ctx
-        while not ctx.is_cancelled:
+        while not ctx._shared.cancelled:
             step = _Step()
             yield _one_step(agent, ctx, step)
             target = step.last_event.actions.transfer_to_agent if step.last_event is not None else None
@@ -345,7 +348,11 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
         session: Session, groups: tuple[ToolGroup, ...], readonly: ReadonlyContext
     ) -> reactivex.Observable[Event]:
         found = _step_tools(agent, groups, static=step.static_tools)
-        callback_ctx = _callback_context(agent, ctx, step)
+        # what the step's model callbacks get; None when there is no callback (none is made for nothing)
+        has_callbacks = (
+            ctx.plugins or agent.before_model_callbacks or agent.after_model_callbacks or agent.on_model_error_callbacks
+        )
+        callback_ctx = CallbackContext(ctx, step.state) if has_callbacks else None
         step.tools = found.by_name
         request = _build_request(agent, ctx, session, readonly, found.tools, found.targets, found.request_tools, found)
 
@@ -362,10 +369,23 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
                     step.last_event = event
                     return event
             event = _to_event(agent, ctx, step, response)
-            if event.partial and not ctx.is_cancelled:  # what _handle_event does for it, passed on as an item
+            if event.partial and not ctx._shared.cancelled:  # what _handle_event does for it, passed on as an item
                 step.last_event = event
                 return event
             return _handle_event(agent, ctx, step, event)
+
+        if not found.edits and callback_ctx is None:
+            # the usual step: no request edits, no plugin, no model callback: the model call itself, now
+            # (what call and _model_call below do for it, without their calls)
+            if shared.cancelled:
+                responses: reactivex.Observable[LlmResponse] = reactivex.never()
+            else:
+                ctx.increment_llm_call_count()
+                responses = agent.model.generate_content(request, ctx.run_config.streaming_mode is StreamingMode.SSE)
+            telemetry = ctx.telemetry_context
+            if telemetry is not None:
+                responses = within(telemetry, responses)
+            return concat_map_items(responses, handle_response, Event)
 
         def call(processed: LlmRequest) -> reactivex.Observable[Event]:
             if callback_ctx is None:  # no plugin, no model callback: the model call itself
@@ -404,6 +424,8 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
         # again first, their responses stored before the request is built
         pending = calls_to_resume(session.events, agent.name)
         if pending is None:
+            if ctx.request_compactor is None:  # (the usual step: nothing to resume or compact)
+                return model_step(session, groups, readonly)
             return compact_then_model_step(session, groups, readonly)
         tools = group_tools(groups)
         step.tools = {tool.name: tool for tool in _request_tools(agent, transfer_targets(agent), tools)}
@@ -432,13 +454,6 @@ def _one_step(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> reactive
     # made when run_llm_flow's concat_now pulls it, and subscribed then: what an in-memory store
     # answers is read now (what an exception raises is its on_error all the same)
     return ctx._with_session_made_now(with_session)
-
-
-def _callback_context(agent: FlowAgent, ctx: InvocationContext, step: _Step) -> CallbackContext | None:
-    """What the step's model callbacks get; None when there is no callback (none is made for nothing)."""
-    if ctx.plugins or agent.before_model_callbacks or agent.after_model_callbacks or agent.on_model_error_callbacks:
-        return CallbackContext(ctx, step.state)
-    return None
 
 
 def _invoke(kind: str, agent: FlowAgent, callback: Callable[..., T], *args: Any) -> T:
@@ -509,11 +524,11 @@ def _before_model(
 def _model_call(
     agent: FlowAgent, ctx: InvocationContext, callback_ctx: CallbackContext | None, request: LlmRequest
 ) -> reactivex.Observable[LlmResponse]:
-    if ctx.is_cancelled:
+    if ctx._shared.cancelled:
         return reactivex.never()
     ctx.increment_llm_call_count()
     stream = ctx.run_config.streaming_mode is StreamingMode.SSE
-    if callback_ctx is None:  # no callback at all (_callback_context): nothing to wrap the responses in
+    if callback_ctx is None:  # no callback at all (the model step's callback_ctx): nothing to wrap the responses in
         return agent.model.generate_content(request, stream)
     return _with_model_callbacks(agent, ctx, callback_ctx, request, agent.model.generate_content(request, stream))
 
@@ -528,7 +543,7 @@ def _with_model_callbacks(
     """The model's responses through the on-model-error and after-model callbacks (plugins first)."""
     on_error = [p.on_model_error_callback for p in ctx.plugins] + list(agent.on_model_error_callbacks)
     if on_error:
-        assert callback_ctx is not None  # made whenever there is a callback (_callback_context)
+        assert callback_ctx is not None  # made whenever there is a callback (the model step's callback_ctx)
 
         def recover(error: Exception, _: reactivex.Observable[LlmResponse]) -> reactivex.Observable[LlmResponse]:
             calls: list[tuple[object, Call]] = [
@@ -547,7 +562,7 @@ def _with_model_callbacks(
     after = [p.after_model_callback for p in ctx.plugins] + list(agent.after_model_callbacks)
     if not after:
         return responses
-    assert callback_ctx is not None  # made whenever there is a callback (_callback_context)
+    assert callback_ctx is not None  # made whenever there is a callback (the model step's callback_ctx)
 
     def apply_after(response: LlmResponse) -> reactivex.Observable[LlmResponse]:
         calls: list[tuple[object, Call]] = [(callback, partial(callback, callback_ctx, response)) for callback in after]
@@ -610,7 +625,10 @@ def _build_request(
     root = agent.root_agent
     artifacts = artifact_loader(ctx.artifact_service, session)
     texts = []
-    if _answers_through_tool(agent, own_tools):
+    schema = agent.output_schema
+    # _answers_through_tool, once, in place (read twice before, a call and a property read each)
+    through_tool = schema is not None and (bool(own_tools) or bool(agent.tools_union))
+    if through_tool:
         texts.append(SET_MODEL_RESPONSE_INSTRUCTION)
     if is_tree_llm_agent(root) and root.global_instruction:
         texts.append(_instruction_text(agent, root.global_instruction, readonly, artifacts))
@@ -618,7 +636,7 @@ def _build_request(
     texts.append(identity_instruction(agent.name, agent.description))
     if targets:
         texts.append(transfer_instruction(agent, targets))
-    text = "\n\n".join(t for t in texts if t)
+    text = "\n\n".join(filter(None, texts))  # (the texts that are not empty)
     # request_contents with safe_content on each (a stored value JSON cannot carry must not break the
     # session), built incrementally from what the previous call of this session saw
     contents = session_request_contents(
@@ -628,8 +646,8 @@ def _build_request(
         config = kept.request_config(agent.generate_content_config, text or None)
     else:
         config = request_config(agent.generate_content_config, text or None, tool_declarations(request_tools))
-    if agent.output_schema is not None and not _answers_through_tool(agent, own_tools):
-        config = config.model_copy(update=output_schema_config(agent.output_schema))
+    if schema is not None and not through_tool:
+        config = config.model_copy(update=output_schema_config(schema))
     if type(contents) is tuple and type(config) is GenerateContentConfig:  # (always: what validation keeps)
         return prevalidated.from_template(LlmRequest, _REQUEST_TEMPLATE, {"contents": contents, "config": config})
     return LlmRequest(contents=contents, config=config)
@@ -901,7 +919,7 @@ def _long_running_ids(step: _Step, content: Content) -> tuple[str, ...] | None:
 
 
 def _handle_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, event: Event) -> reactivex.Observable[Event]:
-    if ctx.is_cancelled:
+    if ctx._shared.cancelled:
         return reactivex.never()
     if event.partial:
         step.last_event = event
@@ -915,17 +933,17 @@ def _handle_event(agent: FlowAgent, ctx: InvocationContext, step: _Step, event: 
         step.last_event = event
 
     def then_tools() -> reactivex.Observable[Event]:
-        if ctx.is_cancelled:
+        if ctx._shared.cancelled:
             return reactivex.never()
         model_event = step.last_event
         if model_event is None:
-            return nothing_now()
+            return _NOTHING
         if type(model_event) is Event:  # (its fields read once: each attribute read is a slow lookup)
             fields = model_event.__dict__
             if fields["error_code"] is not None or not _has_function_call(fields["content"]):
-                return nothing_now()
+                return _NOTHING
         elif model_event.error_code is not None or not model_event.function_calls():
-            return nothing_now()
+            return _NOTHING
         return _run_tools(agent, ctx, step, model_event)
 
     return ctx._store_then(event, stored, then_tools)
@@ -1038,10 +1056,10 @@ def _run_tools(
 
         def structured_final() -> reactivex.Observable[Event]:
             if step.structured is None:
-                return nothing_now()
+                return _NOTHING
             return _handle_event(agent, ctx, step, _structured_event(agent, ctx, step.structured))
 
-        if ctx.is_cancelled:
+        if ctx._shared.cancelled:
             return reactivex.never()
         stored_response = ctx._store_then(event, stored, structured_final)
         if not actions.requested_tool_confirmations:  # (no request to build)
@@ -1106,7 +1124,7 @@ def _run_call(
     list of those parts (``collect_then(_run_call(...), then)``; with no callback and no span
     to make, the tool's outcome goes to ``then`` without an Observable of the outcome, nor of
     the parts, in between: :func:`~rxllm._tools.call_tool_then`)."""
-    if ctx.is_cancelled:
+    if ctx._shared.cancelled:
         return reactivex.never()
     tool_ctx = ToolContext(ctx, step.state, call.id, confirmation)
     contexts.append(tool_ctx)
