@@ -18,6 +18,7 @@ import pytest
 import reactivex
 from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
+from telemetry_support import telemetry  # noqa: F401 (the fixture: a traced turn)
 
 from rxllm import Chunk, LlmResponse, RxLlmError
 from rxllm._rx import direct
@@ -98,11 +99,15 @@ def test_the_usual_step_calls_the_model_itself_and_gives_the_callback_paths_even
     assert lean[-1].text() == ANSWER
 
 
+@pytest.mark.usefixtures("telemetry")
 def test_the_tool_calls_collection_is_one_first_then_where_its_composition_had_two(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # (traced: the call runs within its span, collected by the step; untraced, with no callback, the
+    # call's outcome goes to the step through call_tool_then, with no collection at all)
     made = Counted(monkeypatch, direct._FirstThen, "__init__")
     lean, _, _ = _turn()
+    assert made.calls  # the callback path collects through _FirstThen
     lean_made = len(made.calls)
     composed_made = []
 
