@@ -39,7 +39,9 @@ _T = TypeVar("_T")
 
 # What LeanThreadPool.run_soon uses of ThreadPoolExecutor's own (CPython 3.11 to 3.14): without
 # it, run_soon is submit.
-_LEAN = all(hasattr(_pool_internals, name) for name in ("_global_shutdown_lock", "_shutdown", "BrokenThreadPool"))
+_LEAN = all(hasattr(_pool_internals, name) for name in ("_global_shutdown_lock", "_shutdown", "BrokenThreadPool")) and (
+    hasattr(ThreadPoolExecutor, "_adjust_thread_count")
+)
 
 _PROCESS_SIGNALS = frozenset(
     s for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None)) if s is not None
