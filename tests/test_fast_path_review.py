@@ -118,30 +118,6 @@ def test_a_dispose_landing_anywhere_in_a_set_disposes_what_was_set(at: int, afte
     assert later.disposals == 1
 
 
-@pytest.mark.parametrize("after", [False, True], ids=["before-read", "after-read"])
-@pytest.mark.parametrize("at", [1, 2, 3, 4])
-def test_a_dispose_landing_anywhere_in_a_serial_set_disposes_the_old_and_the_new(at: int, after: bool) -> None:
-    slot = _racing(direct._SerialSlot)()
-    old, new = _Counted(), _Counted()
-    slot.set(old)
-    assert old.disposals == 0
-    slot.reads, slot.at, slot.after, slot.hook = 0, at, after, slot.dispose  # type: ignore[attr-defined]
-    slot.set(new)
-    if slot.hook is not None:  # type: ignore[attr-defined]
-        slot.dispose()
-    assert old.disposals >= 1 and new.disposals >= 1
-
-
-def test_a_serial_set_disposes_the_one_before_and_keeps_the_latest() -> None:
-    slot = direct._SerialSlot()
-    first, second = _Counted(), _Counted()
-    slot.set(first)
-    slot.set(second)
-    assert (first.disposals, second.disposals) == (1, 0)
-    slot.dispose()
-    assert second.disposals == 1
-
-
 def test_set_and_dispose_on_two_threads_at_once_never_leave_a_disposable_undisposed() -> None:
     for _ in range(200):
         slot = Slot()

@@ -173,23 +173,6 @@ class Slot(rx_abc.DisposableBase):
             current.dispose()
 
 
-class _SerialSlot(Slot):
-    """Holds the latest of a series of disposables: setting one disposes the one before it
-    (``SerialDisposable`` without its lock)."""
-
-    __slots__ = ()
-
-    def set(self, disposable: rx_abc.DisposableBase) -> None:
-        if self.disposed:
-            disposable.dispose()
-            return
-        previous, self._current = self._current, disposable
-        if previous is not None:
-            previous.dispose()
-        if self.disposed:  # disposed on another thread meanwhile
-            disposable.dispose()
-
-
 NO_DISPOSAL: rx_abc.DisposableBase = _Nothing()
 _CALLBACK_TYPES = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, types.BuiltinMethodType)
 _LOCK_OF_LOCKS = threading.Lock()
@@ -672,9 +655,10 @@ class _Serial(rx_abc.DisposableBase):
     ``_ConcatMap`` itself (one subscriber between the step's items and the serial's observer instead
     of two).
 
-    Held in place (one source is active at a time): its subscription (``_current``, what a
-    ``_SerialSlot`` held) and whether it returned from and completed during ``subscribe``
-    (``_returned``, ``_done``; a closure and a list per source before).
+    Held in place (one source is active at a time): its subscription (``_current``: setting the
+    next one disposes the one before, as a ``SerialDisposable`` does) and whether it returned from
+    and completed during ``subscribe`` (``_returned``, ``_done``; a closure and a list per source
+    before).
     """
 
     __slots__ = (
@@ -713,7 +697,7 @@ class _Serial(rx_abc.DisposableBase):
         self._disposed = False
         self._returned = False  # the active source's subscribe returned
         self._done = False  # the active source completed
-        self._current: rx_abc.DisposableBase | None = None  # the active source's subscription (_SerialSlot's)
+        self._current: rx_abc.DisposableBase | None = None  # the active source's subscription
         self._on_item: Callable[[Any], None] = observer.on_next
         # What a source's items go to. Pulling (concat_now), the observer's own on_next past its
         # check when it is a _Sink: nothing but the active source signals the observer (its error
