@@ -282,7 +282,7 @@ class _Tracked:
 
 
 def _racing_first_then() -> type[Any]:
-    flag = direct._FirstThen.__dict__["_disposed"]
+    flag = direct.TwoStages.__dict__["_disposed"]  # (the slot _FirstThen inherits)
 
     class Racing(direct._FirstThen):  # type: ignore[misc]
         __slots__ = ("after", "at", "reads")
@@ -316,7 +316,7 @@ def test_a_dispose_landing_anywhere_in_first_then_disposes_every_subscription_an
     racing = _racing_first_then()(lambda: second.observable(), (), _Observer(seen), None)
     racing.reads, racing.at, racing.after = 0, at, after
     racing.start(first.observable(), seen.append)
-    if not now and not direct._FirstThen.__dict__["_disposed"].__get__(racing):
+    if not now and not direct.TwoStages.__dict__["_disposed"].__get__(racing):
         first.complete()  # (a disposed subscriber hears nothing more: the source may never complete)
     if racing.reads < at:  # fewer reads than ``at``: the dispose comes after it all
         racing.dispose()

@@ -47,6 +47,7 @@ __all__ = [
     "Direct",
     "DisposeAction",
     "Slot",
+    "TwoStages",
     "call_now",
     "call_then",
     "collect_then",
@@ -411,7 +412,50 @@ defer_now = _Defer
 """``defer_now(factory)``: see :class:`_Defer`."""
 
 
-class _FirstThen(rx_abc.DisposableBase):
+class TwoStages(rx_abc.DisposableBase):
+    """The subscription of a first stage and of the Observable it leads to, forwarded to ``observer``:
+    disposing disposes whichever is active. A subclass subscribes its first stage and hands what
+    :meth:`hold_first` gets; when that stage ends it calls :meth:`follow` with the second."""
+
+    __slots__ = ("_disposed", "_first", "_observer", "_scheduler", "_second")
+
+    def __init__(self, observer: rx_abc.ObserverBase[Any], scheduler: rx_abc.SchedulerBase | None) -> None:
+        self._observer = observer
+        self._scheduler = scheduler
+        self._first: rx_abc.DisposableBase | None = None
+        self._second: rx_abc.DisposableBase | None = None
+        self._disposed = False
+
+    def hold_first(self, subscription: rx_abc.DisposableBase) -> None:
+        """Hold the first stage's subscription (the stage may have ended, and :meth:`follow` run, already)."""
+        if self._disposed:
+            subscription.dispose()
+        else:
+            self._first = subscription
+            if self._disposed:  # disposed on another thread meanwhile
+                subscription.dispose()
+
+    def follow(self, source: reactivex.Observable[Any]) -> None:
+        """Subscribe the second stage, ``source``, forwarded to the observer."""
+        subscription = _forward(source, self._observer, self._scheduler)
+        if self._disposed:
+            subscription.dispose()
+        else:
+            self._second = subscription
+            if self._disposed:
+                subscription.dispose()
+
+    def dispose(self) -> None:
+        self._disposed = True
+        first, self._first = self._first, None
+        second, self._second = self._second, None
+        if first is not None:
+            first.dispose()
+        if second is not None:
+            second.dispose()
+
+
+class _FirstThen(TwoStages):
     """Subscribes ``first`` (its items to ``on_item``, its error to ``observer``) and, the moment it
     completes, the Observable ``follow(*args)`` returns (to ``observer``; an exception ``follow``
     raises is delivered as ``on_error``). Disposing disposes whichever is active and prevents ``follow``.
@@ -425,7 +469,7 @@ class _FirstThen(rx_abc.DisposableBase):
     forwarded; a known item (``emit_now``) or ``nothing_now()`` is collected without a subscription.
     """
 
-    __slots__ = ("_args", "_disposed", "_first", "_follow", "_observer", "_outer_then", "_scheduler", "_second")
+    __slots__ = ("_args", "_follow", "_outer_then")
 
     def __init__(
         self,
@@ -434,26 +478,16 @@ class _FirstThen(rx_abc.DisposableBase):
         observer: rx_abc.ObserverBase[Any],
         scheduler: rx_abc.SchedulerBase | None,
     ) -> None:
+        super().__init__(observer, scheduler)
         self._follow = follow
         self._args = args
-        self._observer = observer
-        self._scheduler = scheduler
-        self._first: rx_abc.DisposableBase | None = None
-        self._second: rx_abc.DisposableBase | None = None
-        self._disposed = False
         self._outer_then: Callable[[list[Any]], reactivex.Observable[Any]] | None = None
 
     def start(self, first: reactivex.Observable[Any], on_item: Callable[[Any], None]) -> _FirstThen:
         # ``first`` may complete (and ``follow`` start) before this assignment: separate slots
         if type(first) in _WRAPPERS:
             first = _inner(first, self._scheduler)
-        subscription = first.subscribe(on_item, self._observer.on_error, self.on_completed, scheduler=self._scheduler)
-        if self._disposed:
-            subscription.dispose()
-        else:
-            self._first = subscription
-            if self._disposed:  # disposed on another thread meanwhile
-                subscription.dispose()
+        self.hold_first(first.subscribe(on_item, self._observer.on_error, self.on_completed, scheduler=self._scheduler))
         return self
 
     def on_completed(self) -> None:
@@ -476,22 +510,7 @@ class _FirstThen(rx_abc.DisposableBase):
         except Exception as exc:
             self._observer.on_error(exc)
             return
-        subscription = _forward(source, self._observer, self._scheduler)
-        if self._disposed:
-            subscription.dispose()
-        else:
-            self._second = subscription
-            if self._disposed:
-                subscription.dispose()
-
-    def dispose(self) -> None:
-        self._disposed = True
-        first, self._first = self._first, None
-        second, self._second = self._second, None
-        if first is not None:
-            first.dispose()
-        if second is not None:
-            second.dispose()
+        self.follow(source)
 
 
 def then_now(first: reactivex.Observable[T], second: Callable[[], reactivex.Observable[T]]) -> reactivex.Observable[T]:

@@ -59,6 +59,7 @@ from ..._core.types import (
 from ..._models.aggregation import generate_function_call_id
 from ..._rx.direct import (
     Direct,
+    TwoStages,
     collect_then,
     concat_map_items,
     concat_map_now,
@@ -1218,7 +1219,7 @@ def _run_call(
     return parts if then is None else collect_then(parts, then)
 
 
-class _ToolThen(rx_abc.DisposableBase):
+class _ToolThen(TwoStages):
     """``collect_then(call_tool(...) as parts, then)`` for a call with no callback and no span: the
     tool started by :func:`~rxllm._tools.call_tool_then`, its outcome made the call's parts
     (``part_of``) and handed to ``then``, whose Observable is subscribed at once (on the thread the
@@ -1227,7 +1228,7 @@ class _ToolThen(rx_abc.DisposableBase):
     (a tool that raised ``KeyboardInterrupt``). Disposing disposes whichever is active: the tool's
     call (its result dropped, what can be cancelled cancelled) or ``then``'s subscription."""
 
-    __slots__ = ("_disposed", "_first", "_observer", "_part_of", "_scheduler", "_second", "_then")
+    __slots__ = ("_part_of", "_then")
 
     def __init__(
         self,
@@ -1236,25 +1237,15 @@ class _ToolThen(rx_abc.DisposableBase):
         observer: rx_abc.ObserverBase[Event],
         scheduler: rx_abc.SchedulerBase | None,
     ) -> None:
+        super().__init__(observer, scheduler)
         self._part_of = part_of
         self._then = then
-        self._observer = observer
-        self._scheduler = scheduler
-        self._first: rx_abc.DisposableBase | None = None
-        self._second: rx_abc.DisposableBase | None = None
-        self._disposed = False
 
     def start(
         self, tools: Mapping[str, BaseTool], call: FunctionCall, tool_ctx: ToolContext, runtime: ToolRuntime
     ) -> _ToolThen:
         # the outcome may arrive (and ``then`` start) before this assignment: separate slots
-        subscription = call_tool_then(tools, call, tool_ctx, self._outcome, self._fail, runtime=runtime)
-        if self._disposed:
-            subscription.dispose()
-        else:
-            self._first = subscription
-            if self._disposed:  # disposed on another thread meanwhile
-                subscription.dispose()
+        self.hold_first(call_tool_then(tools, call, tool_ctx, self._outcome, self._fail, runtime=runtime))
         return self
 
     def _fail(self, error: Exception) -> None:
@@ -1270,22 +1261,7 @@ class _ToolThen(rx_abc.DisposableBase):
         except Exception as exc:
             self._observer.on_error(exc)
             return
-        subscription = source.subscribe(self._observer, scheduler=self._scheduler)
-        if self._disposed:
-            subscription.dispose()
-        else:
-            self._second = subscription
-            if self._disposed:
-                subscription.dispose()
-
-    def dispose(self) -> None:
-        self._disposed = True
-        first, self._first = self._first, None
-        second, self._second = self._second, None
-        if first is not None:
-            first.dispose()
-        if second is not None:
-            second.dispose()
+        self.follow(source)
 
 
 def _tool_answer(kind: str) -> Callable[[object], dict[str, Any]]:
