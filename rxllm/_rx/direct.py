@@ -723,9 +723,11 @@ class _Serial(rx_abc.DisposableBase):
         # and completion come from here, between sources), and whatever disposes the observer
         # disposes the source's sink, which then delivers nothing; an item racing that dispose
         # from another thread meets the check of the sink above (the subscriber's own is never
-        # skipped: a sink skipped here is the inner sink of some subscription). Pushed sources
-        # (concat_map_now) keep the check: the outer source's error may end the observer while
-        # a projected source is still active.
+        # skipped: a sink skipped here is the inner sink of some subscription). A plain source's
+        # items pass ``_plain_next`` first: what it emits while subscribing, after a dispose that
+        # landed meanwhile, is dropped there (its subscription is not held yet, so no dispose
+        # reached its sink). Pushed sources (concat_map_now) keep the check: the outer source's
+        # error may end the observer while a projected source is still active.
         self._on_inner: Callable[[Any], None] = (
             observer._on_next if pull is not None and type(observer) is _Sink else observer.on_next
         )
@@ -807,6 +809,13 @@ class _Serial(rx_abc.DisposableBase):
             self._on_error(exc)
         return None
 
+    def _plain_next(self, value: Any) -> None:
+        """A subscribed source's item: passed on unless this serial was disposed. (Its subscription
+        is held only once ``subscribe`` returns: what a source emits while subscribing, after a
+        dispose that landed meanwhile, reaches no sink that was told.)"""
+        if not self._disposed:
+            self._on_inner(value)
+
     def _source_completed(self) -> None:
         """The active source's completion."""
         with self._lock:
@@ -865,7 +874,7 @@ class _Serial(rx_abc.DisposableBase):
                     step._fail(exc)  # (dropped when disposed meanwhile: its subscriber is gone)
             else:
                 subscription = source.subscribe(
-                    self._on_inner, self._on_error, self._source_completed, scheduler=self._scheduler
+                    self._plain_next, self._on_error, self._source_completed, scheduler=self._scheduler
                 )
                 if self._disposed:
                     subscription.dispose()
