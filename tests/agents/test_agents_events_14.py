@@ -5,7 +5,6 @@ partials, finals, errors and function calls, and the fast paths are the ones tak
 
 from __future__ import annotations
 
-import pickle
 from enum import IntEnum
 from typing import Any
 
@@ -27,6 +26,9 @@ from rxllm.agents._flows import flow
 from rxllm.agents._sessions import base as sessions_base
 from rxllm.testing import ScriptedLlm, scripted_turn
 
+from .test_agents_flow_fast_paths import _same as _same_event
+from .test_agents_flow_fast_paths import _slow as _validated
+
 USAGE = UsageMetadata(prompt_token_count=3, candidates_token_count=4, total_token_count=7)
 
 
@@ -46,43 +48,9 @@ class _Agent:
     name = "support"
 
 
-def _validated(response: LlmResponse, total: UsageMetadata | None, long_running: tuple[str, ...] | None) -> Event:
-    """The event ``_to_event`` builds, the validated way (every field through ``Event(...)``)."""
-    return Event(
-        invocation_id="e-1",
-        author="support",
-        branch="root.support",
-        content=response.content,
-        long_running_tool_ids=long_running,
-        partial=response.partial,
-        turn_complete=response.turn_complete,
-        error_code=response.error_code,
-        error_message=response.error_message,
-        finish_reason=response.finish_reason,
-        usage_metadata=response.usage_metadata,
-        total_usage_metadata=total,
-        interrupted=response.interrupted,
-        model_version=response.model_version,
-        custom_metadata=response.custom_metadata,
-        input_transcription=response.input_transcription,
-        output_transcription=response.output_transcription,
-        go_away=response.go_away,
-        live_session_resumption_update=response.live_session_resumption_update,
-        tool_call_cancellation=response.tool_call_cancellation,
-    )
-
-
 def _same(fast: Event, original: Event) -> None:
     assert type(fast) is type(original) is Event
-    assert fast.model_fields_set == original.model_fields_set
-    assert fast.model_dump(exclude_unset=True) == original.model_dump(exclude_unset=True)
-    slow = original.model_copy(update={"id": fast.id, "timestamp": fast.timestamp})
-    assert fast == slow
-    assert fast.model_dump() == slow.model_dump()
-    assert fast.to_json() == slow.to_json()
-    assert repr(fast) == repr(slow)
-    assert pickle.loads(pickle.dumps(fast)) == fast
-    assert list(fast.__dict__) == list(Event.model_fields)
+    _same_event(fast, original)
 
 
 def _call_part(call_id: str = "c1") -> Part:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from reactivex import operators as ops
 from reactivex.scheduler import ImmediateScheduler, ThreadPoolScheduler
-from telemetry_support import Telemetry
+from telemetry_support import Telemetry, telemetry  # noqa: F401 (the fixture)
 from wire import WIRES, Wire
 
 from rxllm import (
@@ -359,23 +359,8 @@ def test_the_absorber_builds_no_partial_and_the_same_final() -> None:
     assert _normalized([absorbing.finish()]) == _normalized([accepting.finish()])
 
 
-@pytest.fixture(name="telemetry")
-def _telemetry() -> Iterator[Telemetry]:
-    """In-memory OpenTelemetry capture for one test (as ``tests/telemetry``'s fixture)."""
-    import rxllm
-
-    captured = Telemetry()
-    rxllm.configure_telemetry(tracer_provider=captured.tracer_provider, meter_provider=captured.meter_provider)
-    try:
-        yield captured
-    finally:
-        rxllm.configure_telemetry()
-        captured.tracer_provider.shutdown()
-        captured.meter_provider.shutdown()
-
-
 @pytest.mark.parametrize("wire", WIRES, ids=lambda wire: wire.name)
-def test_traced_the_events_are_the_same(wire: Wire, telemetry: Telemetry, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_traced_the_events_are_the_same(wire: Wire, telemetry: Telemetry, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811 (the fixture)
     """With telemetry on, an attempt reads through the generic (traced) path, with the same makers."""
 
     def forbidden(*args: Any) -> Any:
