@@ -893,12 +893,21 @@ class _Serial(rx_abc.DisposableBase):
 
     def dispose(self) -> None:
         self._disposed = True
+        self._let_go()
         if self._queue:
             with self._lock:
                 self._queue.clear()
         current, self._current = self._current, None
         if current is not None:
             current.dispose()
+
+    def _let_go(self) -> None:
+        """Drop what signals went to, once disposed (nothing is delivered any more): they are bound
+        methods of this serial or of its observer, which holds this serial, so keeping them would
+        leave a reference cycle for the collector instead of memory freed at once."""
+        self._observer = None
+        self._on_item = self._on_inner = self._on_error = _ignore
+        self._on_completed = _ignore
 
 
 class _ConcatNow(Direct[T]):
@@ -1060,6 +1069,7 @@ class _ConcatMap(_Serial):
 
     def dispose(self) -> None:
         self._disposed = True
+        self._let_go()
         outer, self._outer = self._outer, None
         if outer is not None:
             outer.dispose()

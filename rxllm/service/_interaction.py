@@ -229,6 +229,7 @@ class _Interaction(rx_abc.DisposableBase):
         with self._lock:
             self._stopped = True
             disposables, self._disposables = self._disposables, []
+        self._relay.drop_on_failure()  # (stopping again would do nothing; and the relay holding it is a cycle)
         for disposable in disposables:
             disposable.dispose()
 

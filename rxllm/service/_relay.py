@@ -41,6 +41,10 @@ _ERROR = 1
 _COMPLETED = 2
 
 
+def _nothing() -> None:
+    return None
+
+
 def check_positive_int(size: int, what: str) -> int:
     """``size`` if it is an int >= 1.
 
@@ -140,6 +144,11 @@ class BoundedRelay(Generic[T]):
             self._cancelled = True
             self._overflow = None
             self._queue.clear()
+
+    def drop_on_failure(self) -> None:
+        """The producers were stopped for good: ``on_failure`` is not called any more (it would do
+        nothing), and the relay holds no reference back to what stops them."""
+        self._on_failure = _nothing
 
     def _offer(self, kind: int, value: Any) -> None:
         """A terminal signal: always accepted (it does not count against the capacity), once."""

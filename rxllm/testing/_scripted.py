@@ -383,58 +383,84 @@ def _play(
     call: ScriptedCall,
 ) -> rx_abc.DisposableBase:
     """Schedule ``timeline`` on ``scheduler``; items due at the same instant go out in one action."""
-    pending = SerialDisposable()
-    state = {"index": 0, "done": False}
+    playback = _Playback(timeline, observer, scheduler, call)
+    first = timeline[0][0] if timeline else 0.0
+    playback.pending.disposable = playback.schedule_at(first, 0.0) if first > 0 else scheduler.schedule(playback.run)
+    return Disposable(playback.dispose)
 
-    def finish() -> bool:
-        with call._lock:
-            if state["done"]:
+
+class _Playback:
+    """One call's timeline being played (an object, not closures that call each other: those would be
+    a reference cycle, freed only by the garbage collector; once it ends, nothing refers back to it)."""
+
+    def __init__(
+        self,
+        timeline: list[tuple[float, LlmResponse | Exception]],
+        observer: rx_abc.ObserverBase[LlmResponse],
+        scheduler: rx_abc.SchedulerBase,
+        call: ScriptedCall,
+    ) -> None:
+        self.timeline = timeline
+        self.observer = observer
+        self.scheduler = scheduler
+        self.call = call
+        self.pending = SerialDisposable()
+        self.index = 0
+        self.done = False
+
+    def finish(self) -> bool:
+        with self.call._lock:
+            if self.done:
                 return False
-            state["done"] = True
-            call.ended_at = _now(scheduler)
+            self.done = True
+            self.call.ended_at = _now(self.scheduler)
             return True
 
-    def run(_scheduler: rx_abc.SchedulerBase, _state: Any = None) -> None:
-        index = int(state["index"])
+    def run(self, _scheduler: rx_abc.SchedulerBase, _state: Any = None) -> None:
+        timeline, call, observer = self.timeline, self.call, self.observer
+        index = self.index
         due = timeline[index][0] if index < len(timeline) else (timeline[-1][0] if timeline else 0.0)
         while True:
             with call._lock:
-                if state["done"]:
+                if self.done:
                     return
             if index >= len(timeline):
-                if finish():
+                if self.finish():
+                    self._let_go()
                     observer.on_completed()
                 return
             at, item = timeline[index]
             if at > due:
-                state["index"] = index
+                self.index = index
                 with call._lock:
-                    if not state["done"]:
-                        pending.disposable = schedule_at(at, due)
+                    if not self.done:
+                        self.pending.disposable = self.schedule_at(at, due)
                 return
             index += 1
             if isinstance(item, Exception):
-                if finish():
+                if self.finish():
+                    self._let_go()
                     observer.on_error(item)
                 return
             call.emitted += 1
             observer.on_next(item)
 
-    def dispose() -> None:
-        with call._lock:
-            if not state["done"]:
-                state["done"] = True
-                call.disposed_at = _now(scheduler)
-        pending.dispose()
+    def dispose(self) -> None:
+        with self.call._lock:
+            if not self.done:
+                self.done = True
+                self.call.disposed_at = _now(self.scheduler)
+        self.pending.dispose()
 
-    def schedule_at(offset: float, current: float) -> rx_abc.DisposableBase:
+    def _let_go(self) -> None:
+        """Ended: the scheduled action that ran (it holds this playback) is not held any more."""
+        self.pending = SerialDisposable()
+
+    def schedule_at(self, offset: float, current: float) -> rx_abc.DisposableBase:
+        scheduler = self.scheduler
         if isinstance(scheduler, VirtualTimeScheduler):  # absolute: no drift from summed offsets
-            return scheduler.schedule_absolute(call.subscribed_at + offset, run)
-        return scheduler.schedule_relative(offset - current, run)
-
-    first = timeline[0][0] if timeline else 0.0
-    pending.disposable = schedule_at(first, 0.0) if first > 0 else scheduler.schedule(run)
-    return Disposable(dispose)
+            return scheduler.schedule_absolute(self.call.subscribed_at + offset, self.run)
+        return scheduler.schedule_relative(offset - current, self.run)
 
 
 def _now(scheduler: rx_abc.SchedulerBase) -> float:

@@ -30,7 +30,7 @@ from .._invocation.run_config import RunConfig, StreamingMode
 from .._memory.service import BaseMemoryService, InMemoryMemoryService
 from .._sessions.base import BaseSessionService, InMemorySessionService, Session, get_now
 from .._sessions.event import Event, prevalidated_event
-from .._sessions.run_lanes import SessionKey, SessionLanes, Ticket, session_lanes
+from .._sessions.run_lanes import SessionKey, SessionLanes, session_lanes
 from .compaction import (
     EventsCompactionConfig,
     LlmEventSummarizer,
@@ -420,7 +420,6 @@ class _LaneRun(rx_abc.DisposableBase):
         "_scope",
         "_service",
         "_started",
-        "_ticket",
     )
 
     def __init__(
@@ -447,12 +446,11 @@ class _LaneRun(rx_abc.DisposableBase):
         self._contexts: list[InvocationContext] = []
         self._scope: ResourceScope | None = None
         self._service: BaseSessionService | None = None
-        self._ticket = Ticket(self.start)
 
     def enter(self, service: BaseSessionService) -> None:
         """Queue on the lane (started at once when it is free)."""
         self._service = service
-        self._lanes.enter(self._key, self._ticket)
+        self._lanes.enter(self._key, self)  # (its own turn: a ticket holding its start would be a cycle)
 
     def start(self) -> None:
         """The lane's turn: fetch the session, then run on it."""
@@ -558,7 +556,7 @@ class _LaneRun(rx_abc.DisposableBase):
         if started:
             self._release()
         else:
-            self._lanes.withdraw(self._key, self._ticket)  # if already taken off the queue, start() releases
+            self._lanes.withdraw(self._key, self)  # if already taken off the queue, start() releases
 
 
 def _compaction_config(agent: BaseAgent, config: EventsCompactionConfig | None) -> EventsCompactionConfig | None:

@@ -16,14 +16,14 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import reactivex
 from reactivex import abc as rx_abc
 
 from ..._rx.direct import Direct, DisposeAction, Slot
 
-__all__ = ["SessionKey", "SessionLanes", "Ticket", "session_lanes"]
+__all__ = ["SessionKey", "SessionLanes", "Ticket", "Turn", "session_lanes"]
 
 logger = logging.getLogger("rxllm.agents")
 
@@ -33,9 +33,15 @@ SessionKey = tuple[str, str, str]
 """``(app_name, user_id, session_id)``."""
 
 
-class Ticket:
+class Turn(Protocol):
     """A run's place in its session's lane: ``start`` is called when its turn comes (it, or whoever it
-    hands the turn to, then calls :meth:`SessionLanes.leave`)."""
+    hands the turn to, then calls :meth:`SessionLanes.leave`). Queued and withdrawn by identity."""
+
+    def start(self) -> None: ...
+
+
+class Ticket:
+    """A :class:`Turn` that calls ``start``."""
 
     __slots__ = ("start",)
 
@@ -50,10 +56,10 @@ class SessionLanes:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._waiting: dict[SessionKey, deque[Ticket]] = {}  # a key is present while its lane is busy
+        self._waiting: dict[SessionKey, deque[Turn]] = {}  # a key is present while its lane is busy
         self._local = threading.local()
 
-    def enter(self, key: SessionKey, ticket: Ticket) -> None:
+    def enter(self, key: SessionKey, ticket: Turn) -> None:
         with self._lock:
             waiting = self._waiting.get(key)
             if waiting is not None:
@@ -62,7 +68,7 @@ class SessionLanes:
             self._waiting[key] = deque()
         self._start(ticket)
 
-    def withdraw(self, key: SessionKey, ticket: Ticket) -> bool:
+    def withdraw(self, key: SessionKey, ticket: Turn) -> bool:
         """Remove a ticket that has not been started; False when it was already taken off the queue."""
         with self._lock:
             waiting = self._waiting.get(key)
@@ -84,8 +90,8 @@ class SessionLanes:
         with self._lock:
             return key in self._waiting
 
-    def _start(self, ticket: Ticket) -> None:
-        pending: deque[Ticket] | None = getattr(self._local, "pending", None)
+    def _start(self, ticket: Turn) -> None:
+        pending: deque[Turn] | None = getattr(self._local, "pending", None)
         if pending is not None:
             pending.append(ticket)
             return
