@@ -83,7 +83,8 @@ def main() -> int:
             finally:
                 gc.callbacks.remove(collections)
             results[name] = {"left": left, "cpu_ms": cpu * 1e3, "collections": collections}
-    print(f"order-A17 turn over loopback, {turns} turns each (the runner keeps its sessions); python {sys.version.split()[0]}")
+    print(f"order-A17 turn over loopback, {turns} turns each (the runner keeps its sessions); "
+          f"python {sys.version.split()[0]}")
     print(f"{'contender':9} {'left to the collector':>22} {'collections per turn (gen 0/1/2)':>34} "
           f"{'collector ms/turn':>18} {'CPU ms/turn':>12}")
     for name, row in results.items():
@@ -93,7 +94,8 @@ def main() -> int:
               f"{row['cpu_ms']:>12.3f}")
     bare = results["bare"]["cpu_ms"]
     for name in ("agent", "service"):
-        print(f"{name}: {(results[name]['cpu_ms'] - bare) / 2:.3f} CPU ms per model call over bare (mean, collections included)")
+        overhead = (results[name]["cpu_ms"] - bare) / 2
+        print(f"{name}: {overhead:.3f} CPU ms per model call over bare (mean, collections included)")
     return 0
 
 
