@@ -1,10 +1,11 @@
-"""Fixtures shared by the top-level test modules: a loopback stub server, and each transport in turn.
+"""Fixtures shared by the test modules: a loopback stub server, each transport in turn, the collector off.
 
 A module (or a sub-directory's ``conftest.py``) defining a fixture of the same name overrides these.
 """
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 
 import pytest
@@ -30,3 +31,15 @@ def transport(request: pytest.FixtureRequest) -> Iterator[HttpTransport | AsyncH
     )
     yield made
     made.close()
+
+
+@pytest.fixture
+def collector_off() -> Iterator[None]:
+    """The garbage collector off for the test (after one full pass): only reference counting frees
+    anything meanwhile, and ``gc.collect()`` finds what only the collector could have freed."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

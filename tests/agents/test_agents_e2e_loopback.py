@@ -3,11 +3,8 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import threading
 import types
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,18 +14,6 @@ from rxllm.providers.openai import OpenAiChatModel
 from rxllm.testing import Hold, StubServer
 
 from .support import QUESTION, question
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "order_status.py"
-
-
-@pytest.fixture(scope="module")
-def example() -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location("order_status_example", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def recording_runner(base_url: str, calls: list[dict[str, Any]], example: types.ModuleType) -> InMemoryRunner:

@@ -13,12 +13,8 @@ returns what only it could have freed.
 from __future__ import annotations
 
 import gc
-import importlib.util
-import sys
 import threading
 import types
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,28 +31,7 @@ from rxllm.testing import ScriptedLlm, StubServer, scripted_turn
 
 from .support import ANSWER, QUESTION, answer_chunks, get_order_function, question, worked_example_chunks
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "order_status.py"
 TIMEOUT = 10.0
-
-
-@pytest.fixture
-def collector_off() -> Iterator[None]:
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
-@pytest.fixture(scope="module")
-def example() -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location("order_status_example_garbage", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _garbage() -> list[str]:

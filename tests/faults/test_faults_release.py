@@ -11,12 +11,10 @@ collector is switched off here, so only reference counting can free anything.
 
 from __future__ import annotations
 
-import gc
 import json
 import threading
 import time
 import weakref
-from collections.abc import Iterator
 
 import pytest
 from faults_support import REQUEST, TIMEOUT, TRANSPORT_KINDS, make_transport
@@ -28,16 +26,6 @@ from rxllm.testing import Hold, StubResponse, StubServer
 
 class Kept(list[LlmResponse]):
     """A list a weak reference can point to."""
-
-
-@pytest.fixture
-def collector_off() -> Iterator[None]:
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _freed(ref: weakref.ref[Kept]) -> bool:
