@@ -151,6 +151,8 @@ async def last(source: rx_abc.ObservableBase[Any], default: Any = _NOTHING) -> A
     finally:
         if not future.done() or future.cancelled():  # left early; after a terminal event it is disposed already
             subscription.dispose()
+        # this frame goes into an error's traceback: holding the error (the future holds it) would be a cycle
+        del future, observer, subscription
 
 
 class ObservableIterator(Generic[T]):
@@ -634,7 +636,10 @@ def _awaiting_loop(scheduler: rx_abc.SchedulerBase | None) -> asyncio.AbstractEv
 
 
 def _raise(error: Exception) -> None:
-    raise error
+    try:
+        raise error
+    finally:  # (this frame goes into the error's traceback: holding the error too would be a cycle)
+        error = None  # type: ignore[assignment]
 
 
 def _subscribe_on_loop(

@@ -246,8 +246,14 @@ def run(source: rx_abc.ObservableBase[T], scheduler: rx_abc.SchedulerBase | None
     finally:
         if wait is not None:
             wait.end()
-    if last.error is not None:
-        raise last.error
+    error, last.error = last.error, None
+    if error is not None:
+        # this frame goes into the error's traceback: nothing it holds may hold the error (a cycle
+        # would keep the error, its traceback and this frame's locals for the garbage collector)
+        try:
+            raise error
+        finally:
+            error = None
     if not last.has_value:
         raise SequenceContainsNoElementsError()
     return cast(T, last.value)

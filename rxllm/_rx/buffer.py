@@ -153,8 +153,8 @@ class StreamBuffer(Generic[T]):
         subscription = source.subscribe(self._on_next, end, end)
         with LOCK:
             disposed = self._subscription is _DISPOSED  # disposed while subscribing (closed, or overflowed)
-            if not disposed:
-                self._subscription = subscription
+            if not disposed:  # (not held once the stream ended while subscribing: see _on_end)
+                self._subscription = subscription if self._terminal is None else _DISPOSED
         if disposed:
             subscription.dispose()
 
@@ -186,7 +186,11 @@ class StreamBuffer(Generic[T]):
         error = terminal[0]
         if error is None:
             return END
-        raise error
+        del terminal  # (this frame goes into the error's traceback: holding the error would be a cycle)
+        try:
+            raise error
+        finally:
+            error = None
 
     def _arrived(self) -> Callable[[], None] | None:
         """Under the lock, after an item or the end arrived: what to call (outside it) to wake the consumer."""
@@ -235,6 +239,10 @@ class StreamBuffer(Generic[T]):
             if self._terminal is not None:
                 return
             self._terminal = (error,)
+            # ended: its sink has let go of the source, so nothing is left to dispose; and the sink
+            # holds this buffer's methods, so holding it would be a cycle
+            if self._subscription is not _SUBSCRIBING:
+                self._subscription = _DISPOSED
             wake = self._arrived()
         if wake is not None:
             wake()

@@ -73,7 +73,10 @@ Subscribe = Callable[[rx_abc.ObserverBase[T], "rx_abc.SchedulerBase | None"], rx
 
 
 def _raise(error: Exception) -> None:
-    raise error
+    try:
+        raise error
+    finally:  # (this frame goes into the error's traceback: holding the error too would be a cycle)
+        error = None  # type: ignore[assignment]
 
 
 def _ignore(*_: Any) -> None:

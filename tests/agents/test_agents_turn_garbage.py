@@ -1,5 +1,5 @@
-"""An agent turn and a service turn leave nothing for the garbage collector: what they made is freed
-by reference counting when the turn ends.
+"""An agent turn, a service turn, a failed call and an iterated stream leave nothing for the garbage
+collector: what they made is freed by reference counting when they end.
 
 A reference cycle (an operator holding its own bound methods, a run queued on its lane through a
 ticket that holds the run's ``start``, a relay holding the interaction that owns it) keeps every
@@ -22,12 +22,13 @@ from reactivex import operators as ops
 from reactivex.scheduler import ImmediateScheduler
 from reactivex.testing import TestScheduler
 
-from rxllm import Content, Part
+from rxllm import Content, Part, RetryPolicy, RxLlmError
+from rxllm._rx.blocking import iterate
 from rxllm._rx.direct import concat_map_items, concat_now, emit_now
 from rxllm.agents import Event, InMemoryRunner, LlmAgent, RunConfig, StreamingMode
 from rxllm.providers.openai import OpenAiChatModel
 from rxllm.service import AiService
-from rxllm.testing import ScriptedLlm, StubServer, scripted_turn
+from rxllm.testing import ScriptedLlm, StubResponse, StubServer, scripted_turn
 
 from .support import ANSWER, QUESTION, answer_chunks, get_order_function, question, worked_example_chunks
 
@@ -167,3 +168,54 @@ def test_the_concatenations_let_go_of_their_subscribers_once_ended() -> None:
 
     assert seen == [1, 2, 6, 8, 5]
     assert _garbage() == []
+
+
+def _failing_model(server: StubServer) -> OpenAiChatModel:
+    return OpenAiChatModel(
+        "gpt-stub", base_url=server.url + "/v1", api_key="sk-test-not-real", retry_policy=RetryPolicy.never()
+    )
+
+
+_FAILURE = StubResponse(status=500, body=(b'{"error": {"message": "the stub fails"}}',))
+
+
+@pytest.mark.usefixtures("collector_off")
+def test_a_failed_call_raised_by_run_leaves_no_cycle() -> None:
+    """``.run()`` raises the error the stream ended with: its frame goes into the error's traceback,
+    so nothing it holds may hold the error (the error, its traceback and every frame's locals
+    would wait for the collector, after every failed call a caller catches)."""
+    with StubServer([_FAILURE] * 3) as server:
+        model = _failing_model(server)
+        raised: list[type[Exception]] = []
+        for _ in range(3):
+            try:
+                model.generate_content(QUESTION, stream=True).run()
+            except RxLlmError as error:
+                raised.append(type(error))
+            if len(raised) == 1:
+                _garbage()  # (what the first use of anything made)
+                continue
+            assert _garbage() == []
+    assert len(raised) == 3 and all(issubclass(kind, RxLlmError) for kind in raised)
+
+
+@pytest.mark.usefixtures("collector_off")
+@pytest.mark.parametrize("fails", [False, True])
+def test_iterating_a_stream_to_its_end_leaves_no_cycle(example: types.ModuleType, fails: bool) -> None:
+    """A blocking iterator lets go of its subscription once the stream ended (its sink holds the
+    iterator's methods), and raises the stream's error holding nothing that holds it."""
+    responses = [_FAILURE] * 3 if fails else example.streamed_responses()[:1] * 3
+    with StubServer(responses) as server:
+        model = _failing_model(server)
+        for turn in range(3):
+            texts: list[str] = []
+            try:
+                for response in iterate(model.generate_content(QUESTION, stream=True)):
+                    texts.append(response.text())
+            except RxLlmError:
+                assert fails
+            else:
+                assert not fails and texts[-1] == "Let me look that up."
+            found = _garbage()
+            if turn:
+                assert found == []
