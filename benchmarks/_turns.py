@@ -260,6 +260,48 @@ def _answer_request() -> LlmRequest:
     )
 
 
+def a17_contenders(model: Any, *, tool_scheduler: Any = None) -> dict[str, Callable[[], None]]:
+    """The order-A17 turn's three contenders on ``model``, each one turn a call, as the instruction
+    scripts count them: ``bare`` (the two model calls), ``agent`` (an ``LlmAgent`` in an
+    ``InMemoryRunner``, SSE mode; its ``prepare`` creates the session a later call runs in, outside
+    the count) and ``service`` (an ``AiService``). ``tool_scheduler`` runs their tools (None: the
+    default pools)."""
+    first_request = LlmRequest(contents=[Content(role="user", parts=[Part.from_text(QUESTION)])])
+    answer_request = _answer_request()
+    runner = InMemoryRunner(
+        LlmAgent("support", model, instruction=INSTRUCTION, tools=[get_order]),
+        app_name="shop",
+        tool_scheduler=tool_scheduler,
+    )
+    service = AiService(model, tools=[get_order], system_message=INSTRUCTION, tool_scheduler=tool_scheduler)
+    question = Content(role="user", parts=(Part.from_text(QUESTION),))
+    sse = RunConfig(streaming_mode=StreamingMode.SSE)
+    sessions = iter(range(10**9))
+    pending: list[str] = []
+
+    def bare() -> None:
+        for request in (first_request, answer_request):
+            items: list[Any] = model.generate_content(request, stream=True).pipe(ops.to_list()).run()
+            assert not items[-1].partial
+
+    def agent() -> None:
+        events: list[Any] = runner.run_async("u", pending.pop(), question, sse).pipe(ops.to_list()).run()
+        assert events[-1].text() == "Order A17 shipped Tuesday.", events[-1]
+
+    def prepare_agent() -> None:
+        session_id = f"s{next(sessions)}"
+        runner.session_service.create_session("shop", "u", session_id=session_id).run()
+        pending.append(session_id)
+
+    def service_turn() -> None:
+        events: list[Any] = service.stream(QUESTION).pipe(ops.to_list()).run()
+        assert events[-1].kind == "final_response", events[-1]
+        assert events[-1].response.text() == "Order A17 shipped Tuesday.", events[-1]
+
+    agent.prepare = prepare_agent  # type: ignore[attr-defined]
+    return {"bare": bare, "agent": agent, "service": service_turn}
+
+
 def runtime_cost(reps: int) -> dict[str, Any]:
     """The order-A17 turn (2 model calls, 1 tool) through an agent and a service, against the 2 bare calls.
 

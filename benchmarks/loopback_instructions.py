@@ -25,7 +25,6 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -33,45 +32,13 @@ WARMUP = 20
 
 
 def _contenders(url: str) -> dict[str, Callable[[], None]]:
-    from _turns import INSTRUCTION, QUESTION, _answer_request, get_order
-    from reactivex import operators as ops
+    from _turns import a17_contenders
 
-    from rxllm import Content, LlmRequest, Part, RetryPolicy
-    from rxllm.agents import InMemoryRunner, LlmAgent, RunConfig, StreamingMode
+    from rxllm import RetryPolicy
     from rxllm.providers.openai import OpenAiChatModel
-    from rxllm.service import AiService
 
     model = OpenAiChatModel("bench", base_url=f"{url}/a17", api_key="bench", retry_policy=RetryPolicy.never())
-    first_request = LlmRequest(contents=[Content(role="user", parts=[Part.from_text(QUESTION)])])
-    answer_request = _answer_request()
-    runner = InMemoryRunner(LlmAgent("support", model, instruction=INSTRUCTION, tools=[get_order]), app_name="shop")
-    service = AiService(model, tools=[get_order], system_message=INSTRUCTION)
-    question = Content(role="user", parts=(Part.from_text(QUESTION),))
-    sse = RunConfig(streaming_mode=StreamingMode.SSE)
-    sessions = iter(range(10**9))
-    pending: list[str] = []
-
-    def bare() -> None:
-        for request in (first_request, answer_request):
-            items: list[Any] = model.generate_content(request, stream=True).pipe(ops.to_list()).run()
-            assert not items[-1].partial
-
-    def agent() -> None:
-        events: list[Any] = runner.run_async("u", pending.pop(), question, sse).pipe(ops.to_list()).run()
-        assert events[-1].text() == "Order A17 shipped Tuesday.", events[-1]
-
-    def prepare_agent() -> None:
-        session_id = f"s{next(sessions)}"
-        runner.session_service.create_session("shop", "u", session_id=session_id).run()
-        pending.append(session_id)
-
-    def service_turn() -> None:
-        events: list[Any] = service.stream(QUESTION).pipe(ops.to_list()).run()
-        assert events[-1].kind == "final_response", events[-1]
-        assert events[-1].response.text() == "Order A17 shipped Tuesday.", events[-1]
-
-    agent.prepare = prepare_agent  # type: ignore[attr-defined]
-    return {"bare": bare, "agent": agent, "service": service_turn}
+    return a17_contenders(model)
 
 
 def _run(url: str, what: str, n: int) -> None:

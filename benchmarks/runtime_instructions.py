@@ -33,7 +33,6 @@ import argparse
 import gc
 import time
 from collections.abc import Callable
-from typing import Any
 
 from _callgrind import instructions
 
@@ -42,16 +41,13 @@ WARMUP = 20
 
 def _contenders() -> dict[str, Callable[[], None]]:
     import reactivex
-    from _turns import INSTRUCTION, QUESTION, _answer_request, get_order
+    from _turns import a17_contenders
     from reactivex import abc as rx_abc
-    from reactivex import operators as ops
     from reactivex.disposable import Disposable
     from reactivex.scheduler import ImmediateScheduler
 
-    from rxllm import BaseLlm, Chunk, Content, LlmRequest, LlmResponse, Part, ToolCallFragment
-    from rxllm.agents import InMemoryRunner, LlmAgent, RunConfig, StreamingMode
+    from rxllm import BaseLlm, Chunk, LlmRequest, LlmResponse, ToolCallFragment
     from rxllm.aio import AwaitableObservable
-    from rxllm.service import AiService
     from rxllm.testing import scripted_turn
 
     call_turn = scripted_turn(
@@ -84,39 +80,7 @@ def _contenders() -> dict[str, Callable[[], None]]:
 
             return AwaitableObservable(reactivex.create(subscribe))
 
-    model = InProcessModel()
-    inline = ImmediateScheduler()
-    runner = InMemoryRunner(
-        LlmAgent("support", model, instruction=INSTRUCTION, tools=[get_order]), app_name="shop", tool_scheduler=inline
-    )
-    service = AiService(model, tools=[get_order], system_message=INSTRUCTION, tool_scheduler=inline)
-    question = Content(role="user", parts=(Part.from_text(QUESTION),))
-    first_request = LlmRequest(contents=[question])
-    answer_request = _answer_request()
-    sse = RunConfig(streaming_mode=StreamingMode.SSE)
-    sessions = iter(range(10**9))
-    pending: list[str] = []
-
-    def bare() -> None:
-        for request in (first_request, answer_request):
-            model.generate_content(request, stream=True).pipe(ops.to_list()).run()
-
-    def agent() -> None:
-        session_id = pending.pop()
-        events: list[Any] = runner.run_async("u", session_id, question, sse).pipe(ops.to_list()).run()
-        assert events[-1].text() == "Order A17 shipped Tuesday.", events[-1]
-
-    def prepare_agent() -> None:
-        session_id = f"s{next(sessions)}"
-        runner.session_service.create_session("shop", "u", session_id=session_id).run()
-        pending.append(session_id)
-
-    def service_turn() -> None:
-        events: list[Any] = service.stream(QUESTION).pipe(ops.to_list()).run()
-        assert events[-1].kind == "final_response", events[-1]
-
-    agent.prepare = prepare_agent  # type: ignore[attr-defined]
-    return {"bare": bare, "agent": agent, "service": service_turn}
+    return a17_contenders(InProcessModel(), tool_scheduler=ImmediateScheduler())
 
 
 def _run(what: str, n: int) -> None:

@@ -100,10 +100,8 @@ CASES: list[tuple[str, LlmResponse, UsageMetadata | None]] = [
 ]
 
 
-@pytest.mark.parametrize(("name", "response", "total"), CASES, ids=[case[0] for case in CASES])
-def test_the_event_of_a_response_is_the_validated_one_and_built_without_validation(
-    name: str, response: LlmResponse, total: UsageMetadata | None, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _events_built(monkeypatch: pytest.MonkeyPatch) -> list[Event]:
+    """The events the flow's fast path (``_event_of``) builds from now on, in order."""
     built: list[Event] = []
     event_of = flow._event_of
 
@@ -113,6 +111,14 @@ def test_the_event_of_a_response_is_the_validated_one_and_built_without_validati
         return event
 
     monkeypatch.setattr(flow, "_event_of", spy)
+    return built
+
+
+@pytest.mark.parametrize(("name", "response", "total"), CASES, ids=[case[0] for case in CASES])
+def test_the_event_of_a_response_is_the_validated_one_and_built_without_validation(
+    name: str, response: LlmResponse, total: UsageMetadata | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built = _events_built(monkeypatch)
     ctx = _Ctx()
     event = flow._to_event(_Agent(), ctx, flow._Step(), response)  # type: ignore[arg-type]
     assert built == [event] and built[0] is event  # the fast path built it
@@ -258,15 +264,7 @@ def test_a_turn_gives_the_events_of_the_validated_path(monkeypatch: pytest.Monke
 
 
 def test_a_turn_builds_every_response_event_without_validation(monkeypatch: pytest.MonkeyPatch) -> None:
-    built: list[Event] = []
-    event_of = flow._event_of
-
-    def spy(*args: Any) -> Event:
-        event = event_of(*args)
-        built.append(event)
-        return event
-
-    monkeypatch.setattr(flow, "_event_of", spy)
+    built = _events_built(monkeypatch)
     events, _ = _run_a17()
     model_events = [e for e in events if e.content is not None and e.content.role == "model"]
     finals = [e for e in model_events if not e.partial]
