@@ -43,7 +43,7 @@ from reactivex.scheduler.eventloop import AsyncIOScheduler
 from .._core.errors import EmptyStreamError, EventLoopError
 from . import blocking
 from .buffer import DEFAULT_MAX_BUFFER, END, LOCK, WAIT, StreamBuffer, check_max_buffer
-from .direct import lazy_lock, register_wrapper
+from .direct import lazy_lock, raise_error, register_wrapper
 
 __all__ = [
     "AwaitableObservable",
@@ -635,13 +635,6 @@ def _awaiting_loop(scheduler: rx_abc.SchedulerBase | None) -> asyncio.AbstractEv
     return running if getattr(scheduler, "_loop", None) is running else None
 
 
-def _raise(error: Exception) -> None:
-    try:
-        raise error
-    finally:  # (this frame goes into the error's traceback: holding the error too would be a cycle)
-        error = None  # type: ignore[assignment]
-
-
 def _subscribe_on_loop(
     source: rx_abc.ObservableBase[T],
     loop: asyncio.AbstractEventLoop,
@@ -661,7 +654,7 @@ def _subscribe_on_loop(
         completed_: Callable[[], None] = observer.on_completed
     else:
         next_ = on_next or (lambda _: None)
-        error_ = on_error or _raise
+        error_ = on_error or raise_error
         completed_ = on_completed or (lambda: None)
     loop_thread = threading.get_ident()
     disposed = [False]

@@ -61,6 +61,7 @@ __all__ = [
     "ignore_items",
     "nothing_now",
     "on_dispose",
+    "raise_error",
     "register_wrapper",
     "tap_next",
     "then_now",
@@ -72,7 +73,8 @@ U = TypeVar("U")
 Subscribe = Callable[[rx_abc.ObserverBase[T], "rx_abc.SchedulerBase | None"], rx_abc.DisposableBase]
 
 
-def _raise(error: Exception) -> None:
+def raise_error(error: Exception) -> None:
+    """Raise ``error`` (the ``on_error`` of a subscriber that gave none), holding nothing after it."""
     try:
         raise error
     finally:  # (this frame goes into the error's traceback: holding the error too would be a cycle)
@@ -227,7 +229,7 @@ class Direct(reactivex.Observable[T]):
         else:
             sink = _Sink(
                 _ignore if on_next is None else on_next,  # type: ignore[arg-type]
-                on_error or _raise,
+                on_error or raise_error,
                 on_completed or _ignore,
             )
         try:
