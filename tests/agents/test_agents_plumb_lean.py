@@ -21,6 +21,7 @@ import reactivex
 from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
 from reactivex.scheduler import ImmediateScheduler
+from rx_support import Held
 from telemetry_support import Telemetry
 
 import rxllm
@@ -72,25 +73,6 @@ class Recorder:
 
     def on_completed(self) -> None:
         self.got.append(("completed",))
-
-
-class Held(reactivex.Observable[Any]):
-    """A source whose items the test pushes later (from this or another thread): an asynchronous store or model."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.observers: list[rx_abc.ObserverBase[Any]] = []
-        self.disposed = 0
-
-    def _subscribe_core(
-        self, observer: rx_abc.ObserverBase[Any], scheduler: rx_abc.SchedulerBase | None = None
-    ) -> rx_abc.DisposableBase:
-        self.observers.append(observer)
-
-        def dispose() -> None:
-            self.disposed += 1
-
-        return Disposable(dispose)
 
 
 def _fields(event: Event) -> dict[str, Any]:
